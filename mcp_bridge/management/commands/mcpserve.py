@@ -1,0 +1,146 @@
+"""``manage.py mcpserve --path <project>``: serve the DeepWork toolset to an agent.
+
+stdout carries the MCP protocol on the stdio transport: this command logs to stderr only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections, connection
+from django.db.migrations.executor import MigrationExecutor
+
+from workflows.services import agents as agent_services
+
+logger = logging.getLogger("deepwork.mcpserve")
+
+HEARTBEAT_SECONDS = 20
+TOKEN_ENV = "DEEPWORK_MCP_TOKEN"
+AGENT_ID_ENV = "DEEPWORK_AGENT_ID"
+
+
+def _migrate_if_needed() -> None:
+    """Bring the database schema up to date so a fresh install just works."""
+    executor = MigrationExecutor(connection)
+    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    if plan:
+        from django.core.management import call_command
+
+        logger.info("Applying %d database migrations", len(plan))
+        call_command("migrate", interactive=False, verbosity=0)
+
+
+def _heartbeat(state, stop: threading.Event) -> None:
+    while not stop.wait(HEARTBEAT_SECONDS):
+        agent = state._agent
+        if agent is None:
+            continue
+        try:
+            close_old_connections()
+            if not agent_services.agent_heartbeat(agent=agent, holder=state.holder):
+                logger.warning("Agent %s was taken over by another process", agent.agent_id)
+        except Exception:
+            logger.exception("Heartbeat failed")
+        finally:
+            close_old_connections()
+
+
+class Command(BaseCommand):
+    help = "Serve the DeepWork MCP tools for one project (stdio by default)."
+    requires_system_checks: list[str] = []
+    requires_migrations_checks = False
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--path", default=".", help="Project root (default: current folder)")
+        parser.add_argument(
+            "--no-quality-gate",
+            action="store_true",
+            help="Skip all quality reviews; steps advance as soon as their outputs check out",
+        )
+        parser.add_argument(
+            "--transport", choices=["stdio", "sse", "http"], default="stdio", help="MCP transport"
+        )
+        parser.add_argument(
+            "--host", default="127.0.0.1", help="Bind address for http/sse (default: loopback)"
+        )
+        parser.add_argument("--port", type=int, default=8000, help="Port for http/sse")
+        parser.add_argument(
+            "--external-runner",
+            choices=["claude"],
+            default=None,
+            help="Review step outputs with this CLI instead of the agent's self-review",
+        )
+        parser.add_argument(
+            "--platform", default=None, help="Platform name used to format review tasks"
+        )
+        parser.add_argument(
+            "--agent-id",
+            default=os.environ.get(AGENT_ID_ENV) or None,
+            help=f"Serve as this agent identity (env {AGENT_ID_ENV}); by default a restarted "
+            "server adopts the stack its predecessor left",
+        )
+        parser.add_argument(
+            "--token",
+            default=os.environ.get(TOKEN_ENV) or None,
+            help=f"Bearer token required on http/sse (env {TOKEN_ENV}); generated if absent",
+        )
+
+    def handle(self, *args, **options) -> None:
+        root = Path(options["path"]).expanduser()
+        if not root.is_dir():
+            raise CommandError(f"--path must be an existing directory: {options['path']}")
+        root = root.resolve()
+        (root / ".deepwork" / "tmp").mkdir(parents=True, exist_ok=True)
+        _migrate_if_needed()
+
+        from mcp_bridge.server import create_server
+
+        transport = options["transport"]
+        auth = None
+        if transport != "stdio":
+            from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
+
+            token = options["token"]
+            if not token:
+                token = secrets.token_urlsafe(32)
+                logger.warning("No --token given; this server's bearer token is: %s", token)
+            auth = StaticTokenVerifier(tokens={token: {"client_id": "deepwork", "scopes": []}})
+
+        mcp = create_server(
+            root,
+            enable_quality_gate=not options["no_quality_gate"],
+            external_runner=options["external_runner"],
+            platform=options["platform"],
+            agent_id=options["agent_id"],
+            auth=auth,
+        )
+        state = mcp.deepwork_state
+        stop = threading.Event()
+        threading.Thread(target=_heartbeat, args=(state, stop), daemon=True).start()
+        # The database thread used by the tools opens its own connection.
+        connection.close()
+        try:
+            if transport == "stdio":
+                mcp.run(transport="stdio", show_banner=False)
+            else:
+                mcp.run(
+                    transport=transport,
+                    host=options["host"],
+                    port=options["port"],
+                    show_banner=False,
+                    host_origin_protection=True,
+                )
+        except KeyboardInterrupt:
+            pass
+        finally:
+            stop.set()
+            try:
+                close_old_connections()
+                state.release()
+            except Exception:
+                logger.exception("Could not release the agent")

@@ -1,0 +1,31 @@
+"""Domain errors. Each carries the exact message an agent or API client needs.
+
+Interfaces map them: MCP tools raise ``ToolError`` with the message, the REST API picks the HTTP
+status from the class (400 invalid input, 404 unknown name, 409 lost race).
+"""
+
+from __future__ import annotations
+
+
+class WorkflowError(Exception):
+    """Base class: a request the engine refused, with a message fit to show the caller."""
+
+    @property
+    def message(self) -> str:
+        return str(self)
+
+
+class NotFound(WorkflowError):
+    """An unknown job, workflow, step or session."""
+
+
+class InvalidInput(WorkflowError):
+    """Outputs, paths or arguments that break a rule."""
+
+
+class JobBroken(WorkflowError):
+    """The job exists but its definition or files cannot be used."""
+
+
+class Conflict(WorkflowError):
+    """Another call changed the session first; nothing was changed by this one."""

@@ -1,0 +1,324 @@
+"""The workflow engine's tables: the job catalog, agents, sessions, step runs and events.
+
+Writes happen only in ``workflows.services``; reads that shape data for an interface live in
+``workflows.selectors``. No model declares ``Meta.ordering``: each query orders explicitly.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+
+class Project(models.Model):
+    """A folder whose ``.deepwork/jobs`` are served. One database serves many projects."""
+
+    root_path = models.CharField(max_length=1024, unique=True)
+    name = models.CharField(max_length=255)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Agent(models.Model):
+    """An agent identity: owns a stack of workflow sessions.
+
+    An ``mcpserve`` process holds exactly one agent while it runs (``holder``). A process that
+    starts without an explicit ``--agent-id`` adopts an agent whose holder is gone, so an agent
+    whose server restarted continues where it was.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agents")
+    agent_id = models.CharField(max_length=128)
+    explicit = models.BooleanField(
+        default=False, help_text="Named by --agent-id; never adopted by another process."
+    )
+    roles = models.JSONField(default=list, blank=True)
+    holder = models.CharField(max_length=255, blank=True, default="")
+    hostname = models.CharField(max_length=255, blank=True, default="")
+    pid = models.IntegerField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "agent_id"], name="workflows_agent_unique_id_per_project"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.agent_id
+
+
+class Job(models.Model):
+    """One parsed revision of a job folder.
+
+    A new row is written when a job.yml's content changes; the old row stays so that sessions
+    started on it keep the definition they started with.
+    """
+
+    class Source(models.TextChoices):
+        PROJECT = "project", "Project"
+        STANDARD = "standard", "Standard"
+        ADDITIONAL = "additional", "Additional folder"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="jobs")
+    source = models.CharField(max_length=16, choices=Source.choices)
+    dir_name = models.CharField(max_length=255)
+    job_dir = models.CharField(max_length=1024)
+    name = models.CharField(max_length=255)
+    version = models.CharField(max_length=32)
+    summary = models.CharField(max_length=255)
+    common_info = models.TextField()
+    definition = models.JSONField()
+    content_hash = models.CharField(max_length=64)
+    file_mtime_ns = models.BigIntegerField()
+    file_size = models.BigIntegerField()
+    position = models.IntegerField(default=0, help_text="Catalog order while current.")
+    is_current = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "job_dir", "content_hash"],
+                name="workflows_job_unique_revision",
+            ),
+            models.UniqueConstraint(
+                fields=["project", "dir_name"],
+                condition=Q(is_current=True),
+                name="workflows_job_one_current_per_dir_name",
+            ),
+            models.CheckConstraint(
+                condition=Q(source__in=["project", "standard", "additional"]),
+                name="workflows_job_source_valid",
+            ),
+        ]
+        indexes = [
+            # The catalog listing: current jobs of a project in catalog order.
+            models.Index(fields=["project", "is_current", "position"], name="wf_job_catalog_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.version})"
+
+
+class Workflow(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="workflows")
+    name = models.CharField(max_length=255)
+    summary = models.CharField(max_length=255)
+    position = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "name"], name="workflows_workflow_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job.dir_name}/{self.name}"
+
+
+class Step(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    step_id = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    description = models.TextField()
+    instructions_file = models.CharField(max_length=1024)
+    outputs = models.JSONField(default=list)
+    reviews = models.JSONField(default=list)
+    inputs = models.JSONField(default=list)
+    position = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["job", "step_id"], name="workflows_step_unique_id"),
+        ]
+
+    def __str__(self) -> str:
+        return self.step_id
+
+
+class WorkflowStep(models.Model):
+    """A step's place in a workflow: one node of the workflow's DAG.
+
+    DeepWork's ordered entries become levels (``entry_index``); members of a concurrent entry
+    share a level, and each node depends on every node of the level before it.
+    """
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="nodes")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="placements")
+    entry_index = models.IntegerField()
+    position_in_entry = models.IntegerField(default=0)
+    is_concurrent = models.BooleanField(default=False)
+    depends_on = models.ManyToManyField("self", symmetrical=False, related_name="dependents")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "step"], name="workflows_workflowstep_unique_step"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow}#{self.entry_index}:{self.step.step_id}"
+
+
+class JobLoadError(models.Model):
+    """A job folder whose job.yml currently fails to load."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="load_errors")
+    dir_name = models.CharField(max_length=255)
+    job_dir = models.CharField(max_length=1024)
+    error = models.TextField()
+    position = models.IntegerField(default=0)
+    detected_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "job_dir"], name="workflows_jobloaderror_unique_dir"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dir_name}: {self.error[:60]}"
+
+
+class WorkflowSession(models.Model):
+    """One run of a workflow, on one agent's stack."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        COMPLETED = "completed", "Completed"
+        ABORTED = "aborted", "Aborted"
+
+    session_id = models.CharField(max_length=32, unique=True)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="sessions")
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
+    )
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="sessions")
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="sessions")
+    job_name = models.CharField(max_length=255, help_text="The job name as the caller gave it.")
+    workflow_name = models.CharField(max_length=255)
+    instance_id = models.CharField(max_length=255, null=True, blank=True)
+    goal = models.TextField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    current_entry_index = models.IntegerField(default=0)
+    current_step_id = models.CharField(max_length=255)
+    revision = models.IntegerField(
+        default=0, help_text="Bumped on every transition; transitions compare-and-set on it."
+    )
+    abort_reason = models.TextField(null=True, blank=True)
+    started_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["active", "completed", "aborted"]),
+                name="workflows_session_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(status="active", completed_at__isnull=True)
+                | ~Q(status="active") & Q(completed_at__isnull=False),
+                name="workflows_session_completed_at_matches_status",
+            ),
+        ]
+        indexes = [
+            # An agent's stack: its active sessions, bottom to top.
+            models.Index(fields=["agent", "status", "id"], name="wf_session_stack_idx"),
+            # The dashboard and API session lists, newest first per project.
+            models.Index(fields=["project", "-started_at"], name="wf_session_project_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.job_name}/{self.workflow_name} ({self.status})"
+
+
+class StepRun(models.Model):
+    """One step of a session, from the moment it becomes current until it is finished."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        COMPLETED = "completed", "Completed"
+        INVALIDATED = "invalidated", "Invalidated by go_to_step"
+        ABORTED = "aborted", "Aborted with its session"
+
+    session = models.ForeignKey(WorkflowSession, on_delete=models.CASCADE, related_name="runs")
+    step_def = models.ForeignKey(Step, on_delete=models.PROTECT, related_name="runs")
+    step_id = models.CharField(max_length=255)
+    entry_index = models.IntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    outputs = models.JSONField(default=dict, blank=True)
+    notes = models.TextField(null=True, blank=True)
+    quality_attempts = models.IntegerField(default=0)
+    started_at = models.DateTimeField(default=timezone.now)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=["active", "completed", "invalidated", "aborted"]),
+                name="workflows_steprun_status_valid",
+            ),
+            # At most one live run of a step per session: a race can never start it twice.
+            models.UniqueConstraint(
+                fields=["session", "step_id"],
+                condition=Q(status="active"),
+                name="workflows_steprun_one_active_per_step",
+            ),
+        ]
+        indexes = [
+            # A session's timeline and its current entry's runs.
+            models.Index(
+                fields=["session", "status", "entry_index"], name="wf_steprun_session_idx"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session.session_id}:{self.step_id} ({self.status})"
+
+
+class Event(models.Model):
+    """Append-only outbox of everything that happened; written in the transition's transaction.
+
+    The dashboard tails it (``id > last_seen``) to push live updates across processes.
+    """
+
+    class Kind(models.TextChoices):
+        SESSION_STARTED = "session_started", "Session started"
+        STEP_STARTED = "step_started", "Step started"
+        STEP_FINISHED = "step_finished", "Step finished"
+        STEP_REOPENED = "step_reopened", "Returned to an earlier step"
+        SESSION_COMPLETED = "session_completed", "Session completed"
+        SESSION_ABORTED = "session_aborted", "Session aborted"
+        CATALOG_SYNCED = "catalog_synced", "Job catalog changed"
+        AGENT_CONNECTED = "agent_connected", "Agent connected"
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="events")
+    session = models.ForeignKey(
+        WorkflowSession, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+    )
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
+    )
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    payload = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # A session's audit timeline.
+            models.Index(fields=["session", "id"], name="wf_event_session_idx"),
+            # The per-project live feed: events after an id.
+            models.Index(fields=["project", "id"], name="wf_event_project_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.kind}"

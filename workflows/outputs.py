@@ -1,0 +1,107 @@
+"""Validation of the outputs an agent hands in with ``finished_step``.
+
+DeepWork 0.9.1's checks and messages, in its order, plus the rules it lacked: every path must
+name a file inside the project root, and a required ``files`` output must list at least one.
+Messages echo what the caller sent, never the server's absolute paths.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from workflows.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class DeclaredOutput:
+    name: str
+    type: str
+    required: bool
+
+
+def _check_path(name: str, value: str, root: Path) -> None:
+    if not value.strip():
+        raise InvalidInput(
+            f"Output '{name}': the path is empty; give a file path relative to the project root"
+        )
+    if "\x00" in value:
+        raise InvalidInput(f"Output '{name}': the path contains a NUL byte")
+    given = Path(value)
+    candidate = Path(os.path.normpath(given if given.is_absolute() else root / given))
+    if not candidate.is_relative_to(root):
+        if given.is_absolute():
+            raise InvalidInput(
+                f"Output '{name}': absolute paths outside the project root are not allowed; "
+                "give a path relative to the project root"
+            )
+        raise InvalidInput(
+            f"Output '{name}': '{value}' resolves outside the project root; "
+            "outputs must be files inside the project"
+        )
+    if not os.path.lexists(candidate):
+        raise InvalidInput(f"Output '{name}': file not found at '{value}'")
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(root):
+        raise InvalidInput(
+            f"Output '{name}': '{value}' is a symbolic link to a file outside the project root; "
+            "outputs must be files inside the project"
+        )
+    if resolved.is_dir():
+        raise InvalidInput(f"Output '{name}': '{value}' is a directory; outputs must be files")
+    if not resolved.exists():
+        raise InvalidInput(f"Output '{name}': file not found at '{value}'")
+
+
+def validate_outputs(
+    *, declared: Iterable[DeclaredOutput], submitted: Mapping[str, object], project_root: Path
+) -> None:
+    """Raise ``InvalidInput`` with the first rule ``submitted`` breaks; return if it is valid.
+
+    ``project_root`` must already be resolved (no symlinks) for the containment checks.
+    """
+    by_name = {output.name: output for output in declared}
+    unknown = sorted(set(submitted) - set(by_name))
+    if unknown:
+        raise InvalidInput(
+            f"Unknown output names: {', '.join(unknown)}. "
+            f"Declared outputs: {', '.join(sorted(by_name))}"
+        )
+    missing = sorted(
+        output.name
+        for output in by_name.values()
+        if output.required and output.name not in submitted
+    )
+    if missing:
+        raise InvalidInput(
+            f"Missing required outputs: {', '.join(missing)}. "
+            "All required outputs must be provided."
+        )
+    for name, value in submitted.items():
+        output = by_name[name]
+        if output.type == "file":
+            if not isinstance(value, str):
+                raise InvalidInput(
+                    f"Output '{name}' is declared as type 'file' and must be a single string "
+                    f"path, got {type(value).__name__}"
+                )
+            _check_path(name, value, project_root)
+        else:
+            if not isinstance(value, list):
+                raise InvalidInput(
+                    f"Output '{name}' is declared as type 'files' and must be a list of paths, "
+                    f"got {type(value).__name__}"
+                )
+            if output.required and not value:
+                raise InvalidInput(
+                    f"Output '{name}' is required and must list at least one file, got an "
+                    "empty list"
+                )
+            for path in value:
+                if not isinstance(path, str):
+                    raise InvalidInput(
+                        f"Output '{name}': all paths must be strings, got {type(path).__name__}"
+                    )
+                _check_path(name, path, project_root)

@@ -1,0 +1,453 @@
+"""Workflow sessions: start, finish a step, abort, go back to a step.
+
+Every transition is one transaction that compare-and-sets the session's ``revision``: of two
+calls that read the same state, exactly one applies; the other changes nothing and is told what
+the session looks like now. Slow work (file checks, reading instructions, reviews) happens
+before the transaction, so a failure there leaves no state behind.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
+from workflows.models import (
+    Agent,
+    Event,
+    Job,
+    Project,
+    Step,
+    StepRun,
+    Workflow,
+    WorkflowSession,
+)
+from workflows.outputs import DeclaredOutput, validate_outputs
+from workflows.schemas import (
+    AbortWorkflowResponse,
+    ActiveStepInfo,
+    ExpectedOutput,
+    FinishedStepResponse,
+    GoToStepResponse,
+    ReviewInfo,
+    StartWorkflowResponse,
+    StepStatus,
+)
+from workflows.selectors import session_resolve, stack_for_agent, workflow_entries
+from workflows.services.catalog import CatalogView
+
+OUTPUT_SYNTAX = {"file": "filepath", "files": "array of filepaths for all individual files"}
+
+
+@dataclass(frozen=True)
+class StepCheckpoint:
+    """What a quality gate needs to judge a finished step, read before any write."""
+
+    session: WorkflowSession
+    steps: list[Step]
+    outputs: dict[str, str | list[str]]
+    notes: str | None
+    project_root: Path
+
+
+# A quality gate sees the checkpoint and either lets it pass (None) or answers ``needs_work``.
+QualityGate = Callable[[StepCheckpoint], FinishedStepResponse | None]
+
+
+def _read_instructions(job: Job, step: Step) -> str:
+    job_dir = Path(job.job_dir).resolve()
+    path = (job_dir / step.instructions_file).resolve()
+    if not path.is_relative_to(job_dir):
+        raise JobBroken(
+            f"Instructions file '{step.instructions_file}' of step '{step.step_id}' is outside "
+            "the job folder"
+        )
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise JobBroken(f"Instructions file not found: {step.instructions_file}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise JobBroken(
+            f"Instructions file {step.instructions_file} could not be read: {exc}"
+        ) from None
+
+
+def _entry_instructions(job: Job, entry: list[Step]) -> str:
+    """The first step's instructions; a concurrent entry adds the note and its other members'
+    instructions, which DeepWork 0.9.1 never showed."""
+    text = _read_instructions(job, entry[0])
+    if len(entry) > 1:
+        ids = ", ".join(step.step_id for step in entry)
+        text += (
+            f"\n\n**CONCURRENT STEPS**: This entry has {len(entry)} steps that can run in "
+            f"parallel: {ids}\nUse the Task tool to execute them concurrently."
+        )
+        for other in entry[1:]:
+            text += (
+                f"\n\n---\n\n## Instructions for concurrent step '{other.step_id}'\n\n"
+                + _read_instructions(job, other)
+            )
+    return text
+
+
+def _begin_step(
+    *, session: WorkflowSession, job: Job, entry: list[Step], instructions: str
+) -> ActiveStepInfo:
+    return ActiveStepInfo(
+        session_id=session.session_id,
+        step_id=entry[0].step_id,
+        job_dir=job.job_dir,
+        step_expected_outputs=[
+            ExpectedOutput(
+                name=output["name"],
+                type=output["type"],
+                description=output["description"],
+                required=output["required"],
+                syntax_for_finished_step_tool=OUTPUT_SYNTAX[output["type"]],
+            )
+            for step in entry
+            for output in step.outputs
+        ],
+        step_reviews=[ReviewInfo(**review) for step in entry for review in step.reviews],
+        step_instructions=instructions,
+        common_job_info=job.common_info,
+    )
+
+
+def _start_runs(session: WorkflowSession, entry_index: int, entry: list[Step]) -> None:
+    StepRun.objects.bulk_create(
+        StepRun(session=session, step_def=step, step_id=step.step_id, entry_index=entry_index)
+        for step in entry
+    )
+    Event.objects.bulk_create(
+        Event(
+            project_id=session.project_id,
+            session=session,
+            agent_id=session.agent_id,
+            kind=Event.Kind.STEP_STARTED,
+            payload={"step_id": step.step_id, "entry_index": entry_index},
+        )
+        for step in entry
+    )
+
+
+def _claim(session: WorkflowSession, **changes) -> None:
+    """Compare-and-set the session forward; raise ``Conflict`` if another call got there first."""
+    now = timezone.now()
+    claimed = WorkflowSession.objects.filter(
+        pk=session.pk, status=WorkflowSession.Status.ACTIVE, revision=session.revision
+    ).update(revision=F("revision") + 1, updated_at=now, **changes)
+    if claimed == 1:
+        for field, value in changes.items():
+            setattr(session, field, value)
+        session.revision += 1
+        return
+    current = WorkflowSession.objects.get(pk=session.pk)
+    if current.status != WorkflowSession.Status.ACTIVE:
+        raise Conflict(
+            f"Session '{session.session_id}' was {current.status} by another call while this "
+            "one ran; nothing was changed"
+        )
+    raise Conflict(
+        f"Session '{session.session_id}' moved on while this call ran: its current step is now "
+        f"'{current.current_step_id}'; nothing was changed"
+    )
+
+
+def _new_session_id() -> str:
+    return secrets.token_hex(4)
+
+
+def _resolve_workflow(job: Job, workflow_name: str) -> Workflow:
+    workflows = list(job.workflows.order_by("position"))
+    for workflow in workflows:
+        if workflow.name == workflow_name:
+            return workflow
+    # DeepWork selects a job's only workflow whatever name was given; agents rely on it.
+    if len(workflows) == 1:
+        return workflows[0]
+    available = ", ".join(workflow.name for workflow in workflows)
+    raise NotFound(
+        f"Workflow '{workflow_name}' not found in job '{job.name}'. "
+        f"Available workflows: {available}"
+    )
+
+
+def session_start(
+    *,
+    project: Project,
+    agent: Agent,
+    catalog: CatalogView,
+    job_name: str,
+    workflow_name: str,
+    goal: str,
+    instance_id: str | None = None,
+) -> StartWorkflowResponse:
+    """Start a workflow on top of the agent's stack and return its first step."""
+    found = catalog.find(job_name)
+    if found is None:
+        broken = catalog.error_for(job_name)
+        if broken is not None:
+            raise JobBroken(f"Failed to parse job '{job_name}': {broken.error}")
+        raise NotFound(f"Job not found: {job_name}")
+    job = Job.objects.get(pk=found.pk)
+    workflow = _resolve_workflow(job, workflow_name)
+    entries = workflow_entries(workflow=workflow)
+    if not entries:
+        raise JobBroken(f"Workflow '{workflow.name}' has no steps")
+    first = entries[0]
+    instructions = _entry_instructions(job, first)
+
+    for _ in range(5):
+        try:
+            with transaction.atomic():
+                parent = (
+                    WorkflowSession.objects.filter(
+                        agent=agent, status=WorkflowSession.Status.ACTIVE
+                    )
+                    .order_by("-id")
+                    .first()
+                )
+                session = WorkflowSession.objects.create(
+                    session_id=_new_session_id(),
+                    project=project,
+                    agent=agent,
+                    parent=parent,
+                    job=job,
+                    workflow=workflow,
+                    job_name=job_name,
+                    workflow_name=workflow.name,
+                    instance_id=instance_id,
+                    goal=goal,
+                    current_step_id=first[0].step_id,
+                )
+                Event.objects.create(
+                    project=project,
+                    session=session,
+                    agent=agent,
+                    kind=Event.Kind.SESSION_STARTED,
+                    payload={
+                        "job": job_name,
+                        "workflow": workflow.name,
+                        "goal": goal,
+                        "parent": parent.session_id if parent else None,
+                    },
+                )
+                _start_runs(session, 0, first)
+            break
+        except IntegrityError:
+            # An 8-hex session id collided with an existing one; draw another.
+            continue
+    else:
+        raise Conflict("Could not allocate a unique session id; try again")
+    return StartWorkflowResponse(
+        begin_step=_begin_step(session=session, job=job, entry=first, instructions=instructions),
+        stack=stack_for_agent(agent=agent),
+    )
+
+
+def _declared_outputs(entry: list[Step]) -> list[DeclaredOutput]:
+    return [
+        DeclaredOutput(name=output["name"], type=output["type"], required=output["required"])
+        for step in entry
+        for output in step.outputs
+    ]
+
+
+def step_finish(
+    *,
+    project: Project,
+    agent: Agent,
+    outputs: dict[str, str | list[str]],
+    notes: str | None = None,
+    session_id: str | None = None,
+    quality_gate: QualityGate | None = None,
+) -> FinishedStepResponse:
+    """Check the current entry's outputs, run the gate, then advance or complete the session.
+
+    Every member of a concurrent entry is finished together: its outputs are the union of the
+    members' declared outputs, all validated.
+    """
+    session = session_resolve(project=project, agent=agent, session_id=session_id)
+    job = session.job
+    entries = workflow_entries(workflow=session.workflow)
+    index = session.current_entry_index
+    if index >= len(entries):
+        raise JobBroken(f"Current step not found: {session.current_step_id}")
+    entry = entries[index]
+    project_root = Path(project.root_path)
+    validate_outputs(
+        declared=_declared_outputs(entry), submitted=outputs, project_root=project_root
+    )
+    if quality_gate is not None:
+        verdict = quality_gate(
+            StepCheckpoint(
+                session=session,
+                steps=entry,
+                outputs=outputs,
+                notes=notes,
+                project_root=project_root,
+            )
+        )
+        if verdict is not None:
+            return verdict
+
+    next_index = index + 1
+    finished = next_index >= len(entries)
+    next_entry = None if finished else entries[next_index]
+    instructions = None if next_entry is None else _entry_instructions(job, next_entry)
+    now = timezone.now()
+
+    with transaction.atomic():
+        if finished:
+            _claim(session, status=WorkflowSession.Status.COMPLETED, completed_at=now)
+        else:
+            _claim(
+                session,
+                current_entry_index=next_index,
+                current_step_id=next_entry[0].step_id,
+            )
+        for step in entry:
+            own = {o["name"] for o in step.outputs}
+            StepRun.objects.filter(
+                session=session, step_id=step.step_id, status=StepRun.Status.ACTIVE
+            ).update(
+                status=StepRun.Status.COMPLETED,
+                outputs={name: value for name, value in outputs.items() if name in own},
+                notes=notes,
+                completed_at=now,
+            )
+        Event.objects.bulk_create(
+            Event(
+                project=project,
+                session=session,
+                agent=agent,
+                kind=Event.Kind.STEP_FINISHED,
+                payload={"step_id": step.step_id, "outputs": outputs, "notes": notes},
+            )
+            for step in entry
+        )
+        if finished:
+            Event.objects.create(
+                project=project,
+                session=session,
+                agent=agent,
+                kind=Event.Kind.SESSION_COMPLETED,
+                payload={"workflow": session.workflow_name},
+            )
+        else:
+            _start_runs(session, next_index, next_entry)
+
+    stack = stack_for_agent(agent=agent)
+    if finished:
+        all_outputs: dict[str, str | list[str]] = {}
+        for run_outputs in (
+            StepRun.objects.filter(session=session, status=StepRun.Status.COMPLETED)
+            .order_by("entry_index", "id")
+            .values_list("outputs", flat=True)
+        ):
+            all_outputs.update(run_outputs)
+        return FinishedStepResponse(
+            status=StepStatus.WORKFLOW_COMPLETE,
+            summary=f"Workflow '{session.workflow_name}' completed successfully!",
+            all_outputs=all_outputs,
+            stack=stack,
+        )
+    return FinishedStepResponse(
+        status=StepStatus.NEXT_STEP,
+        begin_step=_begin_step(
+            session=session, job=job, entry=next_entry, instructions=instructions
+        ),
+        stack=stack,
+    )
+
+
+def session_abort(
+    *, project: Project, agent: Agent, explanation: str, session_id: str | None = None
+) -> AbortWorkflowResponse:
+    """Abort a session; the caller's stack resumes at its new top."""
+    session = session_resolve(project=project, agent=agent, session_id=session_id)
+    aborted_step = session.current_step_id
+    with transaction.atomic():
+        _claim(
+            session,
+            status=WorkflowSession.Status.ABORTED,
+            abort_reason=explanation,
+            completed_at=timezone.now(),
+        )
+        StepRun.objects.filter(session=session, status=StepRun.Status.ACTIVE).update(
+            status=StepRun.Status.ABORTED, completed_at=timezone.now()
+        )
+        Event.objects.create(
+            project=project,
+            session=session,
+            agent=agent,
+            kind=Event.Kind.SESSION_ABORTED,
+            payload={"step_id": aborted_step, "explanation": explanation},
+        )
+    stack = stack_for_agent(agent=agent)
+    top = stack[-1] if stack else None
+    return AbortWorkflowResponse(
+        aborted_workflow=f"{session.job_name}/{session.workflow_name}",
+        aborted_step=aborted_step,
+        explanation=explanation,
+        stack=stack,
+        resumed_workflow=top.workflow if top else None,
+        resumed_step=top.step if top else None,
+    )
+
+
+def session_go_to_step(
+    *, project: Project, agent: Agent, step_id: str, session_id: str | None = None
+) -> GoToStepResponse:
+    """Return to an earlier step (or restart the current one), discarding later progress."""
+    session = session_resolve(project=project, agent=agent, session_id=session_id)
+    entries = workflow_entries(workflow=session.workflow)
+    target = next(
+        (i for i, entry in enumerate(entries) if any(s.step_id == step_id for s in entry)), None
+    )
+    if target is None:
+        available = ", ".join(step.step_id for entry in entries for step in entry)
+        raise NotFound(
+            f"Step '{step_id}' not found in workflow '{session.workflow_name}'. "
+            f"Available steps: {available}"
+        )
+    if target > session.current_entry_index:
+        raise InvalidInput(
+            f"Cannot go forward to step '{step_id}' (entry index {target} > current "
+            f"{session.current_entry_index}). Use finished_step to advance forward."
+        )
+    entry = entries[target]
+    instructions = _entry_instructions(session.job, entry)
+    with transaction.atomic():
+        _claim(session, current_entry_index=target, current_step_id=entry[0].step_id)
+        discarded = StepRun.objects.filter(
+            session=session,
+            entry_index__gte=target,
+            status__in=[StepRun.Status.ACTIVE, StepRun.Status.COMPLETED],
+        )
+        invalidated = list(
+            dict.fromkeys(discarded.order_by("entry_index", "id").values_list("step_id", flat=True))
+        )
+        discarded.update(status=StepRun.Status.INVALIDATED)
+        Event.objects.create(
+            project=project,
+            session=session,
+            agent=agent,
+            kind=Event.Kind.STEP_REOPENED,
+            payload={"step_id": entry[0].step_id, "invalidated_steps": invalidated},
+        )
+        _start_runs(session, target, entry)
+    return GoToStepResponse(
+        begin_step=_begin_step(
+            session=session, job=session.job, entry=entry, instructions=instructions
+        ),
+        invalidated_steps=invalidated,
+        stack=stack_for_agent(agent=agent),
+    )
