@@ -1,4 +1,4 @@
-"""ASGI entry point: pages, admin and API over HTTP."""
+"""ASGI entry point: pages, admin and API over HTTP (static files served in-process)."""
 
 import os
 
@@ -6,4 +6,9 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deepwork_site.settings")
 
-application = get_asgi_application()
+django_application = get_asgi_application()
+
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+
+# The embedded default has no separate web server for static files; serve them here.
+application = ASGIStaticFilesHandler(django_application)

@@ -1,0 +1,54 @@
+# deepwork-server: `make run` to start, `make test` to run every test.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-db lint format bench conformance migrate clean setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+migrate: $(STAMP)
+	$(PY) manage.py migrate --noinput
+
+## Set up, migrate, make the first admin account once, and serve pages, admin and API.
+run: migrate
+	$(PY) manage.py ensure_admin
+	$(VENV)/bin/uvicorn deepwork_site.asgi:application --host $(HOST) --port $(PORT)
+
+## Set up and run the whole suite (SQLite unless DATABASE_URL says otherwise).
+test: $(STAMP)
+	$(PY) manage.py makemigrations --check --dry-run >/dev/null
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+## Only the tests that touch the database (CI repeats these on PostgreSQL).
+test-db: $(STAMP)
+	$(PY) -m pytest -m django_db
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+## Compare per-call latency with deepwork 0.9.1 on the same fixture.
+bench: $(STAMP)
+	$(PY) tests/bench/run_bench.py
+
+## The official MCP conformance suite against `mcpserve --transport http`.
+conformance: $(STAMP)
+	bash tests/conformance/run.sh
+
+clean:
+	rm -rf $(VENV) var .tools .bench

@@ -1,0 +1,702 @@
+#!/usr/bin/env python
+"""``make bench``: compare deepwork-server's ``mcpserve`` with DeepWork 0.9.1's ``deepwork serve``.
+
+Both servers run as stdio subprocesses on identical fixture projects and are driven by the same
+client code (this venv's FastMCP client, legacy initialize handshake: the 0.9.1 server on
+FastMCP 2.14.5 predates the 2026-07-28 protocol era). Measured, per server:
+
+- cold start: spawn to the first ``tools/list`` answer, a fresh process each run;
+- per-call latency of ``get_workflows``, ``start_workflow``, ``finished_step`` and
+  ``abort_workflow`` on a one-job project, in get -> start -> finish -> abort cycles;
+- ``get_workflows`` on a project with 200 jobs.
+
+The two servers are interleaved (alternating order) to reduce drift. Results go to stdout as a
+table and to ``.bench/results.json``. Missed targets do not fail the run (this is a measurement);
+a broken harness does (exit 1), and so does a failed install of the reference (exit 2).
+
+The reference is installed once into ``.bench/deepwork-0.9.1`` with the dependency versions 0.9.1
+was released and tested with (``fastmcp==2.14.5``, ``mcp==1.26.0``), and reused afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH_DIR = ROOT / ".bench"
+REF_VENV = BENCH_DIR / "deepwork-0.9.1"
+REF_PINS = {"deepwork": "0.9.1", "fastmcp": "2.14.5", "mcp": "1.26.0"}
+REF_INSTALL_LOG = BENCH_DIR / "deepwork-0.9.1-install.log"
+RESULTS_JSON = BENCH_DIR / "results.json"
+OUR_PYTHON = ROOT / ".venv" / "bin" / "python"
+CALL_TIMEOUT = 120.0  # seconds; generous, a call this slow is a broken harness anyway
+
+JOB_NAME = "bench_job"
+WORKFLOW_NAME = "main"
+STEPS = ("gather", "draft", "publish")
+MANY_JOBS = 200
+
+# Targets from the issue: metric -> (ratio bound on ours/theirs p50, strict "<" or "<=").
+TARGETS: dict[str, tuple[float, str]] = {
+    "cold_start": (1.25, "<="),
+    "get_workflows": (1.0, "<="),
+    "start_workflow": (1.0, "<="),
+    "finished_step": (1.0, "<="),
+    "abort_workflow": (1.0, "<="),
+    "get_workflows_200_jobs": (0.02, "<"),
+}
+LABELS = {
+    "cold_start": "cold start (spawn -> tools/list)",
+    "get_workflows": "get_workflows (1 job)",
+    "start_workflow": "start_workflow",
+    "finished_step": "finished_step",
+    "abort_workflow": "abort_workflow",
+    "get_workflows_200_jobs": "get_workflows (200 jobs)",
+    "get_workflows_200_jobs_first": "get_workflows (200 jobs), 1st call",
+}
+
+
+class HarnessError(Exception):
+    """The benchmark itself could not run as intended."""
+
+
+class InstallError(Exception):
+    """The pinned reference install failed."""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Reference install
+# --------------------------------------------------------------------------------------------
+
+
+def _ref_versions() -> dict[str, str] | None:
+    python = REF_VENV / "bin" / "python"
+    if not python.exists():
+        return None
+    probe = (
+        "import importlib.metadata as m, json\n"
+        "out = {}\n"
+        f"for name in {sorted(REF_PINS)!r}:\n"
+        "    try:\n"
+        "        out[name] = m.version(name)\n"
+        "    except m.PackageNotFoundError:\n"
+        "        out[name] = None\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run([str(python), "-c", probe], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    try:
+        return json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        return None
+
+
+def ensure_reference() -> dict[str, str]:
+    """Install deepwork 0.9.1 with its pinned deps into .bench/ (or reuse a good install)."""
+    versions = _ref_versions()
+    deepwork_bin = REF_VENV / "bin" / "deepwork"
+    if versions == REF_PINS and deepwork_bin.exists():
+        log(f"reference: reusing {REF_VENV.relative_to(ROOT)} ({_fmt_pins(versions)})")
+        return versions
+
+    BENCH_DIR.mkdir(exist_ok=True)
+    if versions is None and REF_VENV.exists():
+        log(f"reference: {REF_VENV.relative_to(ROOT)} is broken; recreating it")
+        shutil.rmtree(REF_VENV)
+    elif versions is not None:
+        log(f"reference: found {_fmt_pins(versions)}, want {_fmt_pins(REF_PINS)}; reinstalling")
+
+    specs = [f"{name}=={version}" for name, version in REF_PINS.items()]
+    log(f"reference: installing {' '.join(specs)} into {REF_VENV.relative_to(ROOT)} ...")
+    steps = []
+    if not (REF_VENV / "bin" / "python").exists():
+        steps.append([sys.executable, "-m", "venv", str(REF_VENV)])
+    pip = [str(REF_VENV / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    steps.append([*pip, "install", "--quiet", "--upgrade", "pip"])
+    steps.append([*pip, "install", *specs])
+    with REF_INSTALL_LOG.open("w") as out:
+        for cmd in steps:
+            out.write(f"$ {' '.join(cmd)}\n")
+            out.flush()
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
+            if proc.returncode != 0:
+                tail = REF_INSTALL_LOG.read_text().splitlines()[-25:]
+                raise InstallError(
+                    f"`{' '.join(cmd)}` exited {proc.returncode}.\n"
+                    "The pinned reference (" + " ".join(specs) + ") could not be installed, so "
+                    "there is nothing to compare against. Last lines of "
+                    f"{REF_INSTALL_LOG.relative_to(ROOT)}:\n    " + "\n    ".join(tail)
+                )
+    versions = _ref_versions()
+    if versions != REF_PINS or not deepwork_bin.exists():
+        raise InstallError(
+            f"after installing, {REF_VENV.relative_to(ROOT)} has "
+            f"{_fmt_pins(versions or {})}, not {_fmt_pins(REF_PINS)}; see "
+            f"{REF_INSTALL_LOG.relative_to(ROOT)}"
+        )
+    log(f"reference: installed ({_fmt_pins(versions)})")
+    return versions
+
+
+def _fmt_pins(versions: dict[str, Any]) -> str:
+    return ", ".join(f"{name} {versions.get(name)}" for name in sorted(REF_PINS))
+
+
+# --------------------------------------------------------------------------------------------
+# Fixtures
+# --------------------------------------------------------------------------------------------
+
+
+def _job_yaml(name: str, summary: str) -> str:
+    lines = [
+        "# yaml-language-server: $schema=.deepwork/schemas/job.schema.json",
+        f"name: {name}",
+        'version: "1.0.0"',
+        f'summary: "{summary}"',
+        'common_job_info_provided_to_all_steps_at_runtime: "A benchmark job. Keep outputs short."',
+        "workflows:",
+        f"  - name: {WORKFLOW_NAME}",
+        '    summary: "Gather, draft and publish"',
+        f"    steps: [{', '.join(STEPS)}]",
+        "steps:",
+    ]
+    for i, step in enumerate(STEPS):
+        lines += [
+            f"  - id: {step}",
+            f'    name: "{step.title()}"',
+            f'    description: "The {step} step"',
+            f"    instructions_file: steps/{step}.md",
+        ]
+        if i == 0:
+            lines.append('    inputs: [{name: topic, description: "What the job is about"}]')
+        else:
+            prev = STEPS[i - 1]
+            lines += [
+                f"    inputs: [{{file: {prev}.md, from_step: {prev}}}]",
+                f"    dependencies: [{prev}]",
+            ]
+        lines += [
+            "    outputs:",
+            f'      {step}.md: {{type: file, description: "What {step} produced", required: true}}',
+            "    reviews: []",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def write_job(jobs_dir: Path, name: str, summary: str) -> None:
+    job_dir = jobs_dir / name
+    (job_dir / "steps").mkdir(parents=True)
+    (job_dir / "job.yml").write_text(_job_yaml(name, summary))
+    for step in STEPS:
+        (job_dir / "steps" / f"{step}.md").write_text(
+            f"# {step.title()}\n\nDo the {step} part of the job and write `out/{step}.md`.\n"
+        )
+
+
+def make_project(root: Path, job_names: list[str]) -> Path:
+    jobs_dir = root / ".deepwork" / "jobs"
+    jobs_dir.mkdir(parents=True)
+    for i, name in enumerate(job_names):
+        write_job(jobs_dir, name, f"Benchmark job number {i}")
+    out = root / "out"
+    out.mkdir()
+    for step in STEPS:
+        (out / f"{step}.md").write_text(f"# {step}\n\nDone.\n")
+    return root
+
+
+@dataclass
+class Fixtures:
+    base: Path
+    one_job: dict[str, Path] = field(default_factory=dict)  # server key -> project root
+    many_jobs: dict[str, Path] = field(default_factory=dict)
+
+
+def build_fixtures(base: Path, keys: list[str]) -> Fixtures:
+    fixtures = Fixtures(base=base)
+    many = [f"{JOB_NAME}_{i:03d}" for i in range(MANY_JOBS)]
+    # One copy per server: 0.9.1 writes session files into the project, ours into SQLite.
+    for key in keys:
+        fixtures.one_job[key] = make_project(base / key / "one_job", [JOB_NAME])
+        fixtures.many_jobs[key] = make_project(base / key / "many_jobs", many)
+    return fixtures
+
+
+# --------------------------------------------------------------------------------------------
+# Servers and client
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    key: str
+    label: str
+    command: str
+    args: list[str]
+    env: dict[str, str]
+    log_file: Path
+
+    def client(self, project: Path):
+        from fastmcp import Client
+        from fastmcp.client.transports import StdioTransport
+
+        transport = StdioTransport(
+            self.command,
+            [*self.args, "--path", str(project)],
+            env=self.env,
+            keep_alive=False,  # leaving the client context ends the process
+            log_file=self.log_file,
+        )
+        # Legacy = the initialize handshake, the only era FastMCP 2.14.5 speaks.
+        return Client(transport, mode="legacy", timeout=CALL_TIMEOUT, cache=False)
+
+
+def make_servers(base: Path) -> dict[str, Server]:
+    our_python = OUR_PYTHON if OUR_PYTHON.exists() else Path(sys.executable)
+    var_dir = base / "ours-var"
+    var_dir.mkdir()
+    our_env = {"DEEPWORK_VAR_DIR": str(var_dir)}
+    log("ours: migrating a throwaway SQLite database ...")
+    proc = subprocess.run(
+        [str(our_python), str(ROOT / "manage.py"), "migrate", "--noinput", "-v0"],
+        env={**_clean_env(), **our_env},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        raise HarnessError(f"manage.py migrate failed:\n{proc.stdout}{proc.stderr}")
+    return {
+        "ours": Server(
+            key="ours",
+            label="ours",
+            command=str(our_python),
+            args=[str(ROOT / "manage.py"), "mcpserve"],
+            env=our_env,
+            log_file=base / "ours.stderr.log",
+        ),
+        "ref": Server(
+            key="ref",
+            label="deepwork 0.9.1",
+            command=str(REF_VENV / "bin" / "deepwork"),
+            args=["serve"],
+            env={},
+            log_file=base / "ref.stderr.log",
+        ),
+    }
+
+
+def _clean_env() -> dict[str, str]:
+    # The same variables the stdio client passes on, so migrate hits the same database.
+    from mcp.client.stdio import get_default_environment
+
+    return get_default_environment()
+
+
+async def timed_call(client, tool: str, args: dict[str, Any]) -> tuple[float, dict]:
+    start = time.perf_counter()
+    result = await client.call_tool(tool, args, raise_on_error=False)
+    elapsed = time.perf_counter() - start
+    if result.is_error:
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        raise HarnessError(f"{tool} answered an error: {text}")
+    return elapsed, result.structured_content or {}
+
+
+# --------------------------------------------------------------------------------------------
+# Measurements
+# --------------------------------------------------------------------------------------------
+
+
+def _orders(keys: list[str], n: int):
+    """Alternate which server goes first, run by run."""
+    for i in range(n):
+        yield i, (keys if i % 2 == 0 else list(reversed(keys)))
+
+
+async def measure_cold_start(
+    servers: dict[str, Server], projects: dict[str, Path], runs: int
+) -> tuple[dict[str, list[float]], dict[str, str]]:
+    samples: dict[str, list[float]] = {key: [] for key in servers}
+    protocol: dict[str, str] = {}
+    # One untimed spawn each: warms the OS file cache and writes any missing .pyc files.
+    for key, server in servers.items():
+        async with server.client(projects[key]) as client:
+            await client.list_tools()
+            init = getattr(client, "initialize_result", None)
+            protocol[key] = str(getattr(init, "protocol_version", None) or "?")
+    for i, order in _orders(list(servers), runs):
+        for key in order:
+            server = servers[key]
+            start = time.perf_counter()
+            async with server.client(projects[key]) as client:
+                tools = await client.list_tools()
+                elapsed = time.perf_counter() - start
+            if not any(t.name == "get_workflows" for t in tools):
+                raise HarnessError(f"{server.label}: tools/list has no get_workflows")
+            samples[key].append(elapsed)
+        log(f"  cold start {i + 1}/{runs}: " + _last(samples))
+    return samples, protocol
+
+
+async def _cycle(client, label: str, out: dict[str, list[float]] | None) -> None:
+    steps = [
+        ("get_workflows", {}),
+        (
+            "start_workflow",
+            {"goal": "Benchmark the server", "job_name": JOB_NAME, "workflow_name": WORKFLOW_NAME},
+        ),
+        ("finished_step", {"outputs": {f"{STEPS[0]}.md": f"out/{STEPS[0]}.md"}}),
+        ("abort_workflow", {"explanation": "Benchmark cycle done"}),
+    ]
+    for tool, args in steps:
+        elapsed, data = await timed_call(client, tool, args)
+        _check(label, tool, data)
+        if out is not None:
+            out[tool].append(elapsed)
+
+
+def _check(label: str, tool: str, data: dict) -> None:
+    ok = {
+        "get_workflows": lambda d: any(j.get("name") == JOB_NAME for j in d.get("jobs", [])),
+        "start_workflow": lambda d: (d.get("begin_step") or {}).get("step_id") == STEPS[0],
+        "finished_step": lambda d: d.get("status") == "next_step"
+        and (d.get("begin_step") or {}).get("step_id") == STEPS[1],
+        "abort_workflow": lambda d: d.get("aborted_workflow") == f"{JOB_NAME}/{WORKFLOW_NAME}"
+        and d.get("stack") == [],
+    }[tool]
+    if not ok(data):
+        raise HarnessError(f"{label}: unexpected {tool} answer: {json.dumps(data)[:500]}")
+
+
+async def measure_per_call(
+    servers: dict[str, Server], projects: dict[str, Path], iterations: int, warmup: int
+) -> dict[str, dict[str, list[float]]]:
+    tools = ("get_workflows", "start_workflow", "finished_step", "abort_workflow")
+    samples = {key: {tool: [] for tool in tools} for key in servers}
+    async with (
+        servers["ours"].client(projects["ours"]) as ours,
+        servers["ref"].client(projects["ref"]) as ref,
+    ):
+        clients = {"ours": ours, "ref": ref}
+        for _ in range(warmup):
+            for key, client in clients.items():
+                await _cycle(client, servers[key].label, None)
+        step = max(1, iterations // 4)
+        for i, order in _orders(list(servers), iterations):
+            for key in order:
+                await _cycle(clients[key], servers[key].label, samples[key])
+            if (i + 1) % step == 0:
+                log(f"  cycles {i + 1}/{iterations}")
+    return samples
+
+
+async def measure_many_jobs(
+    servers: dict[str, Server], projects: dict[str, Path], calls: int, warmup: int
+) -> tuple[dict[str, list[float]], dict[str, float]]:
+    samples: dict[str, list[float]] = {key: [] for key in servers}
+    first: dict[str, float] = {}
+    async with (
+        servers["ours"].client(projects["ours"]) as ours,
+        servers["ref"].client(projects["ref"]) as ref,
+    ):
+        clients = {"ours": ours, "ref": ref}
+        for key, client in clients.items():
+            elapsed, data = await timed_call(client, "get_workflows", {})
+            _check_many(servers[key].label, data)
+            first[key] = elapsed
+            for _ in range(max(0, warmup - 1)):
+                await timed_call(client, "get_workflows", {})
+        step = max(1, calls // 5)
+        for i, order in _orders(list(servers), calls):
+            for key in order:
+                elapsed, data = await timed_call(clients[key], "get_workflows", {})
+                if i == 0:
+                    _check_many(servers[key].label, data)
+                samples[key].append(elapsed)
+            if (i + 1) % step == 0:
+                log(f"  get_workflows(200 jobs) {i + 1}/{calls}: " + _last(samples))
+    return samples, first
+
+
+def _check_many(label: str, data: dict) -> None:
+    names = {j.get("name") for j in data.get("jobs", [])}
+    missing = [f"{JOB_NAME}_{i:03d}" for i in range(MANY_JOBS) if f"{JOB_NAME}_{i:03d}" not in names]
+    if missing or data.get("errors"):
+        raise HarnessError(
+            f"{label}: get_workflows on the 200-job project is missing {len(missing)} jobs "
+            f"and reports errors {json.dumps(data.get('errors'))[:500]}"
+        )
+
+
+def _last(samples: dict[str, list[float]]) -> str:
+    return ", ".join(f"{k} {v[-1] * 1000:.1f} ms" for k, v in samples.items() if v)
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics and report
+# --------------------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(values: list[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "p50_ms": percentile(values, 0.50) * 1000,
+        "p95_ms": percentile(values, 0.95) * 1000,
+        "min_ms": min(values) * 1000,
+        "max_ms": max(values) * 1000,
+        "mean_ms": sum(values) / len(values) * 1000,
+    }
+
+
+def build_rows(raw: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+    rows = []
+    for metric in LABELS:
+        ours, ref = raw["ours"].get(metric), raw["ref"].get(metric)
+        if not ours or not ref:
+            continue
+        s_ours, s_ref = summarize(ours), summarize(ref)
+        ratio = s_ours["p50_ms"] / s_ref["p50_ms"] if s_ref["p50_ms"] else float("inf")
+        row: dict[str, Any] = {
+            "metric": metric,
+            "label": LABELS[metric],
+            "ours": s_ours,
+            "ref": s_ref,
+            "ratio_p50": ratio,
+            "target": None,
+            "verdict": "info",
+        }
+        if metric in TARGETS:
+            bound, op = TARGETS[metric]
+            passed = ratio < bound if op == "<" else ratio <= bound
+            row["target"] = f"ratio {op} {bound:g}"
+            row["verdict"] = "PASS" if passed else "FAIL"
+        rows.append(row)
+    return rows
+
+
+def _ms(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def render_table(rows: list[dict[str, Any]]) -> str:
+    header = [
+        "metric",
+        "n",
+        "ours p50",
+        "ours p95",
+        "0.9.1 p50",
+        "0.9.1 p95",
+        "ours/0.9.1",
+        "target",
+        "result",
+    ]
+    body = []
+    for row in rows:
+        body.append(
+            [
+                row["label"],
+                f"{row['ours']['n']}/{row['ref']['n']}",
+                _ms(row["ours"]["p50_ms"]),
+                _ms(row["ours"]["p95_ms"]),
+                _ms(row["ref"]["p50_ms"]),
+                _ms(row["ref"]["p95_ms"]),
+                f"{row['ratio_p50']:.3f}",
+                row["target"] or "-",
+                row["verdict"],
+            ]
+        )
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i in (0, 7, 8) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    rule = "  ".join("-" * w for w in widths)
+    out = [line(header), rule, *(line(r) for r in body)]
+    out.append("(times in ms; ratio = ours p50 / 0.9.1 p50)")
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a smaller, faster run")
+    parser.add_argument("--cold-runs", type=int, help="fresh-process spawns per server")
+    parser.add_argument("--iterations", type=int, help="get/start/finish/abort cycles per server")
+    parser.add_argument("--many-calls", type=int, help="get_workflows calls on the 200-job project")
+    parser.add_argument("--keep", action="store_true", help="keep the temp fixtures and logs")
+    args = parser.parse_args(argv)
+    defaults = (5, 40, 8, 3) if args.quick else (15, 200, 30, 5)
+    args.cold_runs = args.cold_runs or defaults[0]
+    args.iterations = args.iterations or defaults[1]
+    args.many_calls = args.many_calls or defaults[2]
+    args.warmup = defaults[3]
+    return args
+
+
+async def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    servers = make_servers(base)
+    log(f"fixtures: building 1-job and {MANY_JOBS}-job projects under {base}")
+    fixtures = build_fixtures(base, list(servers))
+    raw: dict[str, dict[str, list[float]]] = {key: {} for key in servers}
+    started = time.perf_counter()
+
+    log(f"cold start: {args.cold_runs} fresh spawns per server (interleaved)")
+    cold, protocol = await measure_cold_start(servers, fixtures.one_job, args.cold_runs)
+    for key in servers:
+        raw[key]["cold_start"] = cold[key]
+
+    log(f"per call: {args.warmup} warm-up + {args.iterations} cycles per server (interleaved)")
+    per_call = await measure_per_call(servers, fixtures.one_job, args.iterations, args.warmup)
+    for key in servers:
+        raw[key].update(per_call[key])
+
+    log(f"get_workflows over {MANY_JOBS} jobs: {args.many_calls} calls per server")
+    many, first = await measure_many_jobs(servers, fixtures.many_jobs, args.many_calls, 2)
+    for key in servers:
+        raw[key]["get_workflows_200_jobs"] = many[key]
+        raw[key]["get_workflows_200_jobs_first"] = [first[key]]
+
+    return {
+        "raw": raw,
+        "protocol": protocol,
+        "measure_seconds": time.perf_counter() - started,
+        "servers": {
+            key: {"label": s.label, "command": [s.command, *s.args, "--path", "<project>"]}
+            for key, s in servers.items()
+        },
+    }
+
+
+def _git_head() -> str | None:
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return proc.stdout.strip() or None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    t0 = time.perf_counter()
+    try:
+        import fastmcp  # noqa: F401  (the shared client; fail early with a clear message)
+    except ImportError as exc:
+        log(f"error: run this with {OUR_PYTHON} (the FastMCP client comes from there): {exc}")
+        return 1
+    try:
+        ref_versions = ensure_reference()
+    except InstallError as exc:
+        log(f"\nERROR: the reference DeepWork 0.9.1 install failed.\n{exc}")
+        return 2
+
+    base = Path(tempfile.mkdtemp(prefix="deepwork-bench-"))
+    try:
+        measured = asyncio.run(run(args, base))
+    except Exception as exc:
+        traceback.print_exc()
+        for name in ("ours.stderr.log", "ref.stderr.log"):
+            path = base / name
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-15:]
+                log(f"--- last lines of {name} ---\n" + "\n".join(tail))
+        log(f"\nERROR: the benchmark harness failed: {type(exc).__name__}: {exc}")
+        log(f"(fixtures and server logs kept in {base})")
+        return 1
+    if args.keep:
+        log(f"fixtures and server logs kept in {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
+
+    rows = build_rows(measured["raw"])
+    import fastmcp
+    import mcp as mcp_pkg  # noqa: F401
+    from importlib.metadata import version
+
+    report = {
+        "created": datetime.now(UTC).isoformat(),
+        "quick": args.quick,
+        "settings": {
+            "cold_runs": args.cold_runs,
+            "iterations": args.iterations,
+            "many_jobs": MANY_JOBS,
+            "many_calls": args.many_calls,
+            "warmup": args.warmup,
+            "client": f"fastmcp {fastmcp.__version__} (mcp {version('mcp')}), mode=legacy",
+        },
+        "machine": {
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+        },
+        "ours": {"git_head": _git_head(), "fastmcp": fastmcp.__version__},
+        "reference": ref_versions,
+        "negotiated_protocol": measured["protocol"],
+        "servers": measured["servers"],
+        "targets": {k: f"ours/0.9.1 p50 {op} {b:g}" for k, (b, op) in TARGETS.items()},
+        "rows": rows,
+        "raw_seconds": measured["raw"],
+        "total_seconds": time.perf_counter() - t0,
+    }
+    BENCH_DIR.mkdir(exist_ok=True)
+    RESULTS_JSON.write_text(json.dumps(report, indent=2) + "\n")
+
+    print()
+    print(
+        f"deepwork-server (HEAD {report['ours']['git_head']}) vs deepwork 0.9.1 "
+        f"({_fmt_pins(ref_versions)}); client fastmcp {fastmcp.__version__}, legacy handshake; "
+        f"negotiated protocol ours={measured['protocol'].get('ours')} "
+        f"0.9.1={measured['protocol'].get('ref')}"
+    )
+    print(render_table(rows))
+    failed = [row["label"] for row in rows if row["verdict"] == "FAIL"]
+    print(
+        f"\n{sum(r['verdict'] == 'PASS' for r in rows)} targets met, {len(failed)} missed"
+        + (f" ({', '.join(failed)})" if failed else "")
+        + f"; total {report['total_seconds']:.0f} s; results in {RESULTS_JSON.relative_to(ROOT)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Shared fixtures: project folders with jobs on disk, and database-backed domain objects."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tests.factories import write_job
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords() -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _no_additional_job_folders(monkeypatch) -> None:
+    # A developer's own DEEPWORK_ADDITIONAL_JOBS_FOLDERS must not leak into the catalog tests.
+    monkeypatch.delenv("DEEPWORK_ADDITIONAL_JOBS_FOLDERS", raising=False)
+
+
+@pytest.fixture
+def project_dir(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / ".deepwork" / "jobs").mkdir(parents=True)
+    return root.resolve()
+
+
+DEMO_JOB = textwrap.dedent(
+    """\
+    name: demo
+    version: "1.0.0"
+    summary: "A demo job"
+    common_job_info_provided_to_all_steps_at_runtime: |
+      Shared context for every step.
+    workflows:
+      - name: main
+        summary: "Gather, split in two, wrap up"
+        steps: [gather, [part_a, part_b], wrap_up]
+      - name: quick
+        summary: "Only gather"
+        steps: [gather]
+    steps:
+      - id: gather
+        name: "Gather"
+        description: "Collect notes"
+        instructions_file: steps/gather.md
+        inputs: [{name: topic, description: "What to gather"}]
+        outputs:
+          notes.md: {type: file, description: "Notes", required: true}
+          extras: {type: files, description: "Extra files", required: false}
+        reviews: []
+      - id: part_a
+        name: "Part A"
+        description: "First half"
+        instructions_file: steps/part_a.md
+        outputs:
+          a.md: {type: file, description: "A", required: true}
+        reviews: []
+      - id: part_b
+        name: "Part B"
+        description: "Second half"
+        instructions_file: steps/part_b.md
+        outputs:
+          b.md: {type: file, description: "B", required: true}
+        reviews: []
+      - id: wrap_up
+        name: "Wrap up"
+        description: "Summarise"
+        instructions_file: steps/wrap_up.md
+        inputs: [{file: notes.md, from_step: gather}]
+        dependencies: [gather]
+        outputs:
+          summary.md: {type: file, description: "Summary", required: true}
+        reviews:
+          - run_each: summary.md
+            quality_criteria: {"Complete": "The summary covers every note."}
+    """
+)
+
+NESTED_JOB = textwrap.dedent(
+    """\
+    name: nested
+    version: "1.0.0"
+    summary: "A one-workflow job used for nesting"
+    common_job_info_provided_to_all_steps_at_runtime: "Nested context"
+    workflows:
+      - name: only
+        summary: "Two steps"
+        steps: [first, second]
+    steps:
+      - id: first
+        name: "First"
+        description: "First"
+        instructions_file: steps/first.md
+        outputs:
+          first.md: {type: file, description: "First", required: true}
+        reviews: []
+      - id: second
+        name: "Second"
+        description: "Second"
+        instructions_file: steps/second.md
+        outputs: {}
+        reviews: []
+    """
+)
+
+
+@pytest.fixture
+def demo_project(project_dir: Path) -> Path:
+    """A project with the `demo` job (concurrent entry) and the `nested` job, plus outputs."""
+    write_job(project_dir, "demo", DEMO_JOB, ["gather", "part_a", "part_b", "wrap_up"])
+    write_job(project_dir, "nested", NESTED_JOB, ["first", "second"])
+    for name in ("notes.md", "a.md", "b.md", "summary.md", "first.md", "extra1.md", "extra2.md"):
+        (project_dir / name).write_text(f"content of {name}\n")
+    return project_dir
+
+
+@pytest.fixture
+def project(db, demo_project: Path):
+    from workflows.services.projects import project_ensure
+
+    return project_ensure(root_path=demo_project)
+
+
+@pytest.fixture
+def catalog(project):
+    from workflows.services.catalog import Catalog
+
+    return Catalog(project)
+
+
+@pytest.fixture
+def agent(project):
+    from workflows.services.agents import ProcessHolder, agent_claim
+
+    return agent_claim(project=project, holder=ProcessHolder.for_this_process())

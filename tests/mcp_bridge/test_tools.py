@@ -1,0 +1,229 @@
+"""The deepwork toolset through a real MCP client (in memory), in both protocol eras.
+
+Tools run their services in Django's database thread, so these tests use committed data
+(``transaction=True``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from mcp_bridge.server import create_server
+from workflows.models import Event, WorkflowSession
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "tools_list.json"
+
+
+@pytest.fixture(params=["legacy", "auto"])
+def mode(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def server(demo_project):
+    return create_server(demo_project)
+
+
+async def call(client: Client, tool: str, args: dict | None = None):
+    result = await client.call_tool(tool, args or {}, raise_on_error=False)
+    text = result.content[0].text if result.content else None
+    return result, text
+
+
+async def test_tools_list_matches_the_snapshot(server, mode):
+    async with Client(server, mode=mode) as client:
+        tools = await client.list_tools()
+    listed = [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+            "outputSchema": tool.output_schema,
+            "annotations": tool.annotations.model_dump(exclude_none=True)
+            if tool.annotations
+            else None,
+        }
+        for tool in tools
+    ]
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        SNAPSHOT.parent.mkdir(exist_ok=True)
+        SNAPSHOT.write_text(json.dumps(listed, indent=2, sort_keys=True) + "\n")
+    assert listed == json.loads(SNAPSHOT.read_text())
+    assert [t["name"] for t in listed] == [
+        "get_workflows",
+        "start_workflow",
+        "finished_step",
+        "abort_workflow",
+        "go_to_step",
+    ]
+
+
+async def test_server_identity_and_instructions(server):
+    async with Client(server, mode="legacy") as client:
+        init = client.initialize_result
+    assert init.server_info.name == "deepwork"
+    for phase in ("Discover", "Start", "Execute", "Checkpoint", "Iterate", "Continue", "Complete"):
+        assert f"**{phase}**" in init.instructions
+
+
+async def test_get_workflows_lists_jobs_and_errors_with_the_repair_hint(server, demo_project, mode):
+    (demo_project / ".deepwork/jobs/broken").mkdir()
+    (demo_project / ".deepwork/jobs/broken/job.yml").write_text("- not a mapping\n")
+    async with Client(server, mode=mode) as client:
+        result, text = await call(client, "get_workflows")
+    assert not result.is_error
+    payload = json.loads(text)
+    assert payload == result.structured_content
+    assert text == json.dumps(payload, separators=(",", ":"))  # compact JSON, model order
+    assert [job["name"] for job in payload["jobs"]][:2] == ["demo", "nested"]
+    assert payload["jobs"][0]["workflows"] == [
+        {"name": "main", "summary": "Gather, split in two, wrap up"},
+        {"name": "quick", "summary": "Only gather"},
+    ]
+    (error,) = payload["errors"]
+    assert error["job_name"] == "broken"
+    assert error["job_dir"] == str(demo_project / ".deepwork/jobs/broken")
+    assert error["error"] == (
+        "Failed to load job.yml: YAML file must contain a dictionary, got list\n"
+        "This project likely needs `/deepwork:repair` run to correct the issue unless the "
+        "offending file(s) were changed this session and the agent can fix it directly."
+    )
+
+
+async def test_a_workflow_from_start_to_finish(server, mode):
+    async with Client(server, mode=mode) as client:
+        result, text = await call(
+            client, "start_workflow", {"goal": "g", "job_name": "demo", "workflow_name": "main"}
+        )
+        started = json.loads(text)
+        assert list(started) == ["begin_step", "stack"]
+        assert list(started["begin_step"]) == [
+            "session_id",
+            "step_id",
+            "job_dir",
+            "step_expected_outputs",
+            "step_reviews",
+            "step_instructions",
+            "common_job_info",
+        ]
+        _, text = await call(client, "finished_step", {"outputs": {"notes.md": "notes.md"}})
+        step = json.loads(text)
+        assert list(step) == [
+            "status",
+            "feedback",
+            "failed_reviews",
+            "begin_step",
+            "summary",
+            "all_outputs",
+            "stack",
+        ]
+        assert step["status"] == "next_step"
+        assert step["feedback"] is None
+        assert step["summary"] is None
+        _, text = await call(
+            client, "finished_step", {"outputs": {"a.md": "a.md", "b.md": "b.md"}, "notes": "n"}
+        )
+        _, text = await call(client, "finished_step", {"outputs": {"summary.md": "summary.md"}})
+        done = json.loads(text)
+    assert done["status"] == "workflow_complete"
+    assert done["stack"] == []
+    assert list(done["all_outputs"]) == ["notes.md", "a.md", "b.md", "summary.md"]
+
+
+async def test_errors_carry_deepwork_wording(server, mode):
+    async with Client(server, mode=mode) as client:
+        cases = [
+            (
+                "finished_step",
+                {"outputs": {}},
+                "Error calling tool 'finished_step': No active "
+                "workflow session. Use start_workflow to begin a workflow.",
+            ),
+            (
+                "start_workflow",
+                {"goal": "g", "job_name": "nope", "workflow_name": "x"},
+                "Error calling tool 'start_workflow': Job not found: nope",
+            ),
+            (
+                "abort_workflow",
+                {"explanation": "x", "session_id": "abc"},
+                "Error calling tool 'abort_workflow': Session 'abc' not found in active stack",
+            ),
+            (
+                "go_to_step",
+                {"step_id": "x"},
+                "Error calling tool 'go_to_step': No active "
+                "workflow session. Use start_workflow to begin a workflow.",
+            ),
+        ]
+        for tool, args, message in cases:
+            result, text = await call(client, tool, args)
+            assert result.is_error, tool
+            assert text == message
+            assert not result.structured_content
+
+        await call(
+            client, "start_workflow", {"goal": "g", "job_name": "demo", "workflow_name": "main"}
+        )
+        result, text = await call(client, "finished_step", {"outputs": {"notes.md": "../x.md"}})
+        assert result.is_error
+        assert text == (
+            "Error calling tool 'finished_step': Output 'notes.md': '../x.md' resolves outside "
+            "the project root; outputs must be files inside the project"
+        )
+        result, text = await call(client, "finished_step", {"outputs": "notes.md"})
+        assert result.is_error
+        assert text.startswith("1 validation error for call[finished_step]\noutputs\n")
+        result, text = await call(client, "start_workflow", {"job_name": "demo"})
+        assert text.startswith("2 validation errors for call[start_workflow]")
+    # None of the refused calls moved the session.
+    session = await WorkflowSession.objects.aget()
+    assert session.current_step_id == "gather"
+    assert session.revision == 0
+
+
+async def test_abort_and_go_to_step(server, mode):
+    async with Client(server, mode=mode) as client:
+        await call(
+            client, "start_workflow", {"goal": "g", "job_name": "demo", "workflow_name": "main"}
+        )
+        await call(client, "finished_step", {"outputs": {"notes.md": "notes.md"}})
+        _, text = await call(client, "go_to_step", {"step_id": "gather"})
+        back = json.loads(text)
+        assert back["begin_step"]["step_id"] == "gather"
+        assert back["invalidated_steps"] == ["gather", "part_a", "part_b"]
+        _, text = await call(
+            client, "start_workflow", {"goal": "g", "job_name": "nested", "workflow_name": "x"}
+        )
+        _, text = await call(client, "abort_workflow", {"explanation": "not needed"})
+    assert json.loads(text) == {
+        "aborted_workflow": "nested/only",
+        "aborted_step": "first",
+        "explanation": "not needed",
+        "stack": [{"workflow": "demo/main", "step": "gather"}],
+        "resumed_workflow": "demo/main",
+        "resumed_step": "gather",
+    }
+    kinds = [kind async for kind in Event.objects.order_by("id").values_list("kind", flat=True)]
+    assert "step_reopened" in kinds
+    assert kinds[-1] == "session_aborted"
+
+
+async def test_each_call_is_logged_with_the_stack(server, caplog):
+    caplog.set_level("INFO", logger="deepwork.mcp")
+    async with Client(server, mode="legacy") as client:
+        await call(
+            client, "start_workflow", {"goal": "g", "job_name": "demo", "workflow_name": "main"}
+        )
+        await call(client, "get_workflows")
+    lines = [r.getMessage() for r in caplog.records if r.name == "deepwork.mcp"]
+    assert any(
+        line.startswith("tool=get_workflows") and "demo/main:gather" in line for line in lines
+    )

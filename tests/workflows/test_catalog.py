@@ -1,0 +1,192 @@
+"""The job catalog: discovery order, dedup, load errors, and syncing only what changed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import NESTED_JOB
+from tests.factories import write_job
+from workflows import jobdef
+from workflows.models import Job, JobLoadError, WorkflowStep
+from workflows.services.catalog import STANDARD_JOBS_DIR, Catalog
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def parse_calls(monkeypatch) -> list[str]:
+    """Record each job.yml the catalog actually parses (the real parser still runs)."""
+    calls: list[str] = []
+    real = jobdef.parse_job_text
+
+    def counting(text, *, job_dir, yml_path):
+        calls.append(Path(job_dir).name)
+        return real(text, job_dir=job_dir, yml_path=yml_path)
+
+    monkeypatch.setattr(jobdef, "parse_job_text", counting)
+    return calls
+
+
+def test_order_is_project_jobs_then_standard_then_env_folders(
+    project_dir, tmp_path, monkeypatch, db
+):
+    from workflows.services.projects import project_ensure
+
+    write_job(
+        project_dir, "zeta", NESTED_JOB.replace("name: nested", "name: zeta"), ["first", "second"]
+    )
+    write_job(
+        project_dir, "alpha", NESTED_JOB.replace("name: nested", "name: alpha"), ["first", "second"]
+    )
+    extra = tmp_path / "extra_jobs"
+    write_job(extra.parent / "x", "ignored", "", [])  # a folder that is not on the path
+    extra_job = extra / "from_env"
+    (extra_job / "steps").mkdir(parents=True)
+    (extra_job / "job.yml").write_text(NESTED_JOB.replace("name: nested", "name: from_env"))
+    monkeypatch.setenv("DEEPWORK_ADDITIONAL_JOBS_FOLDERS", f" :{extra} : /does/not/exist")
+
+    view = Catalog(project_ensure(root_path=project_dir)).view()
+
+    names = [job.name for job in view.jobs]
+    standard = sorted(p.name for p in STANDARD_JOBS_DIR.iterdir() if (p / "job.yml").exists())
+    assert names == ["alpha", "zeta", *standard, "from_env"]
+    assert view.errors == ()
+
+
+def test_project_job_shadows_a_standard_job_of_the_same_folder_name(project_dir, db):
+    from workflows.services.projects import project_ensure
+
+    write_job(
+        project_dir,
+        "deepwork_jobs",
+        NESTED_JOB.replace("name: nested", "name: deepwork_jobs"),
+        ["first", "second"],
+    )
+    view = Catalog(project_ensure(root_path=project_dir)).view()
+    matching = [job for job in view.jobs if job.dir_name == "deepwork_jobs"]
+    assert len(matching) == 1
+    assert matching[0].workflows == (("only", "Two steps"),)
+
+
+def test_broken_job_is_reported_and_does_not_hide_a_later_same_named_job(project_dir, db):
+    from workflows.services.projects import project_ensure
+
+    write_job(project_dir, "deepwork_jobs", "name: [unclosed", [])
+    view = Catalog(project_ensure(root_path=project_dir)).view()
+
+    assert [e.dir_name for e in view.errors] == ["deepwork_jobs"]
+    assert view.errors[0].error.startswith("Failed to load job.yml: Failed to parse YAML file")
+    assert view.errors[0].job_dir == str(project_dir / ".deepwork/jobs/deepwork_jobs")
+    # The standard job of that name still loads and is served.
+    assert any(job.dir_name == "deepwork_jobs" for job in view.jobs)
+    assert JobLoadError.objects.get().dir_name == "deepwork_jobs"
+
+
+def test_schema_and_semantic_errors_are_listed(project_dir, db):
+    from workflows.services.projects import project_ensure
+
+    write_job(project_dir, "no_summary", NESTED_JOB.replace('summary: "A one', 'x: "'), [])
+    write_job(
+        project_dir,
+        "bad_dep",
+        NESTED_JOB.replace("    outputs: {}\n", "    outputs: {}\n    dependencies: [ghost]\n"),
+        ["first", "second"],
+    )
+    view = Catalog(project_ensure(root_path=project_dir)).view()
+
+    errors = {e.dir_name: e.error for e in view.errors}
+    assert errors["no_summary"].startswith("Job definition validation failed: Validation error at")
+    assert errors["bad_dep"] == "Step 'second' depends on non-existent step 'ghost'"
+
+
+def test_unchanged_files_are_not_parsed_again(project, parse_calls, django_assert_num_queries):
+    catalog = Catalog(project)
+    catalog.view()
+    assert sorted(parse_calls) == sorted(["demo", "nested", "deepwork_jobs"])
+
+    parse_calls.clear()
+    # Nothing changed on disk: served from memory, no parsing and no query at all.
+    with django_assert_num_queries(0):
+        catalog.view()
+    # A second process (a new Catalog) reuses the stored revisions without parsing.
+    Catalog(project).view()
+    assert parse_calls == []
+
+
+def test_an_edit_is_parsed_once_and_becomes_a_new_revision(project, demo_project, parse_calls):
+    catalog = Catalog(project)
+    catalog.view()
+    parse_calls.clear()
+    job_yml = demo_project / ".deepwork/jobs/nested/job.yml"
+    job_yml.write_text(job_yml.read_text().replace("Two steps", "Two edited steps"))
+
+    view = catalog.view()
+
+    assert parse_calls == ["nested"]
+    nested = next(job for job in view.jobs if job.name == "nested")
+    assert nested.workflows == (("only", "Two edited steps"),)
+    revisions = Job.objects.filter(project=project, dir_name="nested").order_by("id")
+    assert [(r.is_current, r.workflows.get().summary) for r in revisions] == [
+        (False, "Two steps"),
+        (True, "Two edited steps"),
+    ]
+
+
+def test_touching_a_file_without_changing_it_reuses_the_revision(
+    project, demo_project, parse_calls
+):
+    catalog = Catalog(project)
+    catalog.view()
+    parse_calls.clear()
+    job_yml = demo_project / ".deepwork/jobs/nested/job.yml"
+    stat = job_yml.stat()
+    os.utime(job_yml, ns=(stat.st_atime_ns, stat.st_mtime_ns + 5_000_000_000))
+
+    catalog.view()
+
+    assert parse_calls == []
+    assert Job.objects.filter(project=project, dir_name="nested").count() == 1
+
+
+def test_fixing_a_broken_job_clears_its_error(project, demo_project):
+    catalog = Catalog(project)
+    job_yml = demo_project / ".deepwork/jobs/nested/job.yml"
+    good = job_yml.read_text()
+    job_yml.write_text("steps: 3\n")
+    assert [e.dir_name for e in catalog.view().errors] == ["nested"]
+
+    job_yml.write_text(good)
+
+    view = catalog.view()
+    assert view.errors == ()
+    assert "nested" in [job.name for job in view.jobs]
+    assert not JobLoadError.objects.exists()
+
+
+def test_non_utf8_job_yml_is_a_load_error_not_a_crash(project, demo_project):
+    (demo_project / ".deepwork/jobs/nested/job.yml").write_bytes(b"name: \xff\xfe\n")
+    view = Catalog(project).view()
+    assert "is not valid UTF-8" in view.errors[0].error
+
+
+def test_workflow_entries_become_a_dag(project):
+    Catalog(project).view()
+    job = Job.objects.get(project=project, dir_name="demo", is_current=True)
+    nodes = {
+        node.step.step_id: node
+        for node in WorkflowStep.objects.filter(workflow__job=job, workflow__name="main")
+    }
+    assert {n: nodes[n].entry_index for n in nodes} == {
+        "gather": 0,
+        "part_a": 1,
+        "part_b": 1,
+        "wrap_up": 2,
+    }
+    assert nodes["part_a"].is_concurrent
+    assert not nodes["gather"].is_concurrent
+    assert sorted(d.step.step_id for d in nodes["wrap_up"].depends_on.all()) == ["part_a", "part_b"]
+    assert [d.step.step_id for d in nodes["part_b"].depends_on.all()] == ["gather"]
+    assert not nodes["gather"].depends_on.exists()

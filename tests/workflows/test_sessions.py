@@ -1,0 +1,343 @@
+"""Session services on a real database: transitions, the stack, targeting, atomicity, races."""
+
+from __future__ import annotations
+
+import pytest
+
+from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
+from workflows.models import Event, StepRun, WorkflowSession
+from workflows.schemas import StepStatus
+from workflows.services import sessions
+from workflows.services.agents import ProcessHolder, agent_claim
+
+pytestmark = pytest.mark.django_db
+
+
+def start(project, agent, catalog, job="demo", workflow="main", **kwargs):
+    return sessions.session_start(
+        project=project,
+        agent=agent,
+        catalog=catalog.view(),
+        job_name=job,
+        workflow_name=workflow,
+        goal=kwargs.pop("goal", "test goal"),
+        **kwargs,
+    )
+
+
+def finish(project, agent, outputs, **kwargs):
+    return sessions.step_finish(project=project, agent=agent, outputs=outputs, **kwargs)
+
+
+def test_start_returns_first_step_with_every_field(project, agent, catalog):
+    response = start(project, agent, catalog, instance_id="acme")
+
+    step = response.begin_step
+    assert step.step_id == "gather"
+    assert len(step.session_id) == 8
+    assert step.job_dir.endswith("/.deepwork/jobs/demo")
+    assert [o.model_dump() for o in step.step_expected_outputs] == [
+        {
+            "name": "notes.md",
+            "type": "file",
+            "description": "Notes",
+            "required": True,
+            "syntax_for_finished_step_tool": "filepath",
+        },
+        {
+            "name": "extras",
+            "type": "files",
+            "description": "Extra files",
+            "required": False,
+            "syntax_for_finished_step_tool": "array of filepaths for all individual files",
+        },
+    ]
+    assert step.step_instructions == "# gather\n\nDo the gather work.\n"
+    assert step.common_job_info == "Shared context for every step.\n"
+    assert [e.model_dump() for e in response.stack] == [{"workflow": "demo/main", "step": "gather"}]
+    session = WorkflowSession.objects.get(session_id=step.session_id)
+    assert session.instance_id == "acme"
+    assert session.status == WorkflowSession.Status.ACTIVE
+    assert list(session.events.values_list("kind", flat=True).order_by("id")) == [
+        Event.Kind.SESSION_STARTED,
+        Event.Kind.STEP_STARTED,
+    ]
+
+
+def test_start_accepts_the_yaml_name_as_well_as_the_folder(project_dir, db):
+    from tests.conftest import NESTED_JOB
+    from tests.factories import write_job
+    from workflows.services.catalog import Catalog
+    from workflows.services.projects import project_ensure
+
+    write_job(project_dir, "folder_differs", NESTED_JOB, ["first", "second"])
+    project = project_ensure(root_path=project_dir)
+    agent = agent_claim(project=project, holder=ProcessHolder.for_this_process())
+    catalog = Catalog(project)
+
+    by_yaml = start(project, agent, catalog, job="nested", workflow="only")
+    by_folder = start(project, agent, catalog, job="folder_differs", workflow="only")
+
+    assert by_yaml.stack[0].workflow == "nested/only"
+    assert by_folder.stack[1].workflow == "folder_differs/only"
+
+
+def test_unknown_job_and_workflow_name_the_problem(project, agent, catalog):
+    with pytest.raises(NotFound, match=r"^Job not found: nope$"):
+        start(project, agent, catalog, job="nope")
+    with pytest.raises(NotFound) as excinfo:
+        start(project, agent, catalog, workflow="zzz")
+    assert str(excinfo.value) == (
+        "Workflow 'zzz' not found in job 'demo'. Available workflows: main, quick"
+    )
+    with pytest.raises(NotFound, match="Job not found: ../demo"):
+        start(project, agent, catalog, job="../demo")
+    assert not WorkflowSession.objects.exists()
+
+
+def test_single_workflow_job_is_selected_whatever_the_name(project, agent, catalog):
+    response = start(project, agent, catalog, job="nested", workflow="anything")
+    assert response.stack[0].workflow == "nested/only"
+
+
+def test_full_run_through_a_concurrent_entry(project, agent, catalog):
+    start(project, agent, catalog)
+
+    after_gather = finish(project, agent, {"notes.md": "notes.md"}, notes="gathered")
+    assert after_gather.status == StepStatus.NEXT_STEP
+    begin = after_gather.begin_step
+    assert begin.step_id == "part_a"
+    # Every member of the concurrent entry is announced, with its outputs and instructions.
+    assert [o.name for o in begin.step_expected_outputs] == ["a.md", "b.md"]
+    assert begin.step_instructions.startswith(
+        "# part_a\n\nDo the part_a work.\n\n\n**CONCURRENT STEPS**: This entry has 2 steps that "
+        "can run in parallel: part_a, part_b\nUse the Task tool to execute them concurrently."
+    )
+    assert "## Instructions for concurrent step 'part_b'" in begin.step_instructions
+
+    # Both members are validated: leaving out part_b's output fails.
+    with pytest.raises(InvalidInput, match=r"Missing required outputs: b.md\."):
+        finish(project, agent, {"a.md": "a.md"})
+
+    after_parts = finish(project, agent, {"a.md": "a.md", "b.md": "b.md"})
+    assert after_parts.begin_step.step_id == "wrap_up"
+    assert after_parts.begin_step.step_reviews[0].run_each == "summary.md"
+
+    done = finish(project, agent, {"summary.md": "summary.md"})
+    assert done.status == StepStatus.WORKFLOW_COMPLETE
+    assert done.summary == "Workflow 'main' completed successfully!"
+    assert done.all_outputs == {
+        "notes.md": "notes.md",
+        "a.md": "a.md",
+        "b.md": "b.md",
+        "summary.md": "summary.md",
+    }
+    assert done.stack == []
+    assert done.begin_step is None
+    assert done.feedback is None
+    assert done.failed_reviews is None
+
+    session = WorkflowSession.objects.get()
+    assert session.status == WorkflowSession.Status.COMPLETED
+    assert session.completed_at is not None
+    runs = {run.step_id: run for run in session.runs.all()}
+    assert runs["part_b"].outputs == {"b.md": "b.md"}
+    assert runs["gather"].notes == "gathered"
+    assert all(run.status == StepRun.Status.COMPLETED for run in runs.values())
+
+
+def test_nested_workflow_pops_back_to_the_parent(project, agent, catalog):
+    outer = start(project, agent, catalog)
+    inner = start(project, agent, catalog, job="nested", workflow="only")
+    assert [e.workflow for e in inner.stack] == ["demo/main", "nested/only"]
+    assert WorkflowSession.objects.get(
+        session_id=inner.begin_step.session_id
+    ).parent.session_id == (outer.begin_step.session_id)
+
+    finish(project, agent, {"first.md": "first.md"})
+    done = finish(project, agent, {})
+    assert done.status == StepStatus.WORKFLOW_COMPLETE
+    assert [e.model_dump() for e in done.stack] == [{"workflow": "demo/main", "step": "gather"}]
+
+    resumed = finish(project, agent, {"notes.md": "notes.md"})
+    assert resumed.begin_step.session_id == outer.begin_step.session_id
+
+
+def test_session_id_targets_a_session_below_the_top(project, agent, catalog):
+    below = start(project, agent, catalog).begin_step.session_id
+    start(project, agent, catalog, job="nested", workflow="only")
+
+    response = finish(project, agent, {"notes.md": "notes.md"}, session_id=below)
+
+    assert response.begin_step.session_id == below
+    assert response.begin_step.step_id == "part_a"
+    assert [e.step for e in response.stack] == ["part_a", "first"]
+
+
+def test_abort_resumes_the_parent_and_records_why(project, agent, catalog):
+    start(project, agent, catalog)
+    inner = start(project, agent, catalog, job="nested", workflow="only")
+
+    response = sessions.session_abort(project=project, agent=agent, explanation="stop nested")
+
+    assert response.model_dump() == {
+        "aborted_workflow": "nested/only",
+        "aborted_step": "first",
+        "explanation": "stop nested",
+        "stack": [{"workflow": "demo/main", "step": "gather"}],
+        "resumed_workflow": "demo/main",
+        "resumed_step": "gather",
+    }
+    session = WorkflowSession.objects.get(session_id=inner.begin_step.session_id)
+    assert session.status == WorkflowSession.Status.ABORTED
+    assert session.abort_reason == "stop nested"
+    assert session.runs.get().status == StepRun.Status.ABORTED
+
+
+def test_no_active_session_and_unknown_session_ids(project, agent, catalog):
+    with pytest.raises(NotFound) as excinfo:
+        finish(project, agent, {})
+    assert str(excinfo.value) == (
+        "No active workflow session. Use start_workflow to begin a workflow."
+    )
+    with pytest.raises(NotFound, match=r"^Session 'nope' not found in active stack$"):
+        sessions.session_abort(project=project, agent=agent, explanation="x", session_id="nope")
+
+
+def test_finishing_a_completed_session_is_refused_and_changes_nothing(project, agent, catalog):
+    sid = start(project, agent, catalog, job="nested", workflow="only").begin_step.session_id
+    finish(project, agent, {"first.md": "first.md"})
+    finish(project, agent, {})
+    events_before = Event.objects.count()
+
+    with pytest.raises(NotFound, match=f"Session '{sid}' is completed"):
+        finish(project, agent, {}, session_id=sid)
+    assert Event.objects.count() == events_before
+
+
+def test_missing_next_instructions_leaves_no_half_state(project, agent, catalog, demo_project):
+    sid = start(project, agent, catalog).begin_step.session_id
+    (demo_project / ".deepwork/jobs/demo/steps/part_b.md").unlink()
+    revision_before = WorkflowSession.objects.get(session_id=sid).revision
+
+    with pytest.raises(JobBroken, match=r"^Instructions file not found: steps/part_b.md$"):
+        finish(project, agent, {"notes.md": "notes.md"})
+
+    session = WorkflowSession.objects.get(session_id=sid)
+    assert (session.current_step_id, session.revision) == ("gather", revision_before)
+    assert list(session.runs.values_list("step_id", "status")) == [("gather", "active")]
+
+
+def test_missing_first_instructions_creates_no_session(project, agent, catalog, demo_project):
+    (demo_project / ".deepwork/jobs/demo/steps/gather.md").unlink()
+    with pytest.raises(JobBroken, match="Instructions file not found: steps/gather.md"):
+        start(project, agent, catalog)
+    assert not WorkflowSession.objects.exists()
+    assert not Event.objects.filter(kind=Event.Kind.SESSION_STARTED).exists()
+
+
+def test_escaping_instructions_file_is_refused(project, agent, catalog, demo_project):
+    job_yml = demo_project / ".deepwork/jobs/nested/job.yml"
+    job_yml.write_text(job_yml.read_text().replace("steps/first.md", "../../../../etc/hostname"))
+    with pytest.raises(JobBroken, match="is outside the job folder"):
+        start(project, agent, catalog, job="nested", workflow="only")
+
+
+def test_session_keeps_its_definition_when_job_yml_changes(project, agent, catalog, demo_project):
+    start(project, agent, catalog, job="nested", workflow="only")
+    job_yml = demo_project / ".deepwork/jobs/nested/job.yml"
+    job_yml.write_text(
+        job_yml.read_text().replace("first.md: {type: file", "renamed.md: {type: file")
+    )
+    catalog.view()  # the catalog picks the edit up: a new revision becomes current
+
+    response = finish(project, agent, {"first.md": "first.md"})
+
+    assert response.begin_step.step_id == "second"
+    new_run = start(project, agent, catalog, job="nested", workflow="only")
+    assert [o.name for o in new_run.begin_step.step_expected_outputs] == ["renamed.md"]
+
+
+def test_lost_race_changes_nothing_and_names_the_current_step(project, agent, catalog):
+    sid = start(project, agent, catalog).begin_step.session_id
+    stale = WorkflowSession.objects.get(session_id=sid)
+    finish(project, agent, {"notes.md": "notes.md"})  # another caller advances first
+
+    with pytest.raises(Conflict) as excinfo:
+        sessions._claim(stale, current_entry_index=1, current_step_id="part_a")
+    assert str(excinfo.value) == (
+        f"Session '{sid}' moved on while this call ran: its current step is now 'part_a'; "
+        "nothing was changed"
+    )
+
+
+def test_go_to_step_discards_later_progress(project, agent, catalog):
+    start(project, agent, catalog)
+    finish(project, agent, {"notes.md": "notes.md"})
+    finish(project, agent, {"a.md": "a.md", "b.md": "b.md"})
+
+    response = sessions.session_go_to_step(project=project, agent=agent, step_id="part_b")
+
+    assert response.begin_step.step_id == "part_a"
+    assert response.invalidated_steps == ["part_a", "part_b", "wrap_up"]
+    assert [e.step for e in response.stack] == ["part_a"]
+    session = WorkflowSession.objects.get()
+    assert sorted(
+        session.runs.filter(status=StepRun.Status.ACTIVE).values_list("step_id", flat=True)
+    ) == ["part_a", "part_b"]
+    assert session.runs.filter(status=StepRun.Status.COMPLETED).get().step_id == "gather"
+
+
+def test_go_to_step_refuses_unknown_and_forward_steps(project, agent, catalog):
+    start(project, agent, catalog)
+    with pytest.raises(NotFound) as excinfo:
+        sessions.session_go_to_step(project=project, agent=agent, step_id="nope")
+    assert str(excinfo.value) == (
+        "Step 'nope' not found in workflow 'main'. Available steps: gather, part_a, part_b, wrap_up"
+    )
+    with pytest.raises(InvalidInput) as excinfo:
+        sessions.session_go_to_step(project=project, agent=agent, step_id="wrap_up")
+    assert str(excinfo.value) == (
+        "Cannot go forward to step 'wrap_up' (entry index 2 > current 0). "
+        "Use finished_step to advance forward."
+    )
+
+
+def test_stacks_belong_to_their_agent(project, catalog):
+    first = agent_claim(project=project, holder=ProcessHolder.for_this_process())
+    second = agent_claim(project=project, holder=ProcessHolder.for_this_process())
+    assert first.pk != second.pk
+
+    start(project, first, catalog)
+    with pytest.raises(NotFound, match="No active workflow session"):
+        finish(project, second, {"notes.md": "notes.md"})
+
+
+@pytest.mark.parametrize(
+    ("outputs", "message"),
+    [
+        ({"notes.md": "../outside.md"}, "resolves outside the project root"),
+        ({"notes.md": "/etc/hostname"}, "absolute paths outside the project root"),
+        ({"notes.md": ""}, "the path is empty"),
+        ({"notes.md": "notes.md", "extras": "x"}, "must be a list of paths, got str"),
+        ({"notes.md": "notes.md", "bogus": "x"}, "Unknown output names: bogus"),
+    ],
+)
+def test_invalid_outputs_change_nothing(project, agent, catalog, outputs, message):
+    sid = start(project, agent, catalog).begin_step.session_id
+    before = (Event.objects.count(), WorkflowSession.objects.get(session_id=sid).revision)
+
+    with pytest.raises(InvalidInput, match=message):
+        finish(project, agent, outputs)
+
+    assert (Event.objects.count(), WorkflowSession.objects.get(session_id=sid).revision) == before
+
+
+def test_optional_files_output_may_be_empty_or_listed(project, agent, catalog):
+    start(project, agent, catalog)
+    response = finish(
+        project, agent, {"notes.md": "notes.md", "extras": ["extra1.md", "extra2.md"]}
+    )
+    assert response.status == StepStatus.NEXT_STEP
+    run = StepRun.objects.get(step_id="gather")
+    assert run.outputs == {"notes.md": "notes.md", "extras": ["extra1.md", "extra2.md"]}
