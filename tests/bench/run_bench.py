@@ -33,6 +33,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -255,7 +256,7 @@ class Server:
     env: dict[str, str]
     log_file: Path
 
-    def client(self, project: Path):
+    def client(self, project: Path, mode: str = "legacy"):
         from fastmcp import Client
         from fastmcp.client.transports import StdioTransport
 
@@ -267,7 +268,7 @@ class Server:
             log_file=self.log_file,
         )
         # Legacy = the initialize handshake, the only era FastMCP 2.14.5 speaks.
-        return Client(transport, mode="legacy", timeout=CALL_TIMEOUT, cache=False)
+        return Client(transport, mode=mode, timeout=CALL_TIMEOUT, cache=False)
 
 
 def make_servers(base: Path) -> dict[str, Server]:
@@ -335,15 +336,18 @@ def _orders(keys: list[str], n: int):
 
 async def measure_cold_start(
     servers: dict[str, Server], projects: dict[str, Path], runs: int
-) -> tuple[dict[str, list[float]], dict[str, str]]:
+) -> tuple[dict[str, list[float]], dict[str, dict[str, str]]]:
     samples: dict[str, list[float]] = {key: [] for key in servers}
-    protocol: dict[str, str] = {}
-    # One untimed spawn each: warms the OS file cache and writes any missing .pyc files.
+    protocol: dict[str, dict[str, str]] = {key: {} for key in servers}
+    # Untimed spawns first: they warm the OS file cache and write any missing .pyc files, and
+    # record what each server negotiates when the client may pick the modern era ("auto").
     for key, server in servers.items():
-        async with server.client(projects[key]) as client:
-            await client.list_tools()
-            init = getattr(client, "initialize_result", None)
-            protocol[key] = str(getattr(init, "protocol_version", None) or "?")
+        for mode in ("auto", "legacy"):
+            async with server.client(projects[key], mode=mode) as client:
+                await client.list_tools()
+                info = client.server_info
+                protocol[key][mode] = str(client.protocol_version)
+                protocol[key]["server_info"] = f"{info.name} {info.version}" if info else "?"
     for i, order in _orders(list(servers), runs):
         for key in order:
             server = servers[key]
@@ -379,10 +383,13 @@ def _check(label: str, tool: str, data: dict) -> None:
     ok = {
         "get_workflows": lambda d: any(j.get("name") == JOB_NAME for j in d.get("jobs", [])),
         "start_workflow": lambda d: (d.get("begin_step") or {}).get("step_id") == STEPS[0],
-        "finished_step": lambda d: d.get("status") == "next_step"
-        and (d.get("begin_step") or {}).get("step_id") == STEPS[1],
-        "abort_workflow": lambda d: d.get("aborted_workflow") == f"{JOB_NAME}/{WORKFLOW_NAME}"
-        and d.get("stack") == [],
+        "finished_step": lambda d: (
+            d.get("status") == "next_step"
+            and (d.get("begin_step") or {}).get("step_id") == STEPS[1]
+        ),
+        "abort_workflow": lambda d: (
+            d.get("aborted_workflow") == f"{JOB_NAME}/{WORKFLOW_NAME}" and d.get("stack") == []
+        ),
     }[tool]
     if not ok(data):
         raise HarnessError(f"{label}: unexpected {tool} answer: {json.dumps(data)[:500]}")
@@ -440,7 +447,9 @@ async def measure_many_jobs(
 
 def _check_many(label: str, data: dict) -> None:
     names = {j.get("name") for j in data.get("jobs", [])}
-    missing = [f"{JOB_NAME}_{i:03d}" for i in range(MANY_JOBS) if f"{JOB_NAME}_{i:03d}" not in names]
+    missing = [
+        f"{JOB_NAME}_{i:03d}" for i in range(MANY_JOBS) if f"{JOB_NAME}_{i:03d}" not in names
+    ]
     if missing or data.get("errors"):
         raise HarnessError(
             f"{label}: get_workflows on the 200-job project is missing {len(missing)} jobs "
@@ -609,6 +618,13 @@ async def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     }
 
 
+def _protocols(protocol: dict[str, dict[str, str]]) -> str:
+    names = {"ours": "ours", "ref": "0.9.1"}
+    return ", ".join(
+        f"{names.get(key, key)} {p.get('legacy')}/{p.get('auto')}" for key, p in protocol.items()
+    )
+
+
 def _git_head() -> str | None:
     proc = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -650,8 +666,6 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = build_rows(measured["raw"])
     import fastmcp
-    import mcp as mcp_pkg  # noqa: F401
-    from importlib.metadata import version
 
     report = {
         "created": datetime.now(UTC).isoformat(),
@@ -685,8 +699,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"deepwork-server (HEAD {report['ours']['git_head']}) vs deepwork 0.9.1 "
         f"({_fmt_pins(ref_versions)}); client fastmcp {fastmcp.__version__}, legacy handshake; "
-        f"negotiated protocol ours={measured['protocol'].get('ours')} "
-        f"0.9.1={measured['protocol'].get('ref')}"
+        f"negotiated protocol (legacy/auto): {_protocols(measured['protocol'])}"
     )
     print(render_table(rows))
     failed = [row["label"] for row in rows if row["verdict"] == "FAIL"]

@@ -120,6 +120,9 @@ class Command(BaseCommand):
             auth=auth,
         )
         state = mcp.deepwork_state
+        # Claim the agent before serving: the process that starts first adopts an orphaned
+        # stack, not whichever process happens to receive its first tool call first.
+        state.agent()
         stop = threading.Event()
         threading.Thread(target=_heartbeat, args=(state, stop), daemon=True).start()
         # The database thread used by the tools opens its own connection.

@@ -1,0 +1,178 @@
+"""``manage.py mcpserve`` as a real stdio subprocess, driven by a real MCP client.
+
+The child process uses the test database (a file for SQLite, the test database on PostgreSQL),
+so these tests commit their data (``transaction=True``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+from contextlib import suppress
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from workflows.models import Agent, WorkflowSession
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+
+
+def child_database_url() -> str:
+    """The database URL of the database this test runs on, for the child process."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    credentials = db["USER"] or ""
+    if db["PASSWORD"]:
+        credentials += f":{db['PASSWORD']}"
+    host = db["HOST"] or "127.0.0.1"
+    port = db["PORT"] or 5432
+    return f"postgres://{credentials}@{host}:{port}/{db['NAME']}"
+
+
+def mcpserve(project: Path, *extra: str) -> StdioTransport:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "DJANGO_SETTINGS_MODULE": "deepwork_site.settings",
+        "DATABASE_URL": child_database_url(),
+        "SECRET_KEY": "e2e-not-secret",
+        "DEEPWORK_LOG_LEVEL": "WARNING",
+    }
+    return StdioTransport(
+        command=sys.executable,
+        args=[
+            str(Path(settings.BASE_DIR) / "manage.py"),
+            "mcpserve",
+            "--path",
+            str(project),
+            *extra,
+        ],
+        env=env,
+        cwd=str(project),
+    )
+
+
+async def call(client: Client, tool: str, args: dict | None = None) -> dict:
+    result = await client.call_tool(tool, args or {}, raise_on_error=False)
+    text = result.content[0].text
+    if result.is_error:
+        raise AssertionError(f"{tool} failed: {text}")
+    return json.loads(text)
+
+
+async def call_error(client: Client, tool: str, args: dict | None = None) -> str:
+    result = await client.call_tool(tool, args or {}, raise_on_error=False)
+    assert result.is_error, f"{tool} unexpectedly succeeded"
+    return result.content[0].text
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_workflow_with_nesting_abort_concurrency_and_a_killed_server(demo_project, mode):
+    first_server = Client(mcpserve(demo_project), mode=mode)
+    async with first_server as client:
+        tools = {tool.name for tool in await client.list_tools()}
+        assert tools == {
+            "get_workflows",
+            "start_workflow",
+            "finished_step",
+            "abort_workflow",
+            "go_to_step",
+        }
+        listed = await call(client, "get_workflows")
+        assert [job["name"] for job in listed["jobs"]][:2] == ["demo", "nested"]
+
+        started = await call(
+            client, "start_workflow", {"goal": "e2e", "job_name": "demo", "workflow_name": "main"}
+        )
+        outer_id = started["begin_step"]["session_id"]
+        step = await call(client, "finished_step", {"outputs": {"notes.md": "notes.md"}})
+        assert step["begin_step"]["step_id"] == "part_a"
+        assert [o["name"] for o in step["begin_step"]["step_expected_outputs"]] == ["a.md", "b.md"]
+        error = await call_error(client, "finished_step", {"outputs": {"a.md": "a.md"}})
+        assert error == (
+            "Error calling tool 'finished_step': Missing required outputs: b.md. "
+            "All required outputs must be provided."
+        )
+        step = await call(client, "finished_step", {"outputs": {"a.md": "a.md", "b.md": "b.md"}})
+        assert step["begin_step"]["step_id"] == "wrap_up"
+
+        # A nested workflow, aborted: the outer one resumes where it was.
+        await call(
+            client,
+            "start_workflow",
+            {"goal": "side", "job_name": "nested", "workflow_name": "only"},
+        )
+        aborted = await call(client, "abort_workflow", {"explanation": "wrong turn"})
+        assert aborted["resumed_workflow"] == "demo/main"
+        assert aborted["resumed_step"] == "wrap_up"
+
+        # Nest again and get half way, then the server dies without any chance to clean up.
+        nested = await call(
+            client,
+            "start_workflow",
+            {"goal": "side", "job_name": "nested", "workflow_name": "only"},
+        )
+        step = await call(client, "finished_step", {"outputs": {"first.md": "first.md"}})
+        assert step["stack"] == [
+            {"workflow": "demo/main", "step": "wrap_up"},
+            {"workflow": "nested/only", "step": "second"},
+        ]
+        session = await WorkflowSession.objects.select_related("agent").aget(
+            session_id=nested["begin_step"]["session_id"]
+        )
+        os.kill(session.agent.pid, signal.SIGKILL)
+    # The client notices the dead server on exit; the stack is safe in the database.
+    with suppress(Exception):
+        await first_server.close()
+
+    async with Client(mcpserve(demo_project), mode=mode) as client:
+        # A second server running at the same time has a stack of its own.
+        async with Client(mcpserve(demo_project), mode=mode) as other:
+            error = await call_error(other, "finished_step", {"outputs": {}})
+            assert error.endswith(
+                "No active workflow session. Use start_workflow to begin a workflow."
+            )
+
+        # The restarted server adopted the killed one's stack and carries on.
+        step = await call(client, "finished_step", {"outputs": {}})
+        assert step["status"] == "workflow_complete"
+        assert step["stack"] == [{"workflow": "demo/main", "step": "wrap_up"}]
+        done = await call(
+            client,
+            "finished_step",
+            {
+                "outputs": {"summary.md": "summary.md"},
+                "quality_review_override_reason": "Reviewed by hand in this test",
+                "session_id": outer_id,
+            },
+        )
+    assert done["status"] == "workflow_complete"
+    assert done["all_outputs"] == {
+        "notes.md": "notes.md",
+        "a.md": "a.md",
+        "b.md": "b.md",
+        "summary.md": "summary.md",
+    }
+    statuses = [
+        s async for s in WorkflowSession.objects.order_by("id").values_list("status", flat=True)
+    ]
+    assert statuses == ["completed", "aborted", "completed"]
+    assert await Agent.objects.filter(sessions__isnull=False).distinct().acount() == 1
+
+
+async def test_stdout_carries_only_the_protocol_and_bad_paths_fail_cleanly(demo_project, tmp_path):
+    async with Client(mcpserve(demo_project), mode="legacy") as client:
+        # Any stray print on stdout would corrupt the stream and break this round trip.
+        for _ in range(3):
+            await call(client, "get_workflows")
+    with pytest.raises(Exception):  # noqa: B017 - the server refuses to start at all
+        async with Client(mcpserve(tmp_path / "missing"), mode="legacy", init_timeout=30) as client:
+            await client.list_tools()
