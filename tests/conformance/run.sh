@@ -19,13 +19,18 @@
 #   only --url/--scenario/--suite/--expected-failures/-o/--spec-version/--verbose, and its source
 #   (dist/index.js) builds `new StreamableHTTPClientTransport(new URL(url))` without requestInit
 #   and sends raw undici requests with fixed headers; it reads no environment variable for
-#   them. Disabling auth for the test would test a product we do not ship, so instead
+#   them. Disabling auth for the test would test a product we do not ship, and monkey-patching
+#   Node's fetch/undici through NODE_OPTIONS would depend on the suite's internals, so instead
 #   auth_proxy.py (stdlib only) sits in front and adds `Authorization: Bearer <token>` to every
 #   request. It forwards everything else byte for byte, including the client's Host and Origin
 #   headers and streamed (SSE) responses, so the server's own host/origin guard still decides
-#   the dns-rebinding scenario, and with the token always valid a 4xx there cannot come from
-#   authentication. Before the suite runs, preflight.py proves that the server itself still
-#   answers 401 without the token.
+#   the dns-rebinding scenario (it answers 421 to `Host: evil.example.com`), and with the token
+#   always valid a 4xx there cannot come from authentication. Before the suite runs,
+#   preflight.py proves that mcpserve itself still answers 401 without the token, and that
+#   get_workflows (through the proxy) lists the throwaway job without load errors.
+#
+# Exit code: the suite's own. 0 when only scenarios listed in baseline.yml fail; 1 on any other
+# failure or on a stale baseline entry (a listed scenario that now passes). 2 for a setup error.
 #
 # Environment knobs
 #   CONFORMANCE_TOOLS_DIR  where to install the tooling (default: <repo>/.tools/conformance)
@@ -39,12 +44,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE="$ROOT/tests/conformance"
 PY="$ROOT/.venv/bin/python"
 TOOLS="${CONFORMANCE_TOOLS_DIR:-$ROOT/.tools/conformance}"
+JOB_NAME=conformance_demo
 
 say() { printf 'conformance: %s\n' "$*" >&2; }
 die() { say "ERROR: $*"; exit 2; }
 
 [ -x "$PY" ] || die "$PY not found; run 'make setup' first"
 command -v npm >/dev/null || die "npm is required to install the conformance tooling"
+command -v python3 >/dev/null || die "python3 is required"
 
 # --- 1. Tooling ---------------------------------------------------------------------------
 lock_hash=$(python3 -c 'import hashlib, sys
@@ -53,34 +60,62 @@ for p in sys.argv[1:]:
     h.update(open(p, "rb").read())
 print(h.hexdigest())' "$HERE/package.json" "$HERE/package-lock.json")
 
-node_ok() {
+tools_ok() {
     "$TOOLS/node_modules/.bin/node" -e \
         'process.exit(Number(process.versions.node.split(".")[0]) >= 22 ? 0 : 1)' 2>/dev/null \
         && [ -x "$TOOLS/node_modules/.bin/conformance" ]
 }
 
-if [ "$(cat "$TOOLS/.lock-hash" 2>/dev/null)" = "$lock_hash" ] && node_ok; then
-    say "tooling up to date in ${TOOLS#"$ROOT"/}"
+if [ "$(cat "$TOOLS/.lock-hash" 2>/dev/null)" = "$lock_hash" ] && tools_ok; then
+    say "tooling up to date in $TOOLS"
 else
-    say "installing pinned tooling into ${TOOLS#"$ROOT"/} (npm ci)"
-    rm -rf "$TOOLS"
+    say "installing the pinned tooling into $TOOLS (npm ci)"
     mkdir -p "$TOOLS"
+    rm -rf "$TOOLS/node_modules" "$TOOLS/.lock-hash"
     cp "$HERE/package.json" "$HERE/package-lock.json" "$TOOLS/"
-    # The `node` package fetches its platform binary in a preinstall script (allowed in
-    # package.json's allowScripts), so scripts must not be disabled here.
+    # The `node` package fetches its platform binary in a preinstall script (allowed by
+    # package.json's allowScripts), so install scripts must not be disabled here.
     (cd "$TOOLS" && npm ci --no-audit --no-fund --loglevel=error) >&2
-    node_ok || die "npm ci did not produce Node >= 22 and the conformance CLI in $TOOLS"
+    tools_ok || die "npm ci did not produce Node >= 22 and the conformance CLI in $TOOLS"
     echo "$lock_hash" >"$TOOLS/.lock-hash"
 fi
 export PATH="$TOOLS/node_modules/.bin:$PATH"
 say "node $(node --version), conformance $(conformance --version)"
+tooled=$(date +%s)
 
-# --- 2. Throwaway project and database ------------------------------------------------------
+# --- 2. Throwaway work folder: project, database, logs, results -----------------------------
+SERVER_PID=""
+PROXY_PID=""
+stop_pid() { # TERM, then KILL after 5s; only ever the processes this script started
+    local pid=$1 i
+    { [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; } || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 50); do
+        kill -0 "$pid" 2>/dev/null || return 0
+        sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+}
+cleanup() {
+    local rc=$?
+    stop_pid "$PROXY_PID"
+    stop_pid "$SERVER_PID"
+    if [ "$rc" -eq 0 ] && [ "${CONFORMANCE_KEEP:-0}" != 1 ]; then
+        rm -rf "$WORK"
+    else
+        say "kept $WORK (server.log, proxy.log, suite.log, results/)"
+    fi
+    exit "$rc"
+}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/deepwork-conformance.XXXXXX")
-PROJECT="$WORK/project"
-JOB="$PROJECT/.deepwork/jobs/conformance_demo"
-mkdir -p "$JOB/steps" "$WORK/var" "$WORK/results"
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
+PROJECT="$WORK/project"
+JOB="$PROJECT/.deepwork/jobs/$JOB_NAME"
+mkdir -p "$JOB/steps" "$WORK/var" "$WORK/results"
+# A small valid job (deepwork 0.9.1 job.yml format) so that get_workflows lists something.
 cat >"$JOB/job.yml" <<'YAML'
 name: conformance_demo
 version: "1.0.0"
@@ -120,7 +155,7 @@ s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
-wait_port() { # wait_port PORT PID LOG: until something accepts on PORT, or PID dies
+wait_port() { # wait_port PORT PID LOG: until something accepts on PORT; fail if PID dies
     local port=$1 pid=$2 log=$3 i
     for i in $(seq 1 300); do
         if python3 -c 'import socket, sys
@@ -129,7 +164,7 @@ socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2).close()' 
             return 0
         fi
         if ! kill -0 "$pid" 2>/dev/null; then
-            say "process $pid exited before listening on $port; its log:"
+            say "process $pid exited before listening on port $port; its log:"
             sed 's/^/    /' "$log" >&2
             return 1
         fi
@@ -140,39 +175,14 @@ socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2).close()' 
     return 1
 }
 
-SERVER_PID=""
-PROXY_PID=""
-stop_pid() {
-    local pid=$1 i
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 50); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-}
-cleanup() {
-    local rc=$?
-    stop_pid "$PROXY_PID"
-    stop_pid "$SERVER_PID"
-    if [ "$rc" -eq 0 ] && [ "${CONFORMANCE_KEEP:-0}" != 1 ]; then
-        rm -rf "$WORK"
-    else
-        say "kept $WORK (server.log, proxy.log, suite.log, results/)"
-    fi
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 SERVER_PORT=$(free_port)
 PROXY_PORT=$(free_port)
 while [ "$PROXY_PORT" = "$SERVER_PORT" ]; do PROXY_PORT=$(free_port); done
 TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
 
 cd "$ROOT"
+# DATABASE_URL unset + DEEPWORK_VAR_DIR: a fresh SQLite file in the work folder (migrated by
+# mcpserve on start), never the developer's database.
 env -u DATABASE_URL -u DEEPWORK_MCP_TOKEN -u DEEPWORK_AGENT_ID \
     DEEPWORK_VAR_DIR="$WORK/var" \
     "$PY" manage.py mcpserve --path "$PROJECT" --transport http \
@@ -184,32 +194,36 @@ CONFORMANCE_PROXY_TOKEN="$TOKEN" \
 PROXY_PID=$!
 wait_port "$SERVER_PORT" "$SERVER_PID" "$WORK/server.log" || exit 2
 wait_port "$PROXY_PORT" "$PROXY_PID" "$WORK/proxy.log" || exit 2
-ready=$(date +%s)
-say "mcpserve pid $SERVER_PID on :$SERVER_PORT, auth proxy pid $PROXY_PID on :$PROXY_PORT" \
-    "(ready in $((ready - started))s)"
+say "mcpserve (pid $SERVER_PID) on :$SERVER_PORT behind the auth proxy (pid $PROXY_PID)" \
+    "on :$PROXY_PORT"
 
 # Preflight: auth is really on (401 without the token), the proxy supplies it, and
 # get_workflows lists the throwaway job.
-"$PY" "$HERE/preflight.py" "$SERVER_PORT" "$PROXY_PORT" conformance_demo \
+"$PY" "$HERE/preflight.py" "$SERVER_PORT" "$PROXY_PORT" "$JOB_NAME" \
     || die "preflight failed (see above)"
+ready=$(date +%s)
 
 # --- 4. The suite ---------------------------------------------------------------------------
 URL="http://127.0.0.1:$PROXY_PORT/mcp"
-say "running: conformance server --url $URL --expected-failures tests/conformance/baseline.yml"
+say "running: conformance server --url $URL --expected-failures tests/conformance/baseline.yml" \
+    "${CONFORMANCE_ARGS:-}"
 set +e
 # shellcheck disable=SC2086  # CONFORMANCE_ARGS is split on purpose
 conformance server --url "$URL" -o "$WORK/results" \
     --expected-failures "$HERE/baseline.yml" ${CONFORMANCE_ARGS:-} 2>&1 | tee "$WORK/suite.log"
 rc=${PIPESTATUS[0]}
 set -e
-
 finished=$(date +%s)
-totals=$(grep -E '^Total: ' "$WORK/suite.log" | tail -1 || true)
+
+# Scenario lines look like "✓ ping: 1 passed, 0 failed" / "✗ tools-call-image: 0 passed, ...".
+passed=$(grep -c '^✓ ' "$WORK/suite.log" || true)
+failed=$(grep -c '^✗ ' "$WORK/suite.log" || true)
 if [ "$rc" -eq 0 ]; then
-    verdict="PASS (only baselined scenarios failed)"
+    verdict="PASS: $passed scenarios passed, $failed failed as baselined"
 else
-    verdict="FAIL (unexpected failure or stale baseline entry; see above)"
+    verdict="FAIL: $passed scenarios passed, $failed failed; unexpected failures or stale"
+    verdict="$verdict baseline entries are listed above"
 fi
-say "${totals:-no totals printed}; ${verdict}; suite exit code $rc;" \
-    "$((finished - started))s total ($((finished - ready))s in the suite)"
+say "$verdict; suite exit code $rc; $((finished - started))s total" \
+    "(tooling $((tooled - started))s, server start $((ready - tooled))s, suite $((finished - ready))s)"
 exit "$rc"
