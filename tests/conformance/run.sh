@@ -215,9 +215,21 @@ rc=${PIPESTATUS[0]}
 set -e
 finished=$(date +%s)
 
-# Scenario lines look like "✓ ping: 1 passed, 0 failed" / "✗ tools-call-image: 0 passed, ...".
-passed=$(grep -c '^✓ ' "$WORK/suite.log" || true)
-failed=$(grep -c '^✗ ' "$WORK/suite.log" || true)
+# Count scenarios from the results, the way the suite judges them for the baseline: a scenario
+# fails when any of its checks is FAILURE or WARNING.
+read -r passed failed < <(python3 - "$WORK/results" <<'PY'
+import glob, json, os, sys
+passed = failed = 0
+for path in glob.glob(os.path.join(sys.argv[1], "*", "checks.json")):
+    with open(path) as f:
+        statuses = {check.get("status") for check in json.load(f)}
+    if statuses & {"FAILURE", "WARNING"}:
+        failed += 1
+    else:
+        passed += 1
+print(passed, failed)
+PY
+)
 if [ "$rc" -eq 0 ]; then
     verdict="PASS: $passed scenarios passed, $failed failed as baselined"
 else
