@@ -6,6 +6,7 @@ transactional, so each tool runs them in Django's database thread.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import threading
 from pathlib import Path
@@ -38,6 +39,14 @@ from workflows.services.projects import project_ensure
 logger = logging.getLogger("deepwork.mcp")
 
 SERVER_NAME = "deepwork"
+
+
+def _server_version() -> str:
+    try:
+        return importlib.metadata.version("deepwork-server")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0+unknown"
+
 EXTERNAL_RUNNERS = ("claude",)
 
 INSTRUCTIONS = """\
@@ -183,7 +192,13 @@ def create_server(
         platform=platform,
         agent_id=agent_id,
     )
-    mcp = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS, auth=auth, mask_error_details=True)
+    mcp = FastMCP(
+        SERVER_NAME,
+        instructions=INSTRUCTIONS,
+        version=_server_version(),
+        auth=auth,
+        mask_error_details=True,
+    )
     mcp.deepwork_state = state  # for the mcpserve command (heartbeat, release) and tests
 
     def run_db(fn):
