@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Annotated
 
 from channels.db import database_sync_to_async
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from reviews.gate import ClaudeReviewer, CommandReviewer
+from reviews.services import GateConfig, step_finish_gated
 from workflows.errors import WorkflowError
 from workflows.models import Agent, Project
 from workflows.schemas import (
@@ -46,6 +48,7 @@ def _server_version() -> str:
         return importlib.metadata.version("deepwork-server")
     except importlib.metadata.PackageNotFoundError:
         return "0.0.0+unknown"
+
 
 EXTERNAL_RUNNERS = ("claude",)
 
@@ -104,6 +107,7 @@ class ServerState:
         quality_gate_timeout: int,
         quality_gate_max_attempts: int,
         external_runner: str | None,
+        external_runner_cmd: str | None,
         platform: str | None,
         agent_id: str | None,
     ):
@@ -113,12 +117,30 @@ class ServerState:
         self.quality_gate_max_attempts = quality_gate_max_attempts
         self.external_runner = external_runner
         self.platform = platform
+        self.gate = self._gate_config(external_runner, external_runner_cmd)
         self.requested_agent_id = agent_id
         self.holder = agent_services.ProcessHolder.for_this_process()
         self._lock = threading.Lock()
         self._project: Project | None = None
         self._catalog: Catalog | None = None
         self._agent: Agent | None = None
+
+    def _gate_config(
+        self, external_runner: str | None, external_runner_cmd: str | None
+    ) -> GateConfig | None:
+        if not self.enable_quality_gate:
+            return None
+        if external_runner_cmd:
+            reviewer = CommandReviewer(external_runner_cmd)
+        elif external_runner == "claude":
+            reviewer = ClaudeReviewer()
+        else:
+            reviewer = None
+        return GateConfig(
+            reviewer=reviewer,
+            timeout=self.quality_gate_timeout,
+            max_attempts=self.quality_gate_max_attempts,
+        )
 
     def project(self) -> Project:
         with self._lock:
@@ -171,6 +193,7 @@ def create_server(
     quality_gate_max_attempts: int = 3,
     external_runner: str | None = None,
     *,
+    external_runner_cmd: str | None = None,
     platform: str | None = None,
     agent_id: str | None = None,
     auth=None,
@@ -189,6 +212,7 @@ def create_server(
         quality_gate_timeout=quality_gate_timeout,
         quality_gate_max_attempts=quality_gate_max_attempts,
         external_runner=external_runner,
+        external_runner_cmd=external_runner_cmd,
         platform=platform,
         agent_id=agent_id,
     )
@@ -305,29 +329,34 @@ def create_server(
                 "the top of your stack."
             ),
         ] = None,
+        ctx: Context = None,
     ) -> FinishedStepResponse:
         """Report that the current step is done and hand in its outputs. The answer's
         `status` says what next: `needs_work` (fix what `feedback` says and call again),
         `next_step` (follow `begin_step`) or `workflow_complete` (done; see `all_outputs`)."""
 
-        def call() -> FinishedStepResponse:
-            _log_call(
-                state,
-                "finished_step",
-                {"outputs": outputs, "session_id": session_id},
-            )
-            try:
-                return session_services.step_finish(
-                    project=state.project(),
-                    agent=state.agent(),
-                    outputs=outputs,
-                    notes=notes,
-                    session_id=session_id,
-                )
-            except WorkflowError as exc:
-                raise _fail("finished_step", exc) from None
+        def prepare() -> tuple[Project, Agent]:
+            _log_call(state, "finished_step", {"outputs": outputs, "session_id": session_id})
+            return state.project(), state.agent()
 
-        return await run_db(call)()
+        project, agent = await run_db(prepare)()
+
+        async def progress(done: float, total: float, message: str) -> None:
+            await ctx.report_progress(done, total, message)
+
+        try:
+            return await step_finish_gated(
+                project=project,
+                agent=agent,
+                gate=state.gate,
+                outputs=outputs,
+                notes=notes,
+                override_reason=quality_review_override_reason,
+                session_id=session_id,
+                progress=progress,
+            )
+        except WorkflowError as exc:
+            raise _fail("finished_step", exc) from None
 
     @mcp.tool
     async def abort_workflow(

@@ -298,6 +298,13 @@ class Event(models.Model):
         STEP_REOPENED = "step_reopened", "Returned to an earlier step"
         SESSION_COMPLETED = "session_completed", "Session completed"
         SESSION_ABORTED = "session_aborted", "Session aborted"
+        REVIEW_REQUESTED = "review_requested", "Self-review requested"
+        REVIEW_PASSED = "review_passed", "Review passed"
+        REVIEW_FAILED = "review_failed", "Review failed"
+        REVIEW_OVERRIDDEN = "review_overridden", "Review overridden by a person"
+        CHANGES_REQUESTED = "changes_requested", "Changes requested by a person"
+        OVERRIDE_DELIVERED = "override_delivered", "Override applied to the agent's hand-in"
+        CHANGES_DELIVERED = "changes_delivered", "Requested changes delivered to the agent"
         CATALOG_SYNCED = "catalog_synced", "Job catalog changed"
         AGENT_CONNECTED = "agent_connected", "Agent connected"
 

@@ -271,18 +271,18 @@ class Server:
         return Client(transport, mode=mode, timeout=CALL_TIMEOUT, cache=False)
 
 
-def make_servers(base: Path) -> dict[str, Server]:
+def make_servers(base: Path, ours_root: Path = ROOT) -> dict[str, Server]:
     our_python = OUR_PYTHON if OUR_PYTHON.exists() else Path(sys.executable)
     var_dir = base / "ours-var"
     var_dir.mkdir()
     our_env = {"DEEPWORK_VAR_DIR": str(var_dir)}
     log("ours: migrating a throwaway SQLite database ...")
     proc = subprocess.run(
-        [str(our_python), str(ROOT / "manage.py"), "migrate", "--noinput", "-v0"],
+        [str(our_python), str(ours_root / "manage.py"), "migrate", "--noinput", "-v0"],
         env={**_clean_env(), **our_env},
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=ours_root,
     )
     if proc.returncode != 0:
         raise HarnessError(f"manage.py migrate failed:\n{proc.stdout}{proc.stderr}")
@@ -291,7 +291,7 @@ def make_servers(base: Path) -> dict[str, Server]:
             key="ours",
             label="ours",
             command=str(our_python),
-            args=[str(ROOT / "manage.py"), "mcpserve"],
+            args=[str(ours_root / "manage.py"), "mcpserve"],
             env=our_env,
             log_file=base / "ours.stderr.log",
         ),
@@ -575,6 +575,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, help="get/start/finish/abort cycles per server")
     parser.add_argument("--many-calls", type=int, help="get_workflows calls on the 200-job project")
     parser.add_argument("--keep", action="store_true", help="keep the temp fixtures and logs")
+    parser.add_argument(
+        "--ours-root",
+        type=Path,
+        default=ROOT,
+        help="checkout whose manage.py is 'ours' (default: this one), e.g. a worktree to compare",
+    )
     args = parser.parse_args(argv)
     defaults = (5, 40, 8, 3) if args.quick else (15, 200, 30, 5)
     args.cold_runs = args.cold_runs or defaults[0]
@@ -585,7 +591,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
-    servers = make_servers(base)
+    servers = make_servers(base, args.ours_root.resolve())
     log(f"fixtures: building 1-job and {MANY_JOBS}-job projects under {base}")
     fixtures = build_fixtures(base, list(servers))
     raw: dict[str, dict[str, list[float]]] = {key: {} for key in servers}
@@ -625,9 +631,9 @@ def _protocols(protocol: dict[str, dict[str, str]]) -> str:
     )
 
 
-def _git_head() -> str | None:
+def _git_head(root: Path) -> str | None:
     proc = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
     return proc.stdout.strip() or None
 
@@ -683,7 +689,11 @@ def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
         },
-        "ours": {"git_head": _git_head(), "fastmcp": fastmcp.__version__},
+        "ours": {
+            "root": str(args.ours_root.resolve()),
+            "git_head": _git_head(args.ours_root.resolve()),
+            "fastmcp": fastmcp.__version__,
+        },
         "reference": ref_versions,
         "negotiated_protocol": measured["protocol"],
         "servers": measured["servers"],

@@ -14,6 +14,7 @@ import pytest
 from fastmcp import Client
 
 from mcp_bridge.server import create_server
+from reviews.models import ReviewResult
 from workflows.models import Event, WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -97,7 +98,7 @@ async def test_get_workflows_lists_jobs_and_errors_with_the_repair_hint(server, 
     )
 
 
-async def test_a_workflow_from_start_to_finish(server, mode):
+async def test_a_workflow_from_start_to_finish(server, demo_project, mode):
     async with Client(server, mode=mode) as client:
         result, text = await call(
             client, "start_workflow", {"goal": "g", "job_name": "demo", "workflow_name": "main"}
@@ -130,11 +131,36 @@ async def test_a_workflow_from_start_to_finish(server, mode):
         _, text = await call(
             client, "finished_step", {"outputs": {"a.md": "a.md", "b.md": "b.md"}, "notes": "n"}
         )
+        # wrap_up has a review: in self-review mode the agent is told to review its own work.
         _, text = await call(client, "finished_step", {"outputs": {"summary.md": "summary.md"}})
+        review = json.loads(text)
+        assert review["status"] == "needs_work"
+        assert review["failed_reviews"] is None
+        sid = started["begin_step"]["session_id"]
+        instructions = f".deepwork/tmp/quality_review_{sid}_wrap_up.md"
+        assert review["feedback"].startswith(
+            f"Quality review required. Review instructions have been written to: {instructions}"
+        )
+        assert "quality_review_override_reason" in review["feedback"]
+        _, text = await call(
+            client,
+            "finished_step",
+            {
+                "outputs": {"summary.md": "summary.md"},
+                "quality_review_override_reason": "Self-review passed: all criteria met",
+            },
+        )
         done = json.loads(text)
     assert done["status"] == "workflow_complete"
     assert done["stack"] == []
     assert list(done["all_outputs"]) == ["notes.md", "a.md", "b.md", "summary.md"]
+    written = (demo_project / instructions).read_text()
+    assert "- **Complete**: The summary covers every note." in written
+    assert "- summary.md  (output: summary.md)" in written
+    assert "- notes.md  (input: notes.md from gather)" in written
+    stored = await ReviewResult.objects.aget()
+    assert stored.passed
+    assert stored.override_reason == "Self-review passed: all criteria met"
 
 
 async def test_errors_carry_deepwork_wording(server, mode):

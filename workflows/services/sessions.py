@@ -47,16 +47,26 @@ OUTPUT_SYNTAX = {"file": "filepath", "files": "array of filepaths for all indivi
 
 @dataclass(frozen=True)
 class StepCheckpoint:
-    """What a quality gate needs to judge a finished step, read before any write."""
+    """A step hand-in that passed validation, read before any write.
 
+    A quality gate judges it; ``step_advance`` then applies it only if the session is still
+    at the same revision.
+    """
+
+    project: Project
+    agent: Agent
     session: WorkflowSession
+    entries: list[list[Step]]
     steps: list[Step]
     outputs: dict[str, str | list[str]]
     notes: str | None
-    project_root: Path
+
+    @property
+    def project_root(self) -> Path:
+        return Path(self.project.root_path)
 
 
-# A quality gate sees the checkpoint and either lets it pass (None) or answers ``needs_work``.
+# A synchronous quality gate: lets the checkpoint pass (None) or answers ``needs_work``.
 QualityGate = Callable[[StepCheckpoint], FinishedStepResponse | None]
 
 
@@ -260,45 +270,50 @@ def _declared_outputs(entry: list[Step]) -> list[DeclaredOutput]:
     ]
 
 
-def step_finish(
+def step_checkpoint(
     *,
     project: Project,
     agent: Agent,
     outputs: dict[str, str | list[str]],
     notes: str | None = None,
     session_id: str | None = None,
-    quality_gate: QualityGate | None = None,
-) -> FinishedStepResponse:
-    """Check the current entry's outputs, run the gate, then advance or complete the session.
+) -> StepCheckpoint:
+    """Resolve the session and validate the hand-in against the current entry's outputs.
 
-    Every member of a concurrent entry is finished together: its outputs are the union of the
-    members' declared outputs, all validated.
+    Every member of a concurrent entry is finished together: the hand-in is checked against
+    the union of the members' declared outputs.
     """
     session = session_resolve(project=project, agent=agent, session_id=session_id)
-    job = session.job
     entries = workflow_entries(workflow=session.workflow)
-    index = session.current_entry_index
-    if index >= len(entries):
+    if session.current_entry_index >= len(entries):
         raise JobBroken(f"Current step not found: {session.current_step_id}")
-    entry = entries[index]
-    project_root = Path(project.root_path)
+    entry = entries[session.current_entry_index]
     validate_outputs(
-        declared=_declared_outputs(entry), submitted=outputs, project_root=project_root
+        declared=_declared_outputs(entry),
+        submitted=outputs,
+        project_root=Path(project.root_path),
     )
-    if quality_gate is not None:
-        verdict = quality_gate(
-            StepCheckpoint(
-                session=session,
-                steps=entry,
-                outputs=outputs,
-                notes=notes,
-                project_root=project_root,
-            )
-        )
-        if verdict is not None:
-            return verdict
+    return StepCheckpoint(
+        project=project,
+        agent=agent,
+        session=session,
+        entries=entries,
+        steps=entry,
+        outputs=outputs,
+        notes=notes,
+    )
 
-    next_index = index + 1
+
+def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
+    """Complete the checkpoint's entry and move to the next one (or complete the session).
+
+    Compare-and-sets the session revision read by ``step_checkpoint``: if anything moved the
+    session since (another finished_step, an abort, go_to_step), nothing changes here.
+    """
+    project, agent, session = checkpoint.project, checkpoint.agent, checkpoint.session
+    job, entries, entry = session.job, checkpoint.entries, checkpoint.steps
+    outputs, notes = checkpoint.outputs, checkpoint.notes
+    next_index = session.current_entry_index + 1
     finished = next_index >= len(entries)
     next_entry = None if finished else entries[next_index]
     instructions = None if next_entry is None else _entry_instructions(job, next_entry)
@@ -366,6 +381,26 @@ def step_finish(
         ),
         stack=stack,
     )
+
+
+def step_finish(
+    *,
+    project: Project,
+    agent: Agent,
+    outputs: dict[str, str | list[str]],
+    notes: str | None = None,
+    session_id: str | None = None,
+    quality_gate: QualityGate | None = None,
+) -> FinishedStepResponse:
+    """Validate the hand-in, let ``quality_gate`` judge it, then advance the session."""
+    checkpoint = step_checkpoint(
+        project=project, agent=agent, outputs=outputs, notes=notes, session_id=session_id
+    )
+    if quality_gate is not None:
+        verdict = quality_gate(checkpoint)
+        if verdict is not None:
+            return verdict
+    return step_advance(checkpoint=checkpoint)
 
 
 def session_abort(

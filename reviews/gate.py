@@ -1,0 +1,515 @@
+"""The quality gate's parts that need no database: review tasks, payloads, prompts, reviewers.
+
+Layouts follow DeepWork 0.9.1 where agents and reviewers can see them (section markers, file
+headers, placeholders, the reviewer's JSON contract); the prose is our own. Unlike 0.9.1 the
+payload carries the step's inputs from earlier steps, as DeepWork's interface document
+promised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MARK = "=" * 20
+RULE = "-" * 20
+# Files larger than this are listed by path instead of inlined, like binary files.
+MAX_INLINE_BYTES = 512 * 1024
+
+VERDICT_SCHEMA = {
+    "type": "object",
+    "required": ["passed", "feedback"],
+    "properties": {
+        "passed": {"type": "boolean"},
+        "feedback": {"type": "string"},
+        "criteria_results": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["criterion", "passed"],
+                "properties": {
+                    "criterion": {"type": "string"},
+                    "passed": {"type": "boolean"},
+                    "feedback": {"type": ["string", "null"]},
+                },
+            },
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class ReviewTask:
+    """One review to run: one `reviews` entry applied to the step, one output or one file."""
+
+    step_id: str
+    run_each: str
+    criteria: dict[str, str]
+    guidance: str | None
+    outputs: dict[str, str | list[str]]
+    target_file: str | None
+    inputs: tuple[tuple[str, str], ...] = ()  # (label, path) of files from earlier steps
+
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    feedback: str
+    criteria_results: list[dict] = field(default_factory=list)
+    duration_ms: int | None = None
+
+
+class ReviewerError(Exception):
+    """The reviewer itself failed (crashed, timed out, answered garbage)."""
+
+
+def expand_tasks(
+    *,
+    steps: list[dict],
+    submitted: dict[str, str | list[str]],
+    inputs_by_step: dict[str, tuple[tuple[str, str], ...]] | None = None,
+) -> list[ReviewTask]:
+    """Turn each step's `reviews` into tasks: `step` once, a `file` output once, a `files`
+    output once per file; a review of an optional output that was not handed in is skipped.
+
+    ``steps`` are dicts with ``step_id``, ``outputs`` and ``reviews`` (the Step row's JSON).
+    """
+    tasks: list[ReviewTask] = []
+    inputs_by_step = inputs_by_step or {}
+    for step in steps:
+        own = {output["name"] for output in step["outputs"]}
+        step_outputs = {name: value for name, value in submitted.items() if name in own}
+        inputs = inputs_by_step.get(step["step_id"], ())
+        for review in step["reviews"]:
+            common = {
+                "step_id": step["step_id"],
+                "run_each": review["run_each"],
+                "criteria": dict(review["quality_criteria"]),
+                "guidance": review.get("additional_review_guidance"),
+                "inputs": inputs,
+            }
+            if review["run_each"] == "step":
+                tasks.append(ReviewTask(outputs=step_outputs, target_file=None, **common))
+                continue
+            name = review["run_each"]
+            if name not in step_outputs:
+                continue
+            value = step_outputs[name]
+            if isinstance(value, list):
+                tasks.extend(
+                    ReviewTask(outputs={name: path}, target_file=path, **common) for path in value
+                )
+            else:
+                tasks.append(ReviewTask(outputs={name: value}, target_file=value, **common))
+    return tasks
+
+
+def _output_files(outputs: dict[str, str | list[str]]) -> list[tuple[str, str]]:
+    files = []
+    for name, value in outputs.items():
+        for path in value if isinstance(value, list) else [value]:
+            files.append((name, path))
+    return files
+
+
+def _file_text(project_root: Path, path: str) -> str:
+    full = project_root / path
+    try:
+        size = full.stat().st_size
+    except FileNotFoundError:
+        return "[File not found]"
+    except OSError as exc:
+        return f"[Error reading file: {exc}]"
+    if size > MAX_INLINE_BYTES:
+        return f"[Large file ({size} bytes) — not included in review. Read from: {full.resolve()}]"
+    try:
+        return full.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return f"[Binary file — not included in review. Read from: {full.resolve()}]"
+    except OSError as exc:
+        return f"[Error reading file: {exc}]"
+
+
+def _section(
+    *,
+    title: str,
+    files: list[tuple[str, str]],
+    label: str,
+    project_root: Path,
+    max_inline_files: int,
+) -> list[str]:
+    parts = [f"{MARK} BEGIN {title} {MARK}"]
+    if len(files) > max_inline_files:
+        listing = [
+            f"[{len(files)} files — too many to include inline. Paths listed below. "
+            "Read files as needed to evaluate criteria.]"
+        ]
+        listing.extend(f"- {path}  ({label}: {name})" for name, path in files)
+        parts.append("\n".join(listing))
+    else:
+        parts.extend(f"{RULE} {path} {RULE}\n{_file_text(project_root, path)}" for _, path in files)
+    parts.append(f"{MARK} END {title} {MARK}")
+    return parts
+
+
+def build_payload(
+    *,
+    task: ReviewTask,
+    project_root: Path,
+    max_inline_files: int,
+    notes: str | None,
+    include_notes: bool,
+) -> str:
+    """The material a reviewer reads: inputs from earlier steps, then the outputs, then notes."""
+    parts: list[str] = []
+    if task.inputs:
+        parts.extend(
+            _section(
+                title="INPUTS",
+                files=list(task.inputs),
+                label="input",
+                project_root=project_root,
+                max_inline_files=max_inline_files,
+            )
+        )
+    files = _output_files(task.outputs)
+    if files:
+        parts.extend(
+            _section(
+                title="OUTPUTS",
+                files=files,
+                label="output",
+                project_root=project_root,
+                max_inline_files=max_inline_files,
+            )
+        )
+    if include_notes and notes:
+        parts.extend([f"{MARK} AUTHOR NOTES {MARK}", notes, f"{MARK} END AUTHOR NOTES {MARK}"])
+    return "\n\n".join(parts) if parts else "[No files provided]"
+
+
+def system_prompt(task: ReviewTask, notes: str | None) -> str:
+    """Instructions for an external reviewer: who it is, the criteria, the answer format."""
+    lines = [
+        "You are an editor reviewing the files handed in as the outputs of one workflow step.",
+        "Judge them against the quality criteria below and answer with the JSON verdict only.",
+        "",
+        "## Criteria to Evaluate",
+        *(f"- **{name}**: {text}" for name, text in task.criteria.items()),
+    ]
+    if notes:
+        lines += ["", "## Author Notes", "The author of the work left these notes:", "", notes]
+    if task.guidance:
+        lines += ["", "## Additional Context", task.guidance]
+    lines += [
+        "",
+        "## Response Format",
+        "```json",
+        json.dumps(
+            {
+                "passed": True,
+                "feedback": "One paragraph: what is good and what must change.",
+                "criteria_results": [
+                    {
+                        "criterion": "<criterion name>",
+                        "passed": True,
+                        "feedback": "What fails and how to fix it, or null if passed",
+                    }
+                ],
+            },
+            indent=2,
+        ),
+        "```",
+        "",
+        "## Guidelines",
+        "- Hold the work to each criterion firmly but fairly.",
+        "- A criterion that does not apply to these files counts as passed.",
+        "- Pass a criterion only when it is clearly met (or does not apply).",
+        "- Make every piece of feedback specific enough to act on.",
+        "- The overall verdict passes only if ALL criteria pass.",
+    ]
+    return "\n".join(lines)
+
+
+def self_review_instructions(
+    *, tasks: list[ReviewTask], project_root: Path, notes: str | None
+) -> str:
+    """The file an agent's reviewing sub-agent reads in self-review mode (paths, not content)."""
+    outputs: dict[str, str | list[str]] = {}
+    inputs: list[tuple[str, str]] = []
+    for task in tasks:
+        outputs.update(task.outputs)
+        inputs.extend(i for i in task.inputs if i not in inputs)
+    listing = build_payload(
+        task=ReviewTask(
+            step_id=tasks[0].step_id,
+            run_each="step",
+            criteria={},
+            guidance=None,
+            outputs=outputs,
+            target_file=None,
+            inputs=tuple(inputs),
+        ),
+        project_root=project_root,
+        max_inline_files=0,
+        notes=None,
+        include_notes=False,
+    )
+    lines = [
+        "# Quality Review Instructions",
+        "",
+        "You are an editor checking the outputs of a workflow step against quality criteria. "
+        "Read the files, judge every criterion, and report a clear verdict.",
+        "",
+        listing,
+        "",
+    ]
+    reviews: list[ReviewTask] = []
+    for task in tasks:  # one section per `reviews` entry, not per expanded file
+        if not any(
+            r.step_id == task.step_id
+            and r.run_each == task.run_each
+            and r.criteria == task.criteria
+            for r in reviews
+        ):
+            reviews.append(task)
+    for number, review in enumerate(reviews, start=1):
+        if len(reviews) == 1:
+            lines.append("## Criteria to Evaluate")
+        elif review.run_each == "step":
+            lines.append(f"## Review {number} (scope: all outputs together)")
+        else:
+            lines.append(f"## Review {number} (scope: output '{review.run_each}')")
+        lines.append("")
+        lines.extend(f"- **{name}**: {text}" for name, text in review.criteria.items())
+        per_file = [
+            t.target_file
+            for t in tasks
+            if t.step_id == review.step_id
+            and t.run_each == review.run_each
+            and isinstance(outputs.get(review.run_each), list)
+        ]
+        if per_file:
+            lines += [
+                "",
+                f"Evaluate the above criteria for **each file** in output '{review.run_each}':",
+                *(f"- {path}" for path in per_file),
+            ]
+        if review.guidance:
+            lines += ["", "### Additional Context", review.guidance]
+        lines.append("")
+    if notes:
+        lines += ["## Author Notes", "", notes, ""]
+    lines += [
+        "## Guidelines",
+        "",
+        "- Hold the work to each criterion firmly but fairly.",
+        "- A criterion that does not apply to these files counts as passed.",
+        "- Pass a criterion only when it is clearly met (or does not apply).",
+        "- Make every piece of feedback specific enough to act on.",
+        "- The review PASSES only if every criterion of every review passes.",
+        "",
+        "## Your Task",
+        "",
+        "1. Read each output file listed above (and the inputs, for context).",
+        "2. Evaluate every criterion.",
+        "3. Report **PASS** or **FAIL** for each criterion, with a reason.",
+        "4. Give the overall result: **PASSED** or **FAILED**.",
+        "5. For every failure, say exactly what must change.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def review_timeout(base_seconds: int, task: ReviewTask) -> int:
+    """More files, more time: the base plus 30 s for each file beyond five."""
+    return base_seconds + 30 * max(0, len(_output_files(task.outputs)) - 5)
+
+
+def _verdict_from(data: object, raw: str, *, who: str) -> Verdict:
+    if not isinstance(data, dict):
+        raise ReviewerError(f"{who} answered with JSON that is not an object: {raw[:500]}")
+    results = []
+    for item in data.get("criteria_results") or []:
+        item = item if isinstance(item, dict) else {}
+        results.append(
+            {
+                "criterion": str(item.get("criterion", "")),
+                "passed": bool(item.get("passed", False)),
+                "feedback": item.get("feedback"),
+            }
+        )
+    return Verdict(
+        passed=bool(data.get("passed", False)),
+        feedback=str(data.get("feedback") or "No feedback provided"),
+        criteria_results=results,
+    )
+
+
+async def _run(
+    argv: list[str],
+    stdin: str,
+    *,
+    timeout_seconds: int,
+    cwd: Path,
+    env: dict[str, str],
+    who: str,
+) -> str:
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=str(cwd),
+            env=env,
+        )
+    except FileNotFoundError:
+        raise ReviewerError(f"{who} command not found: {argv[0]}") from None
+    except PermissionError:
+        raise ReviewerError(f"{who} command is not executable: {argv[0]}") from None
+    try:
+        stdout, stderr = await asyncio.wait_for(
+            process.communicate(stdin.encode("utf-8")), timeout=timeout_seconds
+        )
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise ReviewerError(f"{who} timed out after {timeout_seconds} seconds") from None
+    if process.returncode != 0:
+        raise ReviewerError(
+            f"{who} failed with exit code {process.returncode}:\n"
+            f"stderr: {stderr.decode('utf-8', 'replace').strip()}"
+        )
+    return stdout.decode("utf-8", "replace")
+
+
+class ClaudeReviewer:
+    """Runs `claude --print` exactly as DeepWork 0.9.1 does: prompt on stdin, verdict schema."""
+
+    kind = "claude"
+    who = "Claude CLI"
+
+    def __init__(self, command: str = "claude"):
+        self.command = command
+
+    @property
+    def name(self) -> str:
+        return self.command
+
+    def argv(self, system: str) -> list[str]:
+        return [
+            self.command,
+            "--print",
+            "--output-format",
+            "json",
+            "--system-prompt",
+            system,
+            "--json-schema",
+            json.dumps(VERDICT_SCHEMA),
+            "-p",
+            "--",
+        ]
+
+    async def review(
+        self, *, system: str, payload: str, timeout_seconds: int, cwd: Path
+    ) -> Verdict:
+        started = time.monotonic()
+        raw = await _run(
+            self.argv(system),
+            payload,
+            timeout_seconds=timeout_seconds,
+            cwd=cwd,
+            env=dict(os.environ),
+            who=self.who,
+        )
+        try:
+            wrapper = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ReviewerError(
+                f"Failed to parse Claude CLI response as JSON: {exc}\nResponse was: {raw[:500]}..."
+            ) from None
+        if not isinstance(wrapper, dict):
+            raise ReviewerError(f"Claude CLI response is not a JSON object: {raw[:500]}...")
+        if wrapper.get("is_error"):
+            raise ReviewerError(
+                f"Claude CLI returned error: {wrapper.get('result') or 'Unknown error'}"
+            )
+        if "structured_output" not in wrapper:
+            raise ReviewerError(
+                "Claude CLI response missing 'structured_output' field. "
+                f"Response was: {raw[:500]}..."
+            )
+        verdict = _verdict_from(wrapper["structured_output"], raw, who=self.who)
+        return Verdict(
+            verdict.passed,
+            verdict.feedback,
+            verdict.criteria_results,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
+
+
+class CommandReviewer:
+    """Any reviewer program: the whole prompt on stdin, a JSON verdict on stdout.
+
+    The verdict may be bare (``{"passed": ..., "feedback": ...}``) or wrapped the way
+    ``claude --output-format json`` wraps it (``{"structured_output": {...}}``). The system
+    prompt and the verdict schema are also given in the environment, for programs that want
+    them separately.
+    """
+
+    kind = "command"
+    who = "Reviewer command"
+
+    def __init__(self, command: str):
+        self.argv_base = shlex.split(command)
+        if not self.argv_base:
+            raise ValueError("the external reviewer command is empty")
+        self.command = command
+
+    @property
+    def name(self) -> str:
+        return self.command
+
+    async def review(
+        self, *, system: str, payload: str, timeout_seconds: int, cwd: Path
+    ) -> Verdict:
+        started = time.monotonic()
+        env = {
+            **os.environ,
+            "DEEPWORK_REVIEW_SYSTEM_PROMPT": system,
+            "DEEPWORK_REVIEW_JSON_SCHEMA": json.dumps(VERDICT_SCHEMA),
+        }
+        raw = await _run(
+            self.argv_base,
+            f"{system}\n\n{payload}",
+            timeout_seconds=timeout_seconds,
+            cwd=cwd,
+            env=env,
+            who=self.who,
+        )
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ReviewerError(
+                f"Reviewer command printed invalid JSON: {exc}\nOutput was: {raw[:500]}"
+            ) from None
+        if isinstance(data, dict) and "structured_output" in data:
+            if data.get("is_error"):
+                raise ReviewerError(
+                    f"Reviewer command returned error: {data.get('result') or 'Unknown error'}"
+                )
+            data = data["structured_output"]
+        if not isinstance(data, dict) or "passed" not in data:
+            raise ReviewerError(f"Reviewer command's JSON has no 'passed' verdict: {raw[:500]}")
+        verdict = _verdict_from(data, raw, who=self.who)
+        return Verdict(
+            verdict.passed,
+            verdict.feedback,
+            verdict.criteria_results,
+            duration_ms=int((time.monotonic() - started) * 1000),
+        )
