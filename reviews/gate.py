@@ -498,11 +498,11 @@ class CommandReviewer:
             raise ReviewerError(
                 f"Reviewer command printed invalid JSON: {exc}\nOutput was: {raw[:500]}"
             ) from None
+        if isinstance(data, dict) and data.get("is_error"):
+            raise ReviewerError(
+                f"Reviewer command returned error: {data.get('result') or 'Unknown error'}"
+            )
         if isinstance(data, dict) and "structured_output" in data:
-            if data.get("is_error"):
-                raise ReviewerError(
-                    f"Reviewer command returned error: {data.get('result') or 'Unknown error'}"
-                )
             data = data["structured_output"]
         if not isinstance(data, dict) or "passed" not in data:
             raise ReviewerError(f"Reviewer command's JSON has no 'passed' verdict: {raw[:500]}")

@@ -79,9 +79,7 @@ def get_changed_files(project_root: Path, base_ref: str | None = None) -> list[s
     if base != "HEAD":
         merge_base = _git(project_root, "merge-base", "HEAD", base)
         if merge_base.returncode != 0:
-            raise GitError(
-                f"Failed to find merge-base with '{base}': {merge_base.stderr.strip()}"
-            )
+            raise GitError(f"Failed to find merge-base with '{base}': {merge_base.stderr.strip()}")
         against: list[str] = [merge_base.stdout.strip()]
     elif _verifies(project_root, "HEAD"):
         against = ["HEAD"]

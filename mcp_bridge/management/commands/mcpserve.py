@@ -76,6 +76,26 @@ class Command(BaseCommand):
             help="Review step outputs with this CLI instead of the agent's self-review",
         )
         parser.add_argument(
+            "--external-runner-cmd",
+            default=None,
+            metavar="COMMAND",
+            help="Review step outputs with any program: the prompt goes to its stdin, a JSON "
+            "verdict comes back on stdout (overrides --external-runner)",
+        )
+        parser.add_argument(
+            "--quality-gate-timeout",
+            type=int,
+            default=240,
+            help="Seconds one external review may take, plus 30 s per file beyond five "
+            "(default 240)",
+        )
+        parser.add_argument(
+            "--quality-gate-max-attempts",
+            type=int,
+            default=3,
+            help="Failed external reviews of one step before finished_step errors (default 3)",
+        )
+        parser.add_argument(
             "--platform", default=None, help="Platform name used to format review tasks"
         )
         parser.add_argument(
@@ -95,6 +115,10 @@ class Command(BaseCommand):
         if not root.is_dir():
             raise CommandError(f"--path must be an existing directory: {options['path']}")
         root = root.resolve()
+        if options["quality_gate_timeout"] < 1 or options["quality_gate_max_attempts"] < 1:
+            raise CommandError(
+                "--quality-gate-timeout and --quality-gate-max-attempts must be >= 1"
+            )
         (root / ".deepwork" / "tmp").mkdir(parents=True, exist_ok=True)
         _migrate_if_needed()
 
@@ -115,6 +139,9 @@ class Command(BaseCommand):
             root,
             enable_quality_gate=not options["no_quality_gate"],
             external_runner=options["external_runner"],
+            external_runner_cmd=options["external_runner_cmd"],
+            quality_gate_timeout=options["quality_gate_timeout"],
+            quality_gate_max_attempts=options["quality_gate_max_attempts"],
             platform=options["platform"],
             agent_id=options["agent_id"],
             auth=auth,

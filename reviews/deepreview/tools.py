@@ -1,0 +1,212 @@
+"""The review pipeline behind the MCP tools (digest §5.7, §5.8 and §7's 0.9.2/0.9.3 items).
+
+The functions return strings or lists and never raise: 0.9.1's server turned every failure into a
+``Review error: ...`` string, and agents rely on that text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from reviews.deepreview.changes import GitError, get_changed_files
+from reviews.deepreview.config import ReviewTask
+from reviews.deepreview.discovery import ParseFailure, load_all_rules
+from reviews.deepreview.instructions import (
+    INSTRUCTIONS_DIR,
+    describe_scope,
+    mark_passed,
+    write_instruction_files,
+)
+from reviews.deepreview.matching import build_tasks, file_matches_rule, source_location
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_PLATFORMS = ("claude",)
+DEFAULT_PLATFORM = "claude"
+DEFAULT_SUBAGENT = "general-purpose"
+
+NO_CONFIG = "No .deepreview configuration files found."
+NO_CHANGES = "No changed files detected."
+NO_MATCHES = "No review rules matched the changed files."
+ALL_PASSED = "All matching reviews have already passed for the current file contents."
+
+
+class UnsafePathError(ValueError):
+    """An explicit file path that points outside the project."""
+
+
+def _failure_lines(failures: Sequence[ParseFailure]) -> str:
+    return "\n".join(f"  - {failure.path}: {failure.error}" for failure in failures)
+
+
+def format_for_claude(task_ids: Sequence[tuple[ReviewTask, str]]) -> str:
+    """The Task list Claude Code dispatches; detail lines are tab-indented (§5.7)."""
+    lines = ["Invoke the following list of Tasks in parallel:", ""]
+    for task, review_id in task_ids:
+        lines += [
+            f'name: "{task.rule_name} review of {describe_scope(task)}"',
+            f"\tdescription: Review {task.rule_name}",
+            f"\tsubagent_type: {task.agent_name or DEFAULT_SUBAGENT}",
+            f'\tprompt: "@{INSTRUCTIONS_DIR}/{review_id}.md"',
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _project_relative(path: str, root: Path, real_root: Path) -> str:
+    """``path`` as a normalised project-relative POSIX path; UnsafePathError if it is not one."""
+    if "\0" in path:
+        raise UnsafePathError("contains a NUL byte")
+    if posixpath.isabs(path):
+        normalised = posixpath.normpath(path)
+        for base in (str(root), str(real_root)):
+            if normalised.startswith(base.rstrip("/") + "/"):
+                rel = normalised[len(base.rstrip("/")) + 1 :]
+                break
+        else:
+            raise UnsafePathError("is an absolute path outside the project root")
+    else:
+        rel = posixpath.normpath(path)
+        if rel == ".." or rel.startswith("../"):
+            raise UnsafePathError("escapes the project root with '..'")
+    if rel in ("", "."):
+        raise UnsafePathError("names the project root, not a file")
+    # A symlink inside the project can still point outside it; the reviewer would then be
+    # handed a file the caller could not name directly.
+    try:
+        resolved = (real_root / rel).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, on Python < 3.13
+        raise UnsafePathError("cannot be resolved inside the project root") from exc
+    if resolved != real_root and real_root not in resolved.parents:
+        raise UnsafePathError("leads outside the project root through a symbolic link")
+    return rel
+
+
+def confine_files(files: Iterable[str], project_root: Path) -> tuple[list[str], list[str]]:
+    """Split explicit paths into (sorted unique project-relative paths, rejection messages)."""
+    root = Path(os.path.abspath(project_root))
+    real_root = root.resolve()
+    accepted: set[str] = set()
+    rejected: list[str] = []
+    for path in files:
+        try:
+            accepted.add(_project_relative(path, root, real_root))
+        except UnsafePathError as exc:
+            rejected.append(f"{path!r} {exc}")
+    return sorted(accepted), rejected
+
+
+def get_review_instructions(
+    *, project_root: Path, files: list[str] | None, platform: str | None
+) -> str:
+    """Run the review pipeline and return the Task list (or an informational/error message)."""
+    try:
+        return _review_instructions(Path(os.path.abspath(project_root)), files, platform)
+    except Exception as exc:
+        # The tool contract is "never raises"; anything unforeseen still becomes a message.
+        logger.exception("Review pipeline failed")
+        return f"Review error: {exc}"
+
+
+def _review_instructions(project_root: Path, files: list[str] | None, platform: str | None) -> str:
+    platform = platform or DEFAULT_PLATFORM
+    if platform not in SUPPORTED_PLATFORMS:
+        return (
+            f"Review error: Unsupported platform: '{platform}'. "
+            f"Supported platforms: {', '.join(SUPPORTED_PLATFORMS)}"
+        )
+
+    rules, failures = load_all_rules(project_root)
+    if not rules:
+        if failures:
+            return f"No valid .deepreview rules found. Parse errors:\n{_failure_lines(failures)}"
+        return NO_CONFIG
+
+    if files is not None:
+        changed, rejected = confine_files(files, project_root)
+        if rejected:
+            # Refuse the whole call rather than quietly reviewing the rest: the caller asked
+            # for a specific set and should learn that part of it was not usable.
+            return (
+                "Review error: Only files inside the project can be reviewed; rejected: "
+                + "; ".join(rejected)
+            )
+    else:
+        try:
+            changed = get_changed_files(project_root)
+        except GitError as exc:
+            return f"Review error: Git error: {exc}"
+    if not changed:
+        return NO_CHANGES
+
+    tasks = build_tasks(changed, rules, project_root, platform)
+    if not tasks:
+        return NO_MATCHES
+
+    try:
+        written = write_instruction_files(tasks, project_root)
+    except OSError as exc:
+        return f"Review error: Error writing instruction files: {exc}"
+    if not written:
+        return ALL_PASSED
+
+    output = format_for_claude(written)
+    if failures:
+        output = (
+            "Warning: Some .deepreview files could not be parsed:\n"
+            f"{_failure_lines(failures)}\n\n{output}"
+        )
+    return output
+
+
+def get_configured_reviews(
+    *, project_root: Path, only_rules_matching_files: list[str] | None
+) -> list[dict[str, str]]:
+    """Rules in discovery order, optionally only those covering a file; parse errors appended."""
+    project_root = Path(os.path.abspath(project_root))
+    rules, failures = load_all_rules(project_root)
+    if only_rules_matching_files is not None:
+        # Unusable paths simply match nothing here; this tool lists rules, it reviews nothing.
+        wanted, _rejected = confine_files(only_rules_matching_files, project_root)
+        rules = [
+            rule
+            for rule in rules
+            if any(file_matches_rule(path, rule, project_root) for path in wanted)
+        ]
+    listing = [
+        {
+            "name": rule.name,
+            "description": rule.description,
+            "defining_file": source_location(rule, project_root),
+        }
+        for rule in rules
+    ]
+    listing += [
+        {
+            "name": f"PARSE_ERROR:{failure.path}",
+            "description": failure.error,
+            "defining_file": str(failure.path),
+        }
+        for failure in failures
+    ]
+    return listing
+
+
+def mark_review_as_passed(*, project_root: Path, review_id: str) -> str:
+    """Record that a review passed, so runs skip it until its files change."""
+    if not review_id or not review_id.strip():
+        return "Validation error: review_id must not be empty."
+    if any(bad in review_id for bad in ("..", "/", "\\", "\0")):
+        return (
+            "Validation error: review_id must be an id from an instruction file, "
+            "without '/', '\\', '..' or NUL bytes."
+        )
+    try:
+        mark_passed(project_root, review_id)
+    except OSError as exc:
+        return f"Review error: Could not record the pass for '{review_id}': {exc.strerror or exc}"
+    return f"Review '{review_id}' marked as passed."

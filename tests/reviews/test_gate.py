@@ -1,0 +1,388 @@
+"""The quality gate through the real subprocess path, with a fake reviewer program."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from channels.db import database_sync_to_async
+
+from reviews.gate import ClaudeReviewer, CommandReviewer
+from reviews.models import HumanDecision, ReviewResult
+from reviews.services import GateConfig, GateFailed, review_override, review_request_changes
+from reviews.services import step_finish_gated as finish
+from tests.factories import write_job
+from workflows.errors import Conflict, InvalidInput
+from workflows.models import Event, StepRun, WorkflowSession
+from workflows.services import sessions
+from workflows.services.catalog import Catalog
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FAKE = Path(__file__).with_name("fake_reviewer.py")
+
+GATE_JOB = textwrap.dedent(
+    """\
+    name: gated
+    version: "1.0.0"
+    summary: "Steps with reviews"
+    common_job_info_provided_to_all_steps_at_runtime: "Context"
+    workflows:
+      - name: main
+        summary: "Draft, pages, final"
+        steps: [draft, pages, final]
+    steps:
+      - id: draft
+        name: "Draft"
+        description: "Write a draft"
+        instructions_file: steps/draft.md
+        outputs:
+          draft.md: {type: file, description: "The draft", required: true}
+        reviews:
+          - run_each: step
+            quality_criteria: {"Complete": "The draft covers the topic."}
+      - id: pages
+        name: "Pages"
+        description: "Write pages"
+        instructions_file: steps/pages.md
+        outputs:
+          pages: {type: files, description: "Pages", required: true}
+        reviews:
+          - run_each: pages
+            quality_criteria: {"Readable": "The page reads well."}
+            additional_review_guidance: "Compare with the draft."
+      - id: final
+        name: "Final"
+        description: "Finish"
+        instructions_file: steps/final.md
+        inputs: [{file: draft.md, from_step: draft}]
+        dependencies: [draft]
+        outputs:
+          final.md: {type: file, description: "Final", required: true}
+        reviews:
+          - run_each: final.md
+            quality_criteria: {"Faithful": "The final text follows the draft."}
+    """
+)
+
+
+@pytest.fixture
+def gated(project_dir: Path, db):
+    from workflows.services.agents import ProcessHolder, agent_claim
+    from workflows.services.projects import project_ensure
+
+    write_job(project_dir, "gated", GATE_JOB, ["draft", "pages", "final"])
+    (project_dir / "draft.md").write_text("DRAFT BODY\n")
+    for n in range(4):
+        (project_dir / f"page{n}.md").write_text(f"page {n}\n")
+    (project_dir / "final.md").write_text("FINAL BODY\n")
+    (project_dir / "image.bin").write_bytes(b"\x89PNG\x00\xff\xfe")
+    project = project_ensure(root_path=project_dir)
+    agent = agent_claim(project=project, holder=ProcessHolder.for_this_process())
+    sessions.session_start(
+        project=project,
+        agent=agent,
+        catalog=Catalog(project).view(),
+        job_name="gated",
+        workflow_name="main",
+        goal="g",
+    )
+    return project, agent
+
+
+@pytest.fixture
+def reviewer_env(monkeypatch, tmp_path):
+    log = tmp_path / "reviews"
+    monkeypatch.setenv("FAKE_REVIEW_LOG", str(log))
+
+    def configure(mode: str = "pass", **extra: str) -> Path:
+        monkeypatch.setenv("FAKE_REVIEW", mode)
+        for key, value in extra.items():
+            monkeypatch.setenv(key, value)
+        return log
+
+    return configure
+
+
+def calls(log: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(log.glob("call-*.json"))]
+
+
+def command_gate(**kwargs) -> GateConfig:
+    return GateConfig(reviewer=CommandReviewer(f"{sys.executable} {FAKE}"), **kwargs)
+
+
+async def hand_in(gated, gate, outputs, **kwargs):
+    project, agent = gated
+    return await finish(project=project, agent=agent, gate=gate, outputs=outputs, **kwargs)
+
+
+async def current_step() -> tuple[str, int]:
+    session = await WorkflowSession.objects.aget()
+    return session.current_step_id, session.revision
+
+
+async def test_passing_review_advances_and_is_stored(gated, reviewer_env):
+    log = reviewer_env("pass")
+    response = await hand_in(gated, command_gate(), {"draft.md": "draft.md"}, notes="my notes")
+
+    assert response.status == "next_step"
+    assert response.begin_step.step_id == "pages"
+    result = await ReviewResult.objects.aget()
+    assert result.passed
+    assert result.attempt == 1
+    assert result.reviewer_kind == "external"
+    assert result.feedback == "Looks good"
+    assert result.criteria_results == [{"criterion": "Complete", "passed": True, "feedback": None}]
+    assert result.duration_ms is not None
+    (call,) = calls(log)
+    assert "- **Complete**: The draft covers the topic." in call["prompt"]
+    assert "-------------------- draft.md --------------------\nDRAFT BODY\n" in call["prompt"]
+    assert "==================== AUTHOR NOTES ====================\n\nmy notes" in call["prompt"]
+    run = await StepRun.objects.aget(step_id="draft")
+    assert run.quality_attempts == 0  # reset once the step passed
+
+
+async def test_failing_then_passing(gated, reviewer_env):
+    reviewer_env("fail_then_pass", FAKE_FAILS="1")
+    first = await hand_in(gated, command_gate(), {"draft.md": "draft.md"})
+    assert first.status == "needs_work"
+    assert first.feedback == "Needs improvement"
+    assert first.begin_step is None
+    (failed,) = first.failed_reviews
+    assert failed.model_dump() == {
+        "review_run_each": "step",
+        "target_file": None,
+        "passed": False,
+        "feedback": "Needs improvement",
+        "criteria_results": [{"criterion": "Complete", "passed": False, "feedback": "Add more"}],
+    }
+    assert await current_step() == ("draft", 0)
+
+    second = await hand_in(gated, command_gate(), {"draft.md": "draft.md"})
+    assert second.status == "next_step"
+    attempts = [
+        r async for r in ReviewResult.objects.order_by("id").values_list("attempt", "passed")
+    ]
+    assert attempts == [(1, False), (2, True)]
+
+
+async def test_failing_until_the_attempt_limit(gated, reviewer_env):
+    reviewer_env("fail")
+    gate = command_gate(max_attempts=3)
+    for _ in range(2):
+        assert (await hand_in(gated, gate, {"draft.md": "draft.md"})).status == "needs_work"
+    with pytest.raises(GateFailed) as excinfo:
+        await hand_in(gated, gate, {"draft.md": "draft.md"})
+    assert str(excinfo.value) == (
+        "Quality gate failed after 3 attempts. Feedback: Needs improvement"
+    )
+    assert await current_step() == ("draft", 0)
+    assert await ReviewResult.objects.filter(passed=False).acount() == 3
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("timeout", "Reviewer command timed out after 1 seconds"),
+        ("garbage", "Reviewer command printed invalid JSON"),
+        ("crash", "Reviewer command failed with exit code 3:\nstderr: reviewer exploded"),
+        ("error_wrapper", "Reviewer command returned error: rate limited"),
+    ],
+)
+async def test_a_broken_reviewer_is_reported_and_changes_nothing(
+    gated, reviewer_env, mode, message
+):
+    reviewer_env(mode)
+    with pytest.raises(GateFailed) as excinfo:
+        await hand_in(gated, command_gate(timeout=1), {"draft.md": "draft.md"})
+    assert str(excinfo.value).startswith(message)
+    assert await current_step() == ("draft", 0)
+    stored = await ReviewResult.objects.aget()
+    assert not stored.passed
+    assert stored.error.startswith(message)
+    assert (await StepRun.objects.aget(step_id="draft")).quality_attempts == 1
+
+
+async def test_missing_reviewer_program(gated):
+    gate = GateConfig(reviewer=CommandReviewer("/nonexistent/reviewer --flag"))
+    with pytest.raises(GateFailed, match="Reviewer command command not found: /nonexistent"):
+        await hand_in(gated, gate, {"draft.md": "draft.md"})
+
+
+async def test_each_file_of_a_files_output_gets_its_own_review(gated, reviewer_env):
+    log = reviewer_env("pass")
+    gate = command_gate()
+    await hand_in(gated, gate, {"draft.md": "draft.md"})
+    pages = [f"page{n}.md" for n in range(3)] + ["image.bin"]
+
+    response = await hand_in(gated, gate, {"pages": pages})
+
+    assert response.begin_step.step_id == "final"
+    targets = [
+        t
+        async for t in ReviewResult.objects.filter(run_each="pages").values_list(
+            "target_file", flat=True
+        )
+    ]
+    assert sorted(targets) == sorted(pages)
+    prompts = [c["prompt"] for c in calls(log)][1:]
+    assert len(prompts) == 4
+    assert all("Compare with the draft." in p for p in prompts)
+    binary = next(p for p in prompts if "image.bin" in p)
+    assert "[Binary file — not included in review. Read from: " in binary
+    assert "\x89PNG" not in binary
+
+
+async def test_the_payload_carries_the_inputs_from_earlier_steps(gated, reviewer_env):
+    log = reviewer_env("pass")
+    gate = command_gate()
+    await hand_in(gated, gate, {"draft.md": "draft.md"})
+    await hand_in(gated, gate, {"pages": ["page0.md"]})
+    await hand_in(gated, gate, {"final.md": "final.md"})
+
+    prompt = calls(log)[-1]["prompt"]
+    inputs = prompt.index("==================== BEGIN INPUTS ====================")
+    outputs = prompt.index("==================== BEGIN OUTPUTS ====================")
+    assert inputs < prompt.index("DRAFT BODY") < outputs < prompt.index("FINAL BODY")
+    assert "==================== END INPUTS ====================" in prompt
+
+
+async def test_claude_runner_uses_deepworks_command_line(gated, reviewer_env, tmp_path):
+    log = reviewer_env("pass", FAKE_WRAP="1")
+    claude = tmp_path / "claude"
+    claude.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    claude.chmod(0o755)
+    gate = GateConfig(reviewer=ClaudeReviewer(command=str(claude)))
+
+    response = await hand_in(gated, gate, {"draft.md": "draft.md"})
+
+    assert response.status == "next_step"
+    (call,) = calls(log)
+    argv = call["argv"][1:]
+    assert argv[:4] == ["--print", "--output-format", "json", "--system-prompt"]
+    assert argv[5] == "--json-schema"
+    assert json.loads(argv[6])["required"] == ["passed", "feedback"]
+    assert argv[-2:] == ["-p", "--"]
+    assert "- **Complete**" in argv[4]
+    assert call["prompt"].startswith("==================== BEGIN OUTPUTS")
+
+
+async def test_independent_reviews_run_at_the_same_time(gated, reviewer_env):
+    log = reviewer_env("pass", FAKE_SLEEP="0.5")
+    gate = command_gate()
+    await hand_in(gated, gate, {"draft.md": "draft.md"})
+    await hand_in(gated, gate, {"pages": [f"page{n}.md" for n in range(4)]})
+
+    page_calls = calls(log)[1:]
+    # Overlapping intervals: every review had started before the first one finished.
+    first_end = min(c["end"] for c in page_calls)
+    assert all(c["start"] < first_end for c in page_calls)
+
+
+async def test_an_abort_during_the_review_wins_cleanly(gated, reviewer_env):
+    log = reviewer_env("pass", FAKE_SLEEP="1.5")
+    project, agent = gated
+    task = asyncio.create_task(hand_in(gated, command_gate(), {"draft.md": "draft.md"}))
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if (
+            await ReviewResult.objects.acount() == 0
+            and await StepRun.objects.filter(quality_attempts=1).aexists()
+        ):
+            break
+    await database_sync_to_async(sessions.session_abort)(
+        project=project, agent=agent, explanation="stop"
+    )
+    with pytest.raises(Conflict, match="was aborted by another call"):
+        await task
+    session = await WorkflowSession.objects.aget()
+    assert session.status == "aborted"
+    assert not await StepRun.objects.filter(status="completed").aexists()
+    assert len(calls(log)) == 1
+
+
+async def test_human_override_passes_the_next_hand_in_without_a_review(gated, reviewer_env):
+    log = reviewer_env("fail")
+    gate = command_gate()
+    assert (await hand_in(gated, gate, {"draft.md": "draft.md"})).status == "needs_work"
+    run = await StepRun.objects.aget(step_id="draft")
+    await database_sync_to_async(review_override)(
+        step_run=run, by_name="alice", reason="The draft is fine for a first pass"
+    )
+
+    response = await hand_in(gated, gate, {"draft.md": "draft.md"})
+
+    assert response.status == "next_step"
+    assert len(calls(log)) == 1  # the reviewer was not asked again
+    decision = await HumanDecision.objects.aget()
+    assert decision.consumed_at is not None
+    kinds = [k async for k in Event.objects.order_by("id").values_list("kind", flat=True)]
+    assert "review_overridden" in kinds
+    assert "override_delivered" in kinds
+
+
+async def test_human_request_changes_reaches_the_agent(gated, reviewer_env):
+    log = reviewer_env("pass")
+    run = await StepRun.objects.aget(step_id="draft")
+    await database_sync_to_async(review_request_changes)(
+        step_run=run, by_name="bob", feedback="Cite your sources"
+    )
+
+    response = await hand_in(gated, command_gate(), {"draft.md": "draft.md"})
+
+    assert response.status == "needs_work"
+    assert response.feedback == "Changes requested by bob: Cite your sources"
+    assert response.failed_reviews[0].feedback == "Changes requested by bob: Cite your sources"
+    assert calls(log) == []
+    stored = await ReviewResult.objects.aget()
+    assert (stored.reviewer_kind, stored.reviewer, stored.passed) == ("human", "bob", False)
+    # Delivered once: the next hand-in is reviewed normally.
+    assert (await hand_in(gated, command_gate(), {"draft.md": "draft.md"})).status == "next_step"
+
+
+async def test_human_decisions_need_a_reason_and_a_current_step(gated):
+    run = await StepRun.objects.aget(step_id="draft")
+    with pytest.raises(InvalidInput, match="A reason is required"):
+        await database_sync_to_async(review_override)(step_run=run, by_name="alice", reason=" ")
+    await StepRun.objects.filter(pk=run.pk).aupdate(status="completed")
+    with pytest.raises(Conflict, match="only the current step can be overridden"):
+        await database_sync_to_async(review_override)(step_run=run, by_name="a", reason="ok")
+
+
+async def test_self_review_mode_writes_instructions_and_accepts_an_override(gated):
+    project, _ = gated
+    gate = GateConfig(reviewer=None)
+    response = await hand_in(gated, gate, {"draft.md": "draft.md"}, notes="I checked it")
+    assert response.status == "needs_work"
+    assert response.failed_reviews is None
+    sid = (await WorkflowSession.objects.aget()).session_id
+    written = (Path(project.root_path) / f".deepwork/tmp/quality_review_{sid}_draft.md").read_text()
+    assert written.startswith("# Quality Review Instructions\n")
+    assert "[1 files — too many to include inline." in written
+    assert "- draft.md  (output: draft.md)" in written
+    assert "DRAFT BODY" not in written
+    assert "## Author Notes\n\nI checked it" in written
+    for heading in ("## Criteria to Evaluate", "## Guidelines", "## Your Task"):
+        assert heading in written
+
+    done = await hand_in(
+        gated, gate, {"draft.md": "draft.md"}, override_reason="Self-review passed"
+    )
+    assert done.status == "next_step"
+    stored = await ReviewResult.objects.aget()
+    assert (stored.reviewer_kind, stored.passed, stored.override_reason) == (
+        "self",
+        True,
+        "Self-review passed",
+    )
+
+
+async def test_without_a_gate_reviewed_steps_advance(gated):
+    response = await hand_in(gated, None, {"draft.md": "draft.md"})
+    assert response.status == "next_step"
+    assert not await ReviewResult.objects.aexists()
