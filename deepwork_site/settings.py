@@ -126,8 +126,8 @@ def _database() -> dict:
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
         # A file, not ":memory:", so that an mcpserve subprocess started by a test sees the
-        # same test database as the test itself.
-        config["TEST"] = {"NAME": str(VAR_DIR / "test_deepwork.sqlite3")}
+        # same test database as the test itself; one per test run, so two runs never collide.
+        config["TEST"] = {"NAME": str(VAR_DIR / f"test_deepwork_{os.getpid()}.sqlite3")}
     return config
 
 

@@ -37,8 +37,9 @@ def child_database_url() -> str:
     return f"postgres://{credentials}@{host}:{port}/{db['NAME']}"
 
 
-def mcpserve(project: Path, *extra: str) -> StdioTransport:
+def mcpserve(project: Path, *extra: str, env_extra: dict[str, str] | None = None) -> StdioTransport:
     env = {
+        **(env_extra or {}),
         "PATH": os.environ.get("PATH", ""),
         "HOME": os.environ.get("HOME", "/tmp"),
         "DJANGO_SETTINGS_MODULE": "deepwork_site.settings",

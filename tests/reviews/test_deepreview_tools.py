@@ -30,7 +30,6 @@ from reviews.deepreview.instructions import (
 from reviews.deepreview.tools import format_for_claude
 from tests.reviews import (
     commit_all,
-    git,
     isolate_git,
     make_repo,
     rule,
