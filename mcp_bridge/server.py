@@ -12,12 +12,14 @@ import threading
 from pathlib import Path
 from typing import Annotated
 
+import anyio
 from channels.db import database_sync_to_async
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from reviews import deepreview
 from reviews.gate import ClaudeReviewer, CommandReviewer
 from reviews.services import GateConfig, step_finish_gated
 from workflows.errors import WorkflowError
@@ -408,5 +410,71 @@ def create_server(
                 raise _fail("go_to_step", exc) from None
 
         return await run_db(call)()
+
+    async def off_loop(tool: str, params: dict, fn):
+        await run_db(lambda: _log_call(state, tool, params))()
+        return await anyio.to_thread.run_sync(fn)
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False))
+    async def get_review_instructions(
+        files: Annotated[
+            list[str] | None,
+            Field(
+                description="Files to review, relative to the project root. Omit to review "
+                "what changed on this branch (against main/master) plus uncommitted and "
+                "untracked files."
+            ),
+        ] = None,
+    ) -> str:
+        """Turn the project's `.deepreview` rules into review tasks for the given (or changed)
+        files. Returns a list of tasks (name, description, subagent_type, prompt) to run in
+        parallel as sub-agents; each prompt points at an instructions file. When a review
+        passes, call `mark_review_as_passed` with its id so it is not asked for again until one
+        of its files changes. Works outside any workflow."""
+        return await off_loop(
+            "get_review_instructions",
+            {"files": files},
+            lambda: deepreview.get_review_instructions(
+                project_root=state.project_root, files=files, platform=state.platform
+            ),
+        )
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def get_configured_reviews(
+        only_rules_matching_files: Annotated[
+            list[str] | None,
+            Field(
+                description="Only list rules that match at least one of these files "
+                "(relative to the project root). Omit to list every rule."
+            ),
+        ] = None,
+    ) -> list[dict[str, str]]:
+        """List the review rules configured in the project's `.deepreview` files: each rule's
+        name, description and defining file with line. Files that fail to parse are listed as
+        `PARSE_ERROR:<path>` entries. Works outside any workflow."""
+        return await off_loop(
+            "get_configured_reviews",
+            {"only_rules_matching_files": only_rules_matching_files},
+            lambda: deepreview.get_configured_reviews(
+                project_root=state.project_root,
+                only_rules_matching_files=only_rules_matching_files,
+            ),
+        )
+
+    @mcp.tool
+    async def mark_review_as_passed(
+        review_id: Annotated[
+            str, Field(description="The review id named in the review's instructions file.")
+        ],
+    ) -> str:
+        """Record that a review from `get_review_instructions` passed, so it is skipped until
+        one of its files changes."""
+        return await off_loop(
+            "mark_review_as_passed",
+            {"review_id": review_id},
+            lambda: deepreview.mark_review_as_passed(
+                project_root=state.project_root, review_id=review_id
+            ),
+        )
 
     return mcp

@@ -603,6 +603,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="checkout whose manage.py is 'ours' (default: this one), e.g. a worktree to compare",
     )
     args = parser.parse_args(argv)
+    if not (args.ours_root / "manage.py").is_file():
+        parser.error(f"--ours-root {args.ours_root} has no manage.py")
     defaults = (5, 40, 8, 3, 2) if args.quick else (15, 200, 30, 5, 5)
     args.cold_runs = args.cold_runs or defaults[0]
     args.iterations = args.iterations or defaults[1]
@@ -667,6 +669,7 @@ def _git_head(root: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     t0 = time.perf_counter()
+    load_before = os.getloadavg()
     try:
         import fastmcp  # noqa: F401  (the shared client; fail early with a clear message)
     except ImportError as exc:
@@ -715,6 +718,9 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
+            # Other work on the machine skews results (especially cold start): check these.
+            "loadavg_before": load_before,
+            "loadavg_after": os.getloadavg(),
         },
         "ours": {
             "root": str(args.ours_root.resolve()),
@@ -739,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
         f"negotiated protocol (legacy/auto): {_protocols(measured['protocol'])}"
     )
     print(render_table(rows))
+    before, after = load_before[0], report["machine"]["loadavg_after"][0]
+    print(f"load average (1 min) before/after: {before:.2f}/{after:.2f} on {os.cpu_count()} CPUs")
     failed = [row["label"] for row in rows if row["verdict"] == "FAIL"]
     print(
         f"\n{sum(r['verdict'] == 'PASS' for r in rows)} targets met, {len(failed)} missed"

@@ -86,6 +86,9 @@ async def test_workflow_with_nesting_abort_concurrency_and_a_killed_server(demo_
             "finished_step",
             "abort_workflow",
             "go_to_step",
+            "get_review_instructions",
+            "get_configured_reviews",
+            "mark_review_as_passed",
         }
         listed = await call(client, "get_workflows")
         assert [job["name"] for job in listed["jobs"]][:2] == ["demo", "nested"]

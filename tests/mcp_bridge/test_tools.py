@@ -63,6 +63,9 @@ async def test_tools_list_matches_the_snapshot(server, mode):
         "finished_step",
         "abort_workflow",
         "go_to_step",
+        "get_review_instructions",
+        "get_configured_reviews",
+        "mark_review_as_passed",
     ]
 
 
@@ -253,3 +256,53 @@ async def test_each_call_is_logged_with_the_stack(server, caplog):
     assert any(
         line.startswith("tool=get_workflows") and "demo/main:gather" in line for line in lines
     )
+
+
+async def test_review_tools_over_deepreview_rules(server, demo_project, monkeypatch, tmp_path):
+    from tests.reviews import commit_all, isolate_git, make_repo
+
+    isolate_git(monkeypatch, tmp_path)
+    make_repo(demo_project)
+    (demo_project / ".deepreview").write_text(
+        "python_style:\n"
+        "  description: Python files follow the style guide\n"
+        "  match: {include: ['**/*.py']}\n"
+        "  review: {strategy: individual, instructions: Check the style.}\n"
+    )
+    commit_all(demo_project, "rules")
+    (demo_project / "app.py").write_text("print('hi')\n")  # untracked: still a change
+
+    async with Client(server, mode="legacy") as client:
+        result, text = await call(client, "get_configured_reviews")
+        assert result.structured_content == {
+            "result": [
+                {
+                    "name": "python_style",
+                    "description": "Python files follow the style guide",
+                    "defining_file": ".deepreview:1",
+                }
+            ]
+        }
+        assert json.loads(text) == result.structured_content["result"]
+
+        result, text = await call(client, "get_review_instructions")
+        assert not result.is_error
+        assert result.structured_content == {"result": text}
+        assert text.startswith("Invoke the following list of Tasks in parallel:\n\n")
+        assert 'name: "python_style review of app.py"' in text
+        assert "\tsubagent_type: general-purpose" in text
+        review_id = text.split("review_instructions/")[1].split(".md")[0]
+
+        _, text = await call(client, "mark_review_as_passed", {"review_id": review_id})
+        assert text == f"Review '{review_id}' marked as passed."
+        _, text = await call(client, "get_review_instructions")
+        assert text == "All matching reviews have already passed for the current file contents."
+
+        (demo_project / "app.py").write_text("print('changed')\n")
+        _, text = await call(client, "get_review_instructions", {"files": ["app.py"]})
+        assert 'name: "python_style review of app.py"' in text
+
+        _, text = await call(client, "get_review_instructions", {"files": ["../outside.py"]})
+        assert text.startswith("Review error: Only files inside the project can be reviewed")
+        _, text = await call(client, "mark_review_as_passed", {"review_id": "../x"})
+        assert text.startswith("Validation error: ")
