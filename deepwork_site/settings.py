@@ -29,6 +29,18 @@ def env_bool(name: str, default: bool) -> bool:
     raise ValueError(f"{name} must be true or false, got {value!r}")
 
 
+def env_int(name: str, default: int | None) -> int | None:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.strip().lower() == "none":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number or None, got {value!r}") from None
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if not value:
@@ -123,6 +135,10 @@ def _database() -> dict:
         }
     else:
         config = dj_database_url.parse(url, conn_max_age=0)
+    # Reopening a connection costs more than most of our queries (and, for SQLite, rereads the
+    # WAL settings and checkpoints on close): keep connections open, checked before reuse.
+    config["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", None)
+    config["CONN_HEALTH_CHECKS"] = True
     if config["ENGINE"] == "django.db.backends.sqlite3":
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
         # A file, not ":memory:", so that an mcpserve subprocess started by a test sees the

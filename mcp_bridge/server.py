@@ -19,7 +19,6 @@ from fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from reviews import deepreview
 from reviews.gate import ClaudeReviewer, CommandReviewer
 from reviews.services import GateConfig, step_finish_gated
 from workflows.errors import WorkflowError
@@ -34,7 +33,6 @@ from workflows.schemas import (
     StartWorkflowResponse,
     WorkflowInfo,
 )
-from workflows.selectors import stack_for_agent
 from workflows.services import agents as agent_services
 from workflows.services import sessions as session_services
 from workflows.services.catalog import REPAIR_HINT, Catalog
@@ -126,6 +124,8 @@ class ServerState:
         self._project: Project | None = None
         self._catalog: Catalog | None = None
         self._agent: Agent | None = None
+        self.last_stack: list = []
+        self._workflows_answer: tuple[object, GetWorkflowsResponse] | None = None
 
     def _gate_config(
         self, external_runner: str | None, external_runner_cmd: str | None
@@ -166,10 +166,47 @@ class ServerState:
                 logger.info("Serving %s as agent %s", self.project_root, self._agent.agent_id)
             return self._agent
 
+    def ready(self) -> bool:
+        return self._agent is not None
+
+    def workflows_answer(self, view) -> GetWorkflowsResponse:
+        """The get_workflows answer for a catalog view, built once per view."""
+        cached = self._workflows_answer
+        if cached is not None and cached[0] is view:
+            return cached[1]
+        answer = GetWorkflowsResponse(
+            jobs=[
+                JobInfo(
+                    name=job.name,
+                    summary=job.summary,
+                    workflows=[WorkflowInfo(name=n, summary=s) for n, s in job.workflows],
+                )
+                for job in view.jobs
+            ],
+            errors=[
+                JobLoadErrorInfo(
+                    job_name=error.dir_name,
+                    job_dir=error.job_dir,
+                    error=error.error + REPAIR_HINT,
+                )
+                for error in view.errors
+            ],
+        )
+        self._workflows_answer = (view, answer)
+        return answer
+
     def release(self) -> None:
         with self._lock:
             if self._agent is not None:
                 agent_services.agent_release(agent=self._agent, holder=self.holder)
+
+
+def _deepreview():
+    # Imported on first use: the .deepreview pipeline (jsonschema, wcmatch) is not needed to
+    # start serving, and start-up time is what an agent waits for.
+    from reviews import deepreview
+
+    return deepreview
 
 
 def _fail(tool: str, exc: WorkflowError) -> ToolError:
@@ -177,15 +214,26 @@ def _fail(tool: str, exc: WorkflowError) -> ToolError:
     return ToolError(f"Error calling tool '{tool}': {exc}")
 
 
-def _log_call(state: ServerState, tool: str, params: dict) -> None:
-    stack = stack_for_agent(agent=state.agent())
+def _log_call(state: ServerState, tool: str, params: dict, stack: list | None = None) -> None:
+    """Log one tool call with the caller's stack, as it stands after the call.
+
+    The stack comes from the tool's own answer (or the last one seen), so logging costs no
+    query.
+    """
+    if stack is not None:
+        state.last_stack = stack
     logger.info(
         "tool=%s params=%s stack=%s depth=%d",
         tool,
         params,
-        [f"{entry.workflow}:{entry.step}" for entry in stack],
-        len(stack),
+        [f"{entry.workflow}:{entry.step}" for entry in state.last_stack],
+        len(state.last_stack),
     )
+
+
+# DeepWork 0.9.1 advertises this loose schema for its dict-returning tools; clients that
+# validate structured content against a detailed schema pay for it on every call.
+LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
 
 
 def create_server(
@@ -230,37 +278,24 @@ def create_server(
     def run_db(fn):
         return database_sync_to_async(fn)
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def fail(tool: str, params: dict, exc: WorkflowError) -> ToolError:
+        _log_call(state, tool, params)
+        return _fail(tool, exc)
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True), output_schema=LOOSE_OBJECT)
     async def get_workflows() -> GetWorkflowsResponse:
         """List every available job and its workflows. Call this first, before starting any
         workflow, to learn the exact job and workflow names. Jobs whose job.yml fails to load
         are listed under `errors` with the reason."""
 
         def call() -> GetWorkflowsResponse:
+            answer = state.workflows_answer(state.catalog().view())
             _log_call(state, "get_workflows", {})
-            view = state.catalog().view()
-            return GetWorkflowsResponse(
-                jobs=[
-                    JobInfo(
-                        name=job.name,
-                        summary=job.summary,
-                        workflows=[WorkflowInfo(name=n, summary=s) for n, s in job.workflows],
-                    )
-                    for job in view.jobs
-                ],
-                errors=[
-                    JobLoadErrorInfo(
-                        job_name=error.dir_name,
-                        job_dir=error.job_dir,
-                        error=error.error + REPAIR_HINT,
-                    )
-                    for error in view.errors
-                ],
-            )
+            return answer
 
         return await run_db(call)()
 
-    @mcp.tool
+    @mcp.tool(output_schema=LOOSE_OBJECT)
     async def start_workflow(
         goal: Annotated[str, Field(description="What the user wants to accomplish.")],
         job_name: Annotated[
@@ -282,15 +317,11 @@ def create_server(
         value syntax `finished_step` wants for each) and the reviews it must pass. Starting
         while another workflow is active nests the new one on top of the stack; finishing it
         resumes the one below."""
+        params = {"job_name": job_name, "workflow_name": workflow_name, "instance_id": instance_id}
 
         def call() -> StartWorkflowResponse:
-            _log_call(
-                state,
-                "start_workflow",
-                {"job_name": job_name, "workflow_name": workflow_name, "instance_id": instance_id},
-            )
             try:
-                return session_services.session_start(
+                answer = session_services.session_start(
                     project=state.project(),
                     agent=state.agent(),
                     catalog=state.catalog().view(),
@@ -300,11 +331,13 @@ def create_server(
                     instance_id=instance_id,
                 )
             except WorkflowError as exc:
-                raise _fail("start_workflow", exc) from None
+                raise fail("start_workflow", params, exc) from None
+            _log_call(state, "start_workflow", params, answer.stack)
+            return answer
 
         return await run_db(call)()
 
-    @mcp.tool
+    @mcp.tool(output_schema=LOOSE_OBJECT)
     async def finished_step(
         outputs: Annotated[
             dict[str, str | list[str]],
@@ -336,20 +369,17 @@ def create_server(
         """Report that the current step is done and hand in its outputs. The answer's
         `status` says what next: `needs_work` (fix what `feedback` says and call again),
         `next_step` (follow `begin_step`) or `workflow_complete` (done; see `all_outputs`)."""
-
-        def prepare() -> tuple[Project, Agent]:
-            _log_call(state, "finished_step", {"outputs": outputs, "session_id": session_id})
-            return state.project(), state.agent()
-
-        project, agent = await run_db(prepare)()
+        params = {"outputs": outputs, "session_id": session_id}
+        if not state.ready():
+            await run_db(state.agent)()
 
         async def progress(done: float, total: float, message: str) -> None:
             await ctx.report_progress(done, total, message)
 
         try:
-            return await step_finish_gated(
-                project=project,
-                agent=agent,
+            answer = await step_finish_gated(
+                project=state.project(),
+                agent=state.agent(),
                 gate=state.gate,
                 outputs=outputs,
                 notes=notes,
@@ -358,9 +388,11 @@ def create_server(
                 progress=progress,
             )
         except WorkflowError as exc:
-            raise _fail("finished_step", exc) from None
+            raise fail("finished_step", params, exc) from None
+        _log_call(state, "finished_step", params, answer.stack)
+        return answer
 
-    @mcp.tool
+    @mcp.tool(output_schema=LOOSE_OBJECT)
     async def abort_workflow(
         explanation: Annotated[str, Field(description="Why the workflow is being aborted.")],
         session_id: Annotated[
@@ -370,22 +402,24 @@ def create_server(
     ) -> AbortWorkflowResponse:
         """Abort a workflow that cannot be completed. The session is marked aborted with your
         explanation and the workflow below it on the stack, if any, resumes."""
+        params = {"session_id": session_id}
 
         def call() -> AbortWorkflowResponse:
-            _log_call(state, "abort_workflow", {"session_id": session_id})
             try:
-                return session_services.session_abort(
+                answer = session_services.session_abort(
                     project=state.project(),
                     agent=state.agent(),
                     explanation=explanation,
                     session_id=session_id,
                 )
             except WorkflowError as exc:
-                raise _fail("abort_workflow", exc) from None
+                raise fail("abort_workflow", params, exc) from None
+            _log_call(state, "abort_workflow", params, answer.stack)
+            return answer
 
         return await run_db(call)()
 
-    @mcp.tool
+    @mcp.tool(output_schema=LOOSE_OBJECT)
     async def go_to_step(
         step_id: Annotated[str, Field(description="The earlier step to return to.")],
         session_id: Annotated[
@@ -396,24 +430,28 @@ def create_server(
         """Return the active workflow to an earlier step (or restart the current one) to redo
         work. Progress from that step on is discarded (files are kept) and the step's
         instructions are returned; you cannot skip forward."""
+        params = {"step_id": step_id, "session_id": session_id}
 
         def call() -> GoToStepResponse:
-            _log_call(state, "go_to_step", {"step_id": step_id, "session_id": session_id})
             try:
-                return session_services.session_go_to_step(
+                answer = session_services.session_go_to_step(
                     project=state.project(),
                     agent=state.agent(),
                     step_id=step_id,
                     session_id=session_id,
                 )
             except WorkflowError as exc:
-                raise _fail("go_to_step", exc) from None
+                raise fail("go_to_step", params, exc) from None
+            _log_call(state, "go_to_step", params, answer.stack)
+            return answer
 
         return await run_db(call)()
 
     async def off_loop(tool: str, params: dict, fn):
-        await run_db(lambda: _log_call(state, tool, params))()
-        return await anyio.to_thread.run_sync(fn)
+        # The review pipeline reads files and runs git: keep it off the event loop.
+        answer = await anyio.to_thread.run_sync(fn)
+        _log_call(state, tool, params)
+        return answer
 
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False))
     async def get_review_instructions(
@@ -434,7 +472,7 @@ def create_server(
         return await off_loop(
             "get_review_instructions",
             {"files": files},
-            lambda: deepreview.get_review_instructions(
+            lambda: _deepreview().get_review_instructions(
                 project_root=state.project_root, files=files, platform=state.platform
             ),
         )
@@ -455,7 +493,7 @@ def create_server(
         return await off_loop(
             "get_configured_reviews",
             {"only_rules_matching_files": only_rules_matching_files},
-            lambda: deepreview.get_configured_reviews(
+            lambda: _deepreview().get_configured_reviews(
                 project_root=state.project_root,
                 only_rules_matching_files=only_rules_matching_files,
             ),
@@ -472,7 +510,7 @@ def create_server(
         return await off_loop(
             "mark_review_as_passed",
             {"review_id": review_id},
-            lambda: deepreview.mark_review_as_passed(
+            lambda: _deepreview().mark_review_as_passed(
                 project_root=state.project_root, review_id=review_id
             ),
         )

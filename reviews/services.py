@@ -128,13 +128,14 @@ def _inputs_by_step(checkpoint: StepCheckpoint) -> dict[str, tuple[tuple[str, st
     return resolved
 
 
-def _pending_decision(run_ids: list[int], kind: str) -> HumanDecision | None:
-    decision = (
-        HumanDecision.objects.filter(step_run_id__in=run_ids, consumed_at__isnull=True, kind=kind)
-        .order_by("-id")
-        .first()
-    )
-    return decision
+def _pending_decisions(run_ids: list[int]) -> dict[str, HumanDecision]:
+    """The rulings on these runs that the agent has not seen yet, newest per kind."""
+    pending: dict[str, HumanDecision] = {}
+    for decision in HumanDecision.objects.filter(
+        step_run_id__in=run_ids, consumed_at__isnull=True
+    ).order_by("id"):
+        pending[decision.kind] = decision
+    return pending
 
 
 def review_plan(
@@ -145,7 +146,8 @@ def review_plan(
     plan = ReviewPlan(run_ids=run_ids)
     first_run = next(iter(run_ids.values()), None)
 
-    changes = _pending_decision(list(run_ids.values()), HumanDecision.Kind.REQUEST_CHANGES)
+    pending = _pending_decisions(list(run_ids.values()))
+    changes = pending.get(HumanDecision.Kind.REQUEST_CHANGES)
     if changes is not None:
         with transaction.atomic():
             claimed = HumanDecision.objects.filter(pk=changes.pk, consumed_at__isnull=True).update(
@@ -175,7 +177,7 @@ def review_plan(
             )
             return plan
 
-    override = _pending_decision(list(run_ids.values()), HumanDecision.Kind.OVERRIDE)
+    override = pending.get(HumanDecision.Kind.OVERRIDE)
     if override is not None:
         plan.passes = True
         plan.override_decision = override.pk
@@ -367,6 +369,31 @@ def _advance_after_pass(*, checkpoint: StepCheckpoint, plan: ReviewPlan) -> Fini
     return response
 
 
+def _finish_until_reviews(
+    *,
+    project: Project,
+    agent: Agent,
+    gate: GateConfig | None,
+    outputs: dict[str, str | list[str]],
+    notes: str | None,
+    override_reason: str | None,
+    session_id: str | None,
+) -> tuple[FinishedStepResponse | None, StepCheckpoint, ReviewPlan | None]:
+    """Everything before the reviews run, in one trip to the database thread: validate, plan,
+    and, when no review has to run, advance straight away."""
+    checkpoint = step_checkpoint(
+        project=project, agent=agent, outputs=outputs, notes=notes, session_id=session_id
+    )
+    if gate is None:
+        return step_advance(checkpoint=checkpoint), checkpoint, None
+    plan = review_plan(checkpoint=checkpoint, gate=gate, override_reason=override_reason)
+    if plan.answer is not None:
+        return plan.answer, checkpoint, plan
+    if plan.passes:
+        return _advance_after_pass(checkpoint=checkpoint, plan=plan), checkpoint, plan
+    return None, checkpoint, plan
+
+
 async def step_finish_gated(
     *,
     project: Project,
@@ -379,21 +406,23 @@ async def step_finish_gated(
     progress: Progress | None = None,
 ) -> FinishedStepResponse:
     """``finished_step`` end to end, with the quality gate when ``gate`` is set."""
-    db = database_sync_to_async
-    checkpoint = await db(step_checkpoint)(
-        project=project, agent=agent, outputs=outputs, notes=notes, session_id=session_id
+    answer, checkpoint, plan = await database_sync_to_async(_finish_until_reviews)(
+        project=project,
+        agent=agent,
+        gate=gate,
+        outputs=outputs,
+        notes=notes,
+        override_reason=override_reason,
+        session_id=session_id,
     )
-    if gate is None:
-        return await db(step_advance)(checkpoint=checkpoint)
-    plan = await db(review_plan)(checkpoint=checkpoint, gate=gate, override_reason=override_reason)
-    if plan.answer is not None:
-        return plan.answer
-    if plan.passes:
-        return await db(_advance_after_pass)(checkpoint=checkpoint, plan=plan)
+    if answer is not None:
+        return answer
     results = await run_reviews(
         checkpoint=checkpoint, gate=gate, tasks=plan.tasks, progress=progress
     )
-    return await db(review_conclude)(checkpoint=checkpoint, gate=gate, plan=plan, results=results)
+    return await database_sync_to_async(review_conclude)(
+        checkpoint=checkpoint, gate=gate, plan=plan, results=results
+    )
 
 
 def _decide(

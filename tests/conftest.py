@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from pathlib import Path
 
@@ -9,6 +10,18 @@ import pytest
 from django.conf import settings
 
 from tests.factories import write_job
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_database_thread_connections(django_db_setup, django_db_blocker):
+    """Close the connection of Django's database thread (used by async code under test) before
+    the test database is dropped; PostgreSQL refuses to drop a database still in use."""
+    yield
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    with django_db_blocker.unblock():
+        asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
 
 
 @pytest.fixture(autouse=True)

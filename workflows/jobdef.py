@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft7Validator
-from jsonschema.exceptions import best_match
 
 logger = logging.getLogger(__name__)
 
@@ -113,9 +111,12 @@ class JobDef:
 
 
 @functools.cache
-def _validator() -> Draft7Validator:
+def _validator():
     # Built once per process: syncing ~200 jobs would otherwise re-read and re-check the schema
     # 200 times. A concurrent first call may build it twice, which is harmless.
+    # Imported here: jsonschema is only needed when a job.yml changed, not on every start-up.
+    from jsonschema import Draft7Validator
+
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     Draft7Validator.check_schema(schema)
     return Draft7Validator(schema)
@@ -181,6 +182,8 @@ def _load_yaml(text: str, yml_path: Path) -> dict[str, Any]:
 
 
 def _validate_schema(data: dict[str, Any]) -> None:
+    from jsonschema.exceptions import best_match
+
     error = best_match(_validator().iter_errors(data))
     if error is None:
         return

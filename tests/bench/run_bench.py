@@ -8,7 +8,13 @@ FastMCP 2.14.5 predates the 2026-07-28 protocol era). Measured, per server:
 - cold start: spawn to the first ``tools/list`` answer, a fresh process each run;
 - per-call latency of ``get_workflows``, ``start_workflow``, ``finished_step`` and
   ``abort_workflow`` on a one-job project, in get -> start -> finish -> abort cycles;
-- ``get_workflows`` on a project with 200 jobs.
+- ``get_workflows`` on a project with 200 jobs (steady state; plus, for information, the very
+  first call and the first call of a new process).
+
+Times are what the client sees, so they include the client's own work (e.g. the MCP SDK checks
+``structuredContent`` against each tool's advertised ``outputSchema``). Every step has
+``reviews: []``, so neither server runs a quality gate. Ours uses a throwaway SQLite database
+(``DEEPWORK_VAR_DIR``), migrated before timing. ``--ours-root DIR`` benchmarks another checkout.
 
 The two servers are interleaved (alternating order) to reduce drift. Results go to stdout as a
 table and to ``.bench/results.json``. Missed targets do not fail the run (this is a measurement);

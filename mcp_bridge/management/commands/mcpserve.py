@@ -5,6 +5,7 @@ stdout carries the MCP protocol on the stdio transport: this command logs to std
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import secrets
@@ -154,6 +155,10 @@ class Command(BaseCommand):
         threading.Thread(target=_heartbeat, args=(state, stop), daemon=True).start()
         # The database thread used by the tools opens its own connection.
         connection.close()
+        # manage.py kept the collector off during start-up; everything alive now lives for the
+        # whole process, so freeze it out of future collections and turn collection back on.
+        gc.freeze()
+        gc.enable()
         try:
             if transport == "stdio":
                 mcp.run(transport="stdio", show_banner=False)
