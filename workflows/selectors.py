@@ -22,7 +22,8 @@ def stack_for_agent(*, agent: Agent) -> list[StackEntry]:
 def session_resolve(*, project: Project, agent: Agent, session_id: str | None) -> WorkflowSession:
     """The session a call targets: ``session_id`` anywhere in the project, else the top of
     the caller's own stack."""
-    sessions = WorkflowSession.objects.select_related("job", "workflow")
+    # The job's parsed definition is a large JSON document nothing here reads: leave it behind.
+    sessions = WorkflowSession.objects.select_related("job", "workflow").defer("job__definition")
     if session_id is None:
         session = (
             sessions.filter(agent=agent, status=WorkflowSession.Status.ACTIVE)
