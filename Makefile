@@ -45,6 +45,7 @@ format: $(STAMP)
 ## Compare per-call latency with deepwork 0.9.1 on the same fixture.
 bench: $(STAMP)
 	$(PY) tests/bench/run_bench.py
+	$(PY) tests/bench/gate_bench.py
 
 ## The official MCP conformance suite against `mcpserve --transport http`.
 conformance: $(STAMP)

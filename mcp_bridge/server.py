@@ -282,6 +282,21 @@ def create_server(
         _log_call(state, tool, params)
         return _fail(tool, exc)
 
+    async def session_call(tool: str, params: dict, service, prepare=None, **kwargs):
+        """Run one session service for the calling agent in the database thread; ``prepare``
+        computes further arguments there too."""
+
+        def call():
+            try:
+                extra = prepare() if prepare is not None else {}
+                answer = service(project=state.project(), agent=state.agent(), **kwargs, **extra)
+            except WorkflowError as exc:
+                raise fail(tool, params, exc) from None
+            _log_call(state, tool, params, answer.stack)
+            return answer
+
+        return await run_db(call)()
+
     @mcp.tool(annotations=ToolAnnotations(readOnlyHint=True), output_schema=LOOSE_OBJECT)
     async def get_workflows() -> GetWorkflowsResponse:
         """List every available job and its workflows. Call this first, before starting any
@@ -319,23 +334,16 @@ def create_server(
         resumes the one below."""
         params = {"job_name": job_name, "workflow_name": workflow_name, "instance_id": instance_id}
 
-        def call() -> StartWorkflowResponse:
-            try:
-                answer = session_services.session_start(
-                    project=state.project(),
-                    agent=state.agent(),
-                    catalog=state.catalog().view(),
-                    job_name=job_name,
-                    workflow_name=workflow_name,
-                    goal=goal,
-                    instance_id=instance_id,
-                )
-            except WorkflowError as exc:
-                raise fail("start_workflow", params, exc) from None
-            _log_call(state, "start_workflow", params, answer.stack)
-            return answer
-
-        return await run_db(call)()
+        return await session_call(
+            "start_workflow",
+            params,
+            session_services.session_start,
+            prepare=lambda: {"catalog": state.catalog().view()},
+            job_name=job_name,
+            workflow_name=workflow_name,
+            goal=goal,
+            instance_id=instance_id,
+        )
 
     @mcp.tool(output_schema=LOOSE_OBJECT)
     async def finished_step(
@@ -404,20 +412,13 @@ def create_server(
         explanation and the workflow below it on the stack, if any, resumes."""
         params = {"session_id": session_id}
 
-        def call() -> AbortWorkflowResponse:
-            try:
-                answer = session_services.session_abort(
-                    project=state.project(),
-                    agent=state.agent(),
-                    explanation=explanation,
-                    session_id=session_id,
-                )
-            except WorkflowError as exc:
-                raise fail("abort_workflow", params, exc) from None
-            _log_call(state, "abort_workflow", params, answer.stack)
-            return answer
-
-        return await run_db(call)()
+        return await session_call(
+            "abort_workflow",
+            params,
+            session_services.session_abort,
+            explanation=explanation,
+            session_id=session_id,
+        )
 
     @mcp.tool(output_schema=LOOSE_OBJECT)
     async def go_to_step(
@@ -432,20 +433,13 @@ def create_server(
         instructions are returned; you cannot skip forward."""
         params = {"step_id": step_id, "session_id": session_id}
 
-        def call() -> GoToStepResponse:
-            try:
-                answer = session_services.session_go_to_step(
-                    project=state.project(),
-                    agent=state.agent(),
-                    step_id=step_id,
-                    session_id=session_id,
-                )
-            except WorkflowError as exc:
-                raise fail("go_to_step", params, exc) from None
-            _log_call(state, "go_to_step", params, answer.stack)
-            return answer
-
-        return await run_db(call)()
+        return await session_call(
+            "go_to_step",
+            params,
+            session_services.session_go_to_step,
+            step_id=step_id,
+            session_id=session_id,
+        )
 
     async def off_loop(tool: str, params: dict, fn):
         # The review pipeline reads files and runs git: keep it off the event loop.

@@ -386,3 +386,82 @@ async def test_without_a_gate_reviewed_steps_advance(gated):
     response = await hand_in(gated, None, {"draft.md": "draft.md"})
     assert response.status == "next_step"
     assert not await ReviewResult.objects.aexists()
+
+
+CONCURRENT_JOB = textwrap.dedent(
+    """\
+    name: pair
+    version: "1.0.0"
+    summary: "Two reviewed steps side by side"
+    common_job_info_provided_to_all_steps_at_runtime: "Context"
+    workflows:
+      - name: main
+        summary: "Both at once"
+        steps: [[left, right]]
+    steps:
+      - id: left
+        name: "Left"
+        description: "Left half"
+        instructions_file: steps/left.md
+        outputs:
+          left.md: {type: file, description: "Left", required: true}
+        reviews:
+          - run_each: step
+            quality_criteria: {"Left ok": "The left half is complete."}
+      - id: right
+        name: "Right"
+        description: "Right half"
+        instructions_file: steps/right.md
+        outputs:
+          right.md: {type: file, description: "Right", required: true}
+        reviews:
+          - run_each: right.md
+            quality_criteria: {"Right ok": "The right half is complete."}
+    """
+)
+
+
+async def test_each_member_of_a_concurrent_entry_gets_its_own_reviews(
+    project_dir, reviewer_env, db
+):
+    from workflows.services.agents import ProcessHolder, agent_claim
+    from workflows.services.projects import project_ensure
+
+    write_job(project_dir, "pair", CONCURRENT_JOB, ["left", "right"])
+    (project_dir / "left.md").write_text("LEFT\n")
+    (project_dir / "right.md").write_text("RIGHT FORCE_FAIL\n")
+
+    def setup():
+        project = project_ensure(root_path=project_dir)
+        agent = agent_claim(project=project, holder=ProcessHolder.for_this_process())
+        sessions.session_start(
+            project=project,
+            agent=agent,
+            catalog=Catalog(project).view(),
+            job_name="pair",
+            workflow_name="main",
+            goal="g",
+        )
+        return project, agent
+
+    log = reviewer_env("pass")
+    gated_pair = await database_sync_to_async(setup)()
+    response = await hand_in(
+        gated_pair, command_gate(), {"left.md": "left.md", "right.md": "right.md"}
+    )
+
+    assert response.status == "needs_work"
+    assert [r.review_run_each for r in response.failed_reviews] == ["right.md"]
+    prompts = sorted(c["prompt"] for c in calls(log))
+    assert len(prompts) == 2
+    left = next(p for p in prompts if "Left ok" in p)
+    right = next(p for p in prompts if "Right ok" in p)
+    assert "LEFT" in left
+    assert "RIGHT" not in left
+    assert "RIGHT" in right
+    assert "LEFT" not in right
+    results = {
+        (step_id, passed)
+        async for step_id, passed in ReviewResult.objects.values_list("step_run__step_id", "passed")
+    }
+    assert results == {("left", True), ("right", False)}
