@@ -465,3 +465,23 @@ async def test_each_member_of_a_concurrent_entry_gets_its_own_reviews(
         async for step_id, passed in ReviewResult.objects.values_list("step_run__step_id", "passed")
     }
     assert results == {("left", True), ("right", False)}
+
+
+def test_large_and_missing_files_get_placeholders_not_content(tmp_path):
+    from reviews.gate import MAX_INLINE_BYTES, ReviewTask, build_payload
+
+    (tmp_path / "huge.log").write_text("x" * (MAX_INLINE_BYTES + 1))
+    task = ReviewTask(
+        step_id="s",
+        run_each="step",
+        criteria={"c": "d"},
+        guidance=None,
+        outputs={"log": "huge.log", "gone": "missing.md"},
+        target_file=None,
+    )
+    payload = build_payload(
+        task=task, project_root=tmp_path, max_inline_files=5, notes=None, include_notes=True
+    )
+    assert f"[Large file ({MAX_INLINE_BYTES + 1} bytes) — not included in review." in payload
+    assert "xxxx" not in payload
+    assert "-------------------- missing.md --------------------\n[File not found]" in payload
