@@ -70,28 +70,33 @@ GATE_JOB = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def gated(project_dir: Path, db):
+def start_session(project_dir: Path, job_name: str):
+    """Register the project, claim an agent and start ``job_name``'s main workflow."""
     from workflows.services.agents import ProcessHolder, agent_claim
     from workflows.services.projects import project_ensure
 
-    write_job(project_dir, "gated", GATE_JOB, ["draft", "pages", "final"])
-    (project_dir / "draft.md").write_text("DRAFT BODY\n")
-    for n in range(4):
-        (project_dir / f"page{n}.md").write_text(f"page {n}\n")
-    (project_dir / "final.md").write_text("FINAL BODY\n")
-    (project_dir / "image.bin").write_bytes(b"\x89PNG\x00\xff\xfe")
     project = project_ensure(root_path=project_dir)
     agent = agent_claim(project=project, holder=ProcessHolder.for_this_process())
     sessions.session_start(
         project=project,
         agent=agent,
         catalog=Catalog(project).view(),
-        job_name="gated",
+        job_name=job_name,
         workflow_name="main",
         goal="g",
     )
     return project, agent
+
+
+@pytest.fixture
+def gated(project_dir: Path, db):
+    write_job(project_dir, "gated", GATE_JOB, ["draft", "pages", "final"])
+    (project_dir / "draft.md").write_text("DRAFT BODY\n")
+    for n in range(4):
+        (project_dir / f"page{n}.md").write_text(f"page {n}\n")
+    (project_dir / "final.md").write_text("FINAL BODY\n")
+    (project_dir / "image.bin").write_bytes(b"\x89PNG\x00\xff\xfe")
+    return start_session(project_dir, "gated")
 
 
 @pytest.fixture
@@ -424,28 +429,12 @@ CONCURRENT_JOB = textwrap.dedent(
 async def test_each_member_of_a_concurrent_entry_gets_its_own_reviews(
     project_dir, reviewer_env, db
 ):
-    from workflows.services.agents import ProcessHolder, agent_claim
-    from workflows.services.projects import project_ensure
-
     write_job(project_dir, "pair", CONCURRENT_JOB, ["left", "right"])
     (project_dir / "left.md").write_text("LEFT\n")
     (project_dir / "right.md").write_text("RIGHT FORCE_FAIL\n")
 
-    def setup():
-        project = project_ensure(root_path=project_dir)
-        agent = agent_claim(project=project, holder=ProcessHolder.for_this_process())
-        sessions.session_start(
-            project=project,
-            agent=agent,
-            catalog=Catalog(project).view(),
-            job_name="pair",
-            workflow_name="main",
-            goal="g",
-        )
-        return project, agent
-
     log = reviewer_env("pass")
-    gated_pair = await database_sync_to_async(setup)()
+    gated_pair = await database_sync_to_async(start_session)(project_dir, "pair")
     response = await hand_in(
         gated_pair, command_gate(), {"left.md": "left.md", "right.md": "right.md"}
     )

@@ -34,6 +34,25 @@ def in_thread(fn):
     return wrapper
 
 
+def finish_in_thread(project, agent, sid, gate):
+    """A finished_step on ``sid`` from its own thread; returns the answer or the error."""
+
+    @in_thread
+    def run(*_):
+        try:
+            return sessions.step_finish(
+                project=project,
+                agent=agent,
+                outputs={"notes.md": "notes.md"},
+                session_id=sid,
+                quality_gate=gate,
+            )
+        except WorkflowError as exc:
+            return exc
+
+    return run
+
+
 def test_concurrent_finished_step_advances_exactly_once(project, agent, catalog):
     sid = sessions.session_start(
         project=project,
@@ -49,18 +68,7 @@ def test_concurrent_finished_step_advances_exactly_once(project, agent, catalog)
         everyone_has_read.wait(timeout=30)
         return None
 
-    @in_thread
-    def contender(_):
-        try:
-            return sessions.step_finish(
-                project=project,
-                agent=agent,
-                outputs={"notes.md": "notes.md"},
-                session_id=sid,
-                quality_gate=gate,
-            )
-        except WorkflowError as exc:
-            return exc
+    contender = finish_in_thread(project, agent, sid, gate)
 
     with ThreadPoolExecutor(CONTENDERS) as pool:
         results = list(pool.map(contender, range(CONTENDERS)))
@@ -100,18 +108,7 @@ def test_abort_racing_finished_step_leaves_one_consistent_outcome(project, agent
         abort_done.wait(timeout=30)
         return None
 
-    @in_thread
-    def finisher():
-        try:
-            return sessions.step_finish(
-                project=project,
-                agent=agent,
-                outputs={"notes.md": "notes.md"},
-                session_id=sid,
-                quality_gate=gate,
-            )
-        except WorkflowError as exc:
-            return exc
+    finisher = finish_in_thread(project, agent, sid, gate)
 
     @in_thread
     def aborter():
