@@ -34,6 +34,17 @@ def in_thread(fn):
     return wrapper
 
 
+def start_demo(project, agent, catalog) -> str:
+    return sessions.session_start(
+        project=project,
+        agent=agent,
+        catalog=catalog.view(),
+        job_name="demo",
+        workflow_name="main",
+        goal="race",
+    ).begin_step.session_id
+
+
 def finish_in_thread(project, agent, sid, gate):
     """A finished_step on ``sid`` from its own thread; returns the answer or the error."""
 
@@ -54,14 +65,7 @@ def finish_in_thread(project, agent, sid, gate):
 
 
 def test_concurrent_finished_step_advances_exactly_once(project, agent, catalog):
-    sid = sessions.session_start(
-        project=project,
-        agent=agent,
-        catalog=catalog.view(),
-        job_name="demo",
-        workflow_name="main",
-        goal="race",
-    ).begin_step.session_id
+    sid = start_demo(project, agent, catalog)
     everyone_has_read = threading.Barrier(CONTENDERS)
 
     def gate(_checkpoint):
@@ -92,14 +96,7 @@ def test_concurrent_finished_step_advances_exactly_once(project, agent, catalog)
 
 
 def test_abort_racing_finished_step_leaves_one_consistent_outcome(project, agent, catalog):
-    sid = sessions.session_start(
-        project=project,
-        agent=agent,
-        catalog=catalog.view(),
-        job_name="demo",
-        workflow_name="main",
-        goal="race",
-    ).begin_step.session_id
+    sid = start_demo(project, agent, catalog)
     finisher_has_read = threading.Event()
     abort_done = threading.Event()
 
