@@ -85,6 +85,8 @@ INSTALLED_APPS = [
     "workflows",
     "reviews",
     "mcp_bridge",
+    "dashboard",
+    "api",
 ]
 
 MIDDLEWARE = [
@@ -175,7 +177,16 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/login/"
+
+NINJA_PAGINATION_PER_PAGE = 50
+NINJA_PAGINATION_MAX_LIMIT = 500
+
+# How often each web process reads the Event outbox for live updates when no announcement
+# arrives (seconds). With REDIS_URL, announcements make most reads immediate.
+DEEPWORK_OUTBOX_POLL_SECONDS = float(os.environ.get("DEEPWORK_OUTBOX_POLL_SECONDS", "0.25"))
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False

@@ -38,6 +38,9 @@ class ReviewResult(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        permissions = [
+            ("decide_review", "Can override a review or request changes on a step"),
+        ]
         constraints = [
             models.CheckConstraint(
                 condition=Q(reviewer_kind__in=["self", "external", "human"]),

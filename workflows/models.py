@@ -6,7 +6,7 @@ Writes happen only in ``workflows.services``; reads that shape data for an inter
 
 from __future__ import annotations
 
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -214,6 +214,12 @@ class WorkflowSession(models.Model):
         default=0, help_text="Bumped on every transition; transitions compare-and-set on it."
     )
     abort_reason = models.TextField(null=True, blank=True)
+    aborted_by = models.CharField(
+        max_length=150,
+        blank=True,
+        default="",
+        help_text="The person who aborted the session; empty when its agent did.",
+    )
     started_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
@@ -229,6 +235,10 @@ class WorkflowSession(models.Model):
                 | ~Q(status="active") & Q(completed_at__isnull=False),
                 name="workflows_session_completed_at_matches_status",
             ),
+        ]
+        permissions = [
+            ("abort_session", "Can abort a workflow session"),
+            ("drive_session", "Can start workflows and hand in steps over the API"),
         ]
         indexes = [
             # An agent's stack: its active sessions, bottom to top.
@@ -285,6 +295,28 @@ class StepRun(models.Model):
         return f"{self.session.session_id}:{self.step_id} ({self.status})"
 
 
+class EventQuerySet(models.QuerySet):
+    """Every write to the outbox tells live listeners once its transaction commits."""
+
+    def create(self, **kwargs):
+        event = super().create(**kwargs)
+        _announce_after_commit(self.db)
+        return event
+
+    def bulk_create(self, objs, *args, **kwargs):
+        events = super().bulk_create(objs, *args, **kwargs)
+        if events:
+            _announce_after_commit(self.db)
+        return events
+
+
+def _announce_after_commit(using: str) -> None:
+    from workflows import outbox
+
+    if outbox.announcer_enabled():
+        transaction.on_commit(outbox.announce, using=using)
+
+
 class Event(models.Model):
     """Append-only outbox of everything that happened; written in the transition's transaction.
 
@@ -318,6 +350,8 @@ class Event(models.Model):
     kind = models.CharField(max_length=32, choices=Kind.choices)
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+
+    objects = EventQuerySet.as_manager()
 
     class Meta:
         indexes = [

@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from workflows.errors import InvalidInput
 from workflows.models import Agent, Event, Project, WorkflowSession
 
 logger = logging.getLogger(__name__)
@@ -172,3 +173,24 @@ def agent_heartbeat(*, agent: Agent, holder: ProcessHolder) -> bool:
 def agent_release(*, agent: Agent, holder: ProcessHolder) -> None:
     """Let go of the agent on a clean shutdown, so the next process adopts it at once."""
     Agent.objects.filter(pk=agent.pk, holder=holder.key).update(holder="")
+
+
+def agent_ensure(*, project: Project, agent_id: str) -> Agent:
+    """The named agent, created if new, for a program driving sessions over the REST API.
+
+    No process holds it, and being explicit it is never adopted by an ``mcpserve`` process.
+    """
+    agent_id = agent_id.strip()
+    if not agent_id or len(agent_id) > 128:
+        raise InvalidInput("agent_id must be 1 to 128 characters")
+    agent, created = Agent.objects.get_or_create(
+        project=project, agent_id=agent_id, defaults={"explicit": True}
+    )
+    if created:
+        Event.objects.create(
+            project=project,
+            agent=agent,
+            kind=Event.Kind.AGENT_CONNECTED,
+            payload={"agent_id": agent.agent_id, "adopted": False},
+        )
+    return agent

@@ -404,16 +404,32 @@ def step_finish(
 
 
 def session_abort(
-    *, project: Project, agent: Agent, explanation: str, session_id: str | None = None
+    *,
+    project: Project,
+    agent: Agent,
+    explanation: str,
+    session_id: str | None = None,
+    decided_by=None,
 ) -> AbortWorkflowResponse:
-    """Abort a session; the caller's stack resumes at its new top."""
+    """Abort a session; the caller's stack resumes at its new top.
+
+    ``decided_by`` is the person aborting it from the dashboard, admin or API; it is recorded
+    with the reason. Without it the agent aborted its own session.
+    """
+    by_person = decided_by.get_username() if decided_by is not None else ""
+    if by_person and not explanation.strip():
+        raise InvalidInput("A reason is required so the agent and the team know why")
     session = session_resolve(project=project, agent=agent, session_id=session_id)
     aborted_step = session.current_step_id
+    payload = {"step_id": aborted_step, "explanation": explanation}
+    if by_person:
+        payload["by"] = by_person
     with transaction.atomic():
         _claim(
             session,
             status=WorkflowSession.Status.ABORTED,
             abort_reason=explanation,
+            aborted_by=by_person,
             completed_at=timezone.now(),
         )
         StepRun.objects.filter(session=session, status=StepRun.Status.ACTIVE).update(
@@ -424,7 +440,7 @@ def session_abort(
             session=session,
             agent=agent,
             kind=Event.Kind.SESSION_ABORTED,
-            payload={"step_id": aborted_step, "explanation": explanation},
+            payload=payload,
         )
     stack = stack_for_agent(agent=agent)
     top = stack[-1] if stack else None
