@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-db lint format bench conformance migrate clean setup
+.PHONY: run test test-db lint format bench conformance migrate clean setup browser
 
 setup: $(STAMP)
 
@@ -24,8 +24,18 @@ run: migrate
 	$(PY) manage.py ensure_admin
 	$(VENV)/bin/uvicorn deepwork_site.asgi:application --host $(HOST) --port $(PORT)
 
+## Debian's chromium for the browser tests (Playwright drives it; no browser download).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo -n ); \
+	  echo "Installing Debian's chromium for the browser tests"; \
+	  $$SUDO apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update >/dev/null && \
+	    $$SUDO apt-get install -y --no-install-recommends chromium >/dev/null; } || \
+	  echo "Could not install chromium: the browser tests will be skipped"; }
+
 ## Set up and run the whole suite (SQLite unless DATABASE_URL says otherwise).
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) manage.py makemigrations --check --dry-run >/dev/null
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest
