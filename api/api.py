@@ -1,5 +1,331 @@
-"""The REST API: one NinjaAPI mounted at /api/."""
+"""The REST API: one NinjaAPI mounted at /api/.
 
-from ninja import NinjaAPI
+Every operation needs ``Authorization: Bearer <token>`` (see ``api.auth``); the OpenAPI
+document (/api/openapi.json) and its Swagger page (/api/docs) are public, as they hold no
+data. Reads need ``workflows.view_workflowsession``; the actions need the permission named on
+each. Actions call the same services as the MCP tools and answer with the same wire models.
+"""
 
-api = NinjaAPI(title="deepwork-server", version="1", urls_namespace="api")
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from functools import wraps
+
+from asgiref.sync import async_to_sync
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.urls import URLPattern, path
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from ninja import NinjaAPI, P, Path, Query
+
+from api import errors
+from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth, require
+from api.errors import ApiError, error_body
+from api.schemas import (
+    AbortIn,
+    CatalogOut,
+    DecisionOut,
+    ErrorOut,
+    EventPage,
+    FinishIn,
+    GoToStepIn,
+    Name,
+    OverrideIn,
+    ProjectOut,
+    ProjectPage,
+    RequestChangesIn,
+    SessionDetailOut,
+    SessionFilters,
+    SessionPage,
+    StartIn,
+    Text,
+)
+from api.selectors import (
+    SessionFilter,
+    event_page,
+    project_catalog,
+    project_get,
+    project_list,
+    session_detail,
+    session_for_action,
+    session_page,
+    step_run_latest,
+)
+from api.services import project_catalog_view
+from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
+from workflows.schemas import (
+    AbortWorkflowResponse,
+    FinishedStepResponse,
+    GoToStepResponse,
+    StartWorkflowResponse,
+)
+from workflows.services.agents import agent_ensure
+from workflows.services.sessions import session_abort, session_go_to_step, session_start
+
+MAX_ID = 2**63 - 1
+
+# A REST client finishing a step that has reviews gets what an agent without an external
+# reviewer gets: ``needs_work`` with self-review instructions written under .deepwork/tmp.
+# It then hands in again with ``override_reason`` saying how the review went, or a person
+# overrides the review (POST .../override).
+REST_GATE = GateConfig()
+
+READ_ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+ACTION_ERRORS = {**READ_ERRORS, 409: ErrorOut}
+
+
+class DeepworkAPI(NinjaAPI):
+    """NinjaAPI whose every answer under /api/, including an unknown path or method, is JSON
+    in the one error shape."""
+
+    def _get_urls(self):
+        urls = super()._get_urls()
+        for pattern in urls:
+            if isinstance(pattern, URLPattern):
+                if pattern.name == "api-root":
+                    pattern.callback = _unknown_path
+                else:
+                    pattern.callback = _json_not_allowed(pattern.callback)
+        # Last, so it only catches what no operation matched.
+        urls.append(path("<path:unknown>", _unknown_path))
+        return urls
+
+    def get_openapi_operation_id(self, operation) -> str:
+        return operation.view_func.__name__
+
+
+def _error_response(status: int, code: str, message: str) -> HttpResponse:
+    return HttpResponse(
+        api.renderer.render(None, error_body(status, code, message), response_status=status),
+        status=status,
+        content_type=api.renderer.media_type,
+    )
+
+
+@csrf_exempt
+def _unknown_path(request: HttpRequest, **kwargs) -> HttpResponse:
+    return _error_response(404, "not_found", f"No API operation at {request.path}; see /api/docs")
+
+
+def _json_not_allowed(view):
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        response = view(request, *args, **kwargs)
+        if isinstance(response, HttpResponseNotAllowed):
+            allowed = response["Allow"]
+            response = _error_response(
+                405, "method_not_allowed", f"{request.method} is not allowed here; use {allowed}"
+            )
+            response["Allow"] = allowed
+        return response
+
+    return wrapper
+
+
+api = DeepworkAPI(
+    title="deepwork-server",
+    version="1",
+    urls_namespace="api",
+    auth=TokenAuth(),
+    description=__doc__,
+)
+errors.install(api)
+
+
+def _utc(value: datetime | None, field: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        if timezone.is_naive(value):
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise ApiError(
+            400, "invalid_input", f"{field} is outside the range of dates this server stores"
+        ) from None
+
+
+# Reads
+
+
+@api.get("/projects", response={200: ProjectPage, **READ_ERRORS}, tags=["projects"])
+def list_projects(
+    request: HttpRequest,
+    limit: Query[int, P(ge=1, le=500)] = 50,
+    offset: Query[int, P(ge=0, le=10**9)] = 0,
+):
+    """Projects by name, `limit` at a time from `offset`, with the total `count`."""
+    require(request, VIEW)
+    items, count = project_list(limit=limit, offset=offset)
+    return {"items": items, "count": count}
+
+
+@api.get("/projects/{project_id}", response={200: ProjectOut, **READ_ERRORS}, tags=["projects"])
+def get_project(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
+    """One project."""
+    require(request, VIEW)
+    return project_get(project_id=project_id)
+
+
+@api.get(
+    "/projects/{project_id}/jobs", response={200: CatalogOut, **READ_ERRORS}, tags=["projects"]
+)
+def list_jobs(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
+    """The project's jobs (current revisions) with their workflows and steps, and the job
+    folders that currently fail to load, as last synced from the project folder."""
+    require(request, VIEW)
+    jobs, load_errors = project_catalog(project=project_get(project_id=project_id))
+    return {"jobs": jobs, "errors": load_errors}
+
+
+@api.get("/sessions", response={200: SessionPage, **READ_ERRORS}, tags=["sessions"])
+def list_sessions(
+    request: HttpRequest,
+    filters: Query[SessionFilters],
+    cursor: Query[Text | None, P(description="`next_cursor` of the previous page.")] = None,
+    limit: Query[int, P(ge=1, le=200)] = 50,
+):
+    """Sessions, newest first, filtered; pages follow `next_cursor` (no total count)."""
+    require(request, VIEW)
+    items, next_cursor = session_page(
+        filters=SessionFilter(
+            project_id=filters.project,
+            job=filters.job,
+            status=filters.status,
+            agent_id=filters.agent,
+            started_after=_utc(filters.started_after, "started_after"),
+            started_before=_utc(filters.started_before, "started_before"),
+        ),
+        limit=limit,
+        cursor=cursor,
+    )
+    return {"items": items, "next_cursor": next_cursor}
+
+
+@api.get(
+    "/sessions/{session_id}", response={200: SessionDetailOut, **READ_ERRORS}, tags=["sessions"]
+)
+def get_session(request: HttpRequest, session_id: Name):
+    """One session with its step runs, each with its review results and human decisions."""
+    require(request, VIEW)
+    return session_detail(session_id=session_id)
+
+
+@api.get("/events", response={200: EventPage, **READ_ERRORS}, tags=["events"])
+def list_events(
+    request: HttpRequest,
+    after: Query[int, P(ge=0, le=MAX_ID, description="Only events with a larger id.")] = 0,
+    project: Query[int | None, P(ge=1, le=MAX_ID, description="Project id.")] = None,
+    session: Query[Name | None, P(description="Session id.")] = None,
+    limit: Query[int, P(ge=1, le=500)] = 100,
+):
+    """Events after an id, oldest first: the audit trail and a polling feed."""
+    require(request, VIEW)
+    items, has_more = event_page(after=after, project_id=project, session_id=session, limit=limit)
+    return {"items": items, "last_id": items[-1]["id"] if items else after, "has_more": has_more}
+
+
+# Actions: the services the MCP tools call, with the same validation and answers.
+
+
+@api.post("/sessions", response={201: StartWorkflowResponse, **ACTION_ERRORS}, tags=["actions"])
+def start_workflow(request: HttpRequest, body: StartIn):
+    """Start a workflow on an agent's stack (by default the agent `api:<username>`) and get
+    its first step, as `start_workflow` answers an agent."""
+    require(request, DRIVE)
+    project = project_get(project_id=body.project)
+    catalog = project_catalog_view(project=project)
+    agent = agent_ensure(
+        project=project, agent_id=body.agent_id or f"api:{request.user.get_username()}"
+    )
+    answer = session_start(
+        project=project,
+        agent=agent,
+        catalog=catalog,
+        job_name=body.job_name,
+        workflow_name=body.workflow_name,
+        goal=body.goal,
+        instance_id=body.instance_id,
+    )
+    return 201, answer
+
+
+@api.post(
+    "/sessions/{session_id}/finish",
+    response={200: FinishedStepResponse, **ACTION_ERRORS},
+    tags=["actions"],
+)
+def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
+    """Hand in the current step's outputs, as `finished_step`: `needs_work` (with feedback or
+    self-review instructions), `next_step` or `workflow_complete`."""
+    require(request, DRIVE)
+    session = session_for_action(session_id=session_id)
+    return async_to_sync(step_finish_gated)(
+        project=session.project,
+        agent=session.agent,
+        gate=REST_GATE,
+        outputs=body.outputs,
+        notes=body.notes,
+        override_reason=body.override_reason,
+        session_id=session.session_id,
+    )
+
+
+@api.post(
+    "/sessions/{session_id}/abort",
+    response={200: AbortWorkflowResponse, **ACTION_ERRORS},
+    tags=["actions"],
+)
+def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
+    """Abort the session; the reason and who aborted are recorded."""
+    require(request, ABORT)
+    session = session_for_action(session_id=session_id)
+    return session_abort(
+        project=session.project,
+        agent=session.agent,
+        explanation=body.reason,
+        session_id=session.session_id,
+        decided_by=request.user,
+    )
+
+
+@api.post(
+    "/sessions/{session_id}/go-to-step",
+    response={200: GoToStepResponse, **ACTION_ERRORS},
+    tags=["actions"],
+)
+def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
+    """Return the session to an earlier step (or restart the current one), as `go_to_step`."""
+    require(request, DRIVE)
+    session = session_for_action(session_id=session_id)
+    return session_go_to_step(
+        project=session.project,
+        agent=session.agent,
+        step_id=body.step_id,
+        session_id=session.session_id,
+    )
+
+
+@api.post(
+    "/sessions/{session_id}/steps/{step_id}/override",
+    response={201: DecisionOut, **ACTION_ERRORS},
+    tags=["actions"],
+)
+def override_review(request: HttpRequest, session_id: Name, step_id: Name, body: OverrideIn):
+    """Pass the current step's review: the agent's next finish advances."""
+    require(request, DECIDE)
+    run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
+    return 201, review_override(step_run=run, reason=body.reason, user=request.user)
+
+
+@api.post(
+    "/sessions/{session_id}/steps/{step_id}/request-changes",
+    response={201: DecisionOut, **ACTION_ERRORS},
+    tags=["actions"],
+)
+def request_changes(request: HttpRequest, session_id: Name, step_id: Name, body: RequestChangesIn):
+    """Send the current step back: the agent's next finish answers `needs_work` with this
+    feedback."""
+    require(request, DECIDE)
+    run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
+    return 201, review_request_changes(step_run=run, feedback=body.feedback, user=request.user)

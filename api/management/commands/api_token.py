@@ -1,0 +1,61 @@
+"""``manage.py api_token create|list|revoke``: API tokens from the command line.
+
+``create`` prints only the secret on stdout, so a script can capture it:
+``TOKEN=$(python manage.py api_token create --user alice --name ci)``.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from api.selectors import api_token_find, api_token_list
+from api.services import api_token_create, api_token_revoke
+from workflows.errors import WorkflowError
+
+
+class Command(BaseCommand):
+    help = "Create, list or revoke REST API tokens."
+
+    def add_arguments(self, parser) -> None:
+        commands = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        create = commands.add_parser("create", help="Make a token; prints its secret once.")
+        create.add_argument("--user", required=True, help="Username the token acts as.")
+        create.add_argument("--name", required=True, help="What the token is for, e.g. 'ci'.")
+        listing = commands.add_parser("list", help="List tokens (never their secrets).")
+        listing.add_argument("--user", help="Only this user's tokens.")
+        revoke = commands.add_parser("revoke", help="Revoke a token at once.")
+        revoke.add_argument("token", help="The token's id or its prefix as listed.")
+
+    def handle(self, *args, **options) -> None:
+        try:
+            getattr(self, f"_{options['action']}")(options)
+        except WorkflowError as exc:
+            raise CommandError(str(exc)) from None
+
+    def _create(self, options) -> None:
+        user = get_user_model().objects.filter(username=options["user"]).first()
+        if user is None:
+            raise CommandError(f"No user named '{options['user']}'")
+        token, secret = api_token_create(user=user, name=options["name"])
+        self.stderr.write(
+            f"Token {token.prefix}… '{token.name}' for {user.get_username()} made. "
+            "Its secret follows; it is not shown again."
+        )
+        self.stdout.write(secret)
+
+    def _list(self, options) -> None:
+        for token in api_token_list(username=options["user"]):
+            state = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.is_revoked else "live"
+            used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "never"
+            self.stdout.write(
+                f"{token.pk}\t{token.prefix}…\t{token.user.get_username()}\t{token.name}\t"
+                f"last used {used}\t{state}"
+            )
+
+    def _revoke(self, options) -> None:
+        token = api_token_find(ref=options["token"])
+        if api_token_revoke(token=token):
+            self.stdout.write(f"Revoked {token.prefix}… '{token.name}' of {token.user}")
+        else:
+            self.stdout.write(f"{token.prefix}… '{token.name}' was already revoked")

@@ -1,0 +1,304 @@
+"""Request and response bodies of the REST API.
+
+Actions answer with the wire models of ``workflows.schemas``: a program driving a session over
+REST reads exactly what an agent reads from the MCP tools.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from ninja import Schema
+from pydantic import AfterValidator, Field, StringConstraints
+
+from workflows.schemas import ReviewInfo
+
+
+def _encodable(value: str) -> str:
+    # A lone surrogate (legal in JSON, "\ud800") can be neither stored nor sent back as UTF-8.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("must be valid Unicode text") from None
+    return value
+
+
+NO_NUL = r"^[^\x00]*$"
+
+# Every string a client sends: no NUL character (PostgreSQL stores none) and valid Unicode.
+Text = Annotated[str, StringConstraints(pattern=NO_NUL), AfterValidator(_encodable)]
+# A name or id stored in a 255-character column.
+Name = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=255, pattern=NO_NUL),
+    AfterValidator(_encodable),
+]
+Outputs = dict[Name, Name | list[Name]]
+SessionStatus = Literal["active", "completed", "aborted"]
+
+
+class ErrorDetail(Schema):
+    status: int
+    code: str = Field(description="Stable machine-readable reason, e.g. 'not_found'.")
+    message: str
+    details: list[dict[str, Any]] | None = Field(
+        description="For invalid requests: each offending field (loc, msg, type)."
+    )
+
+
+class ErrorOut(Schema):
+    error: ErrorDetail
+
+
+# Projects and their catalogs
+
+
+class ProjectOut(Schema):
+    id: int
+    name: str
+    root_path: str
+    created_at: datetime
+
+
+class ProjectPage(Schema):
+    items: list[ProjectOut]
+    count: int
+
+
+class StepOutputOut(Schema):
+    name: str
+    type: str
+    description: str
+    required: bool
+
+
+class StepOut(Schema):
+    step_id: str
+    name: str
+    description: str
+    instructions_file: str
+    inputs: list[dict[str, Any]] = Field(
+        description="{name, description} asked of the user, or {file, from_step}."
+    )
+    outputs: list[StepOutputOut]
+    reviews: list[ReviewInfo]
+
+
+class WorkflowOut(Schema):
+    name: str
+    summary: str
+    entries: list[list[str]] = Field(
+        description="Step ids in order; an entry of several steps runs them concurrently."
+    )
+
+
+class JobOut(Schema):
+    id: int = Field(description="This revision of the job.")
+    name: str
+    dir_name: str
+    source: str
+    version: str
+    summary: str
+    job_dir: str
+    created_at: datetime
+    workflows: list[WorkflowOut]
+    steps: list[StepOut]
+
+    @staticmethod
+    def resolve_workflows(job) -> list[dict]:
+        # Reads the prefetched nodes of each workflow (see api.selectors.project_catalog).
+        workflows = []
+        for workflow in job.workflows.all():
+            entries: list[list[str]] = []
+            for node in workflow.nodes.all():
+                while len(entries) <= node.entry_index:
+                    entries.append([])
+                entries[node.entry_index].append(node.step.step_id)
+            workflows.append(
+                {"name": workflow.name, "summary": workflow.summary, "entries": entries}
+            )
+        return workflows
+
+
+class LoadErrorOut(Schema):
+    dir_name: str
+    job_dir: str
+    error: str
+    detected_at: datetime
+
+
+class CatalogOut(Schema):
+    jobs: list[JobOut]
+    errors: list[LoadErrorOut]
+
+
+# Sessions
+
+
+class SessionOut(Schema):
+    session_id: str
+    project_id: int
+    agent_id: str
+    parent_session_id: str | None
+    job_name: str
+    workflow_name: str
+    instance_id: str | None
+    goal: str
+    status: SessionStatus
+    current_step_id: str
+    abort_reason: str | None
+    aborted_by: str
+    started_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None
+
+    @staticmethod
+    def resolve_agent_id(session) -> str:
+        return session.agent.agent_id
+
+    @staticmethod
+    def resolve_parent_session_id(session) -> str | None:
+        return session.parent.session_id if session.parent_id is not None else None
+
+
+class SessionPage(Schema):
+    items: list[SessionOut]
+    next_cursor: str | None = Field(
+        description="Pass as `cursor` for the next (older) page; null on the last page."
+    )
+
+
+class CriterionOut(Schema):
+    criterion: str
+    passed: bool
+    feedback: str | None = None
+
+
+class ReviewResultOut(Schema):
+    id: int
+    attempt: int
+    run_each: str
+    target_file: str | None
+    passed: bool
+    feedback: str
+    criteria_results: list[CriterionOut]
+    reviewer_kind: Literal["self", "external", "human"]
+    reviewer: str
+    override_reason: str | None
+    error: str | None
+    duration_ms: int | None
+    created_at: datetime
+
+
+class DecisionOut(Schema):
+    id: int
+    session_id: str
+    step_id: str
+    kind: Literal["override", "request_changes"]
+    decided_by: str
+    reason: str
+    created_at: datetime
+    consumed_at: datetime | None = Field(
+        description="When the agent's next finish applied it; null while pending."
+    )
+
+    @staticmethod
+    def resolve_session_id(decision) -> str:
+        return decision.step_run.session.session_id
+
+    @staticmethod
+    def resolve_step_id(decision) -> str:
+        return decision.step_run.step_id
+
+    @staticmethod
+    def resolve_decided_by(decision) -> str:
+        return decision.decided_by_name
+
+
+class StepRunOut(Schema):
+    id: int
+    step_id: str
+    entry_index: int
+    status: Literal["active", "completed", "invalidated", "aborted"]
+    outputs: dict[str, str | list[str]]
+    notes: str | None
+    quality_attempts: int
+    started_at: datetime
+    completed_at: datetime | None
+    reviews: list[ReviewResultOut]
+    decisions: list[DecisionOut]
+
+
+class SessionDetailOut(SessionOut):
+    runs: list[StepRunOut]
+
+
+class SessionFilters(Schema):
+    project: int | None = Field(None, ge=1, le=2**63 - 1, description="Project id.")
+    job: Name | None = Field(None, description="Job name or folder name.")
+    status: SessionStatus | None = None
+    agent: Name | None = Field(None, description="Agent id.")
+    started_after: datetime | None = Field(None, description="Inclusive; ISO 8601 (UTC if naive).")
+    started_before: datetime | None = Field(None, description="Exclusive; ISO 8601.")
+
+
+# Events
+
+
+class EventOut(Schema):
+    id: int
+    kind: str
+    project_id: int
+    session_id: str | None
+    agent_id: str | None
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+class EventPage(Schema):
+    items: list[EventOut]
+    last_id: int = Field(description="Pass as `after` to read on; `after` itself if none came.")
+    has_more: bool
+
+
+# Actions
+
+
+class StartIn(Schema):
+    project: int = Field(ge=1, le=2**63 - 1, description="Project id.")
+    job_name: Name = Field(description="The job's name (or folder name).")
+    workflow_name: Name
+    goal: Text
+    instance_id: Name | None = None
+    agent_id: Name | None = Field(
+        None,
+        description="The agent whose stack the session joins; defaults to 'api:<username>'.",
+    )
+
+
+class FinishIn(Schema):
+    outputs: Outputs = Field(
+        description="Output name -> path (a `file` output) or list of paths (`files`), "
+        "relative to the project root."
+    )
+    notes: Text | None = None
+    override_reason: Text | None = Field(
+        None, description="Skips the quality review; say why (e.g. the self-review's outcome)."
+    )
+
+
+class AbortIn(Schema):
+    reason: Text
+
+
+class GoToStepIn(Schema):
+    step_id: Name
+
+
+class OverrideIn(Schema):
+    reason: Text
+
+
+class RequestChangesIn(Schema):
+    feedback: Text
