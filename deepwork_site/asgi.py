@@ -1,4 +1,8 @@
-"""ASGI entry point: pages, admin and API over HTTP (static files served in-process)."""
+"""ASGI entry point: pages, admin, API and static files over HTTP; the live dashboard socket.
+
+``make run`` serves it with uvicorn. Static files are served in-process because the embedded
+default has no separate web server for them.
+"""
 
 import os
 
@@ -6,9 +10,23 @@ from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deepwork_site.settings")
 
+# Set Django up before anything below imports models.
 django_application = get_asgi_application()
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-# The embedded default has no separate web server for static files; serve them here.
-application = ASGIStaticFilesHandler(django_application)
+from dashboard import live, routing  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": ASGIStaticFilesHandler(django_application),
+        # The session cookie authenticates the socket, so refuse pages from other origins.
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns))
+        ),
+        "lifespan": live.lifespan,
+    }
+)

@@ -1,0 +1,159 @@
+"""The dashboard's live socket: ``/ws/events/?after=<id>&project=<pk>&session=<session_id>``.
+
+It sends ``{"type": "events", "events": [...]}`` batches: first every matching event with an
+id above ``after`` (at most ``live.CATCH_UP_LIMIT``, the newest), then live ones as this
+process's outbox tailer reads them. Refusals close the socket after accepting it, so that the
+page sees the code: 4403 without ``workflows.view_workflowsession``, 4400 for bad parameters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from dataclasses import dataclass
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from dashboard import live
+
+logger = logging.getLogger(__name__)
+
+WATCH_PERMISSION = "workflows.view_workflowsession"
+CLOSE_FORBIDDEN = 4403
+CLOSE_BAD_REQUEST = 4400
+CLOSE_INTERNAL_ERROR = 1011
+# The socket fell too far behind; the page reconnects and catches up from its newest id.
+CLOSE_TRY_AGAIN_LATER = 1013
+
+SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,32}")
+MAX_ID = 2**63 - 1
+
+
+class BadParameters(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class LiveQuery:
+    after: int | None
+    project_id: int | None
+    session_id: str | None
+
+    @classmethod
+    def parse(cls, query_string: bytes) -> LiveQuery:
+        """Read the socket's query string; an empty value counts as absent."""
+        try:
+            params = parse_qs(query_string.decode("ascii"), strict_parsing=False)
+        except UnicodeDecodeError:
+            raise BadParameters("the query string is not ASCII") from None
+        values = {}
+        for name in ("after", "project", "session"):
+            given = params.get(name, [])
+            if len(given) > 1:
+                raise BadParameters(f"{name} is given more than once")
+            values[name] = given[0].strip() if given and given[0].strip() else None
+        return cls(
+            after=_whole_number("after", values["after"], minimum=0),
+            project_id=_whole_number("project", values["project"], minimum=1),
+            session_id=_session_id(values["session"]),
+        )
+
+
+def _whole_number(name: str, value: str | None, *, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if not value.isascii() or not value.isdigit() or not minimum <= int(value) <= MAX_ID:
+        raise BadParameters(f"{name} must be a whole number of at least {minimum}")
+    return int(value)
+
+
+def _session_id(value: str | None) -> str | None:
+    if value is not None and not SESSION_ID.fullmatch(value):
+        raise BadParameters("session must be a session id")
+    return value
+
+
+@database_sync_to_async
+def _may_watch(user) -> bool:
+    return user is not None and user.is_authenticated and user.has_perm(WATCH_PERMISSION)
+
+
+class EventsConsumer(AsyncJsonWebsocketConsumer):
+    # Events reach sockets in-process from the tailer (dashboard.live), never over the channel
+    # layer, so a socket needs no channel of its own (with Redis that saves a blocking receive
+    # per socket). An alias that is not configured gives no layer.
+    channel_layer_alias = "dashboard.live.none"
+
+    tailer: live.OutboxTailer | None = None
+    subscription: live.Subscription | None = None
+    pump: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        if not await _may_watch(self.scope.get("user")):
+            await self._refuse(CLOSE_FORBIDDEN)
+            return
+        try:
+            query = LiveQuery.parse(self.scope.get("query_string", b""))
+        except BadParameters as error:
+            await self._refuse(CLOSE_BAD_REQUEST, str(error))
+            return
+
+        # Subscribe first, then catch up: an event committed in between comes both ways and
+        # the subscription drops the repeat; subscribing second could miss it.
+        subscription = live.Subscription(project_id=query.project_id, session_id=query.session_id)
+        self.tailer = live.get_tailer()
+        try:
+            await self.tailer.subscribe(subscription)
+            self.subscription = subscription
+            caught_up: list[live.LiveEvent] = []
+            if query.after is not None:
+                caught_up, truncated = await live.catch_up(
+                    after=query.after, project_id=query.project_id, session_id=query.session_id
+                )
+                subscription.caught_up(events=caught_up, after=query.after, truncated=truncated)
+        except Exception:
+            logger.warning("Could not start a live socket", exc_info=True)
+            await self._refuse(CLOSE_INTERNAL_ERROR)
+            return
+
+        # Accepted only now, so that everything committed after the page sees the socket open
+        # is sure to reach it.
+        await self.accept()
+        if caught_up:
+            await self.send_json({"type": "events", "events": caught_up})
+        self.pump = asyncio.create_task(self._send_live(), name="deepwork-live-socket")
+
+    async def _send_live(self) -> None:
+        assert self.subscription is not None
+        try:
+            while True:
+                events = await self.subscription.take()
+                await self.send_json({"type": "events", "events": events})
+        except live.SubscriberTooSlow:
+            await self.close(code=CLOSE_TRY_AGAIN_LATER)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # the socket went away under us; disconnect() cleans up
+            logger.debug("Live socket send failed", exc_info=True)
+
+    async def _refuse(self, code: int, reason: str | None = None) -> None:
+        self._unsubscribe()
+        await self.accept()
+        await self.close(code=code, reason=reason)
+
+    async def disconnect(self, code: int) -> None:
+        if self.pump is not None:
+            self.pump.cancel()
+            self.pump = None
+        self._unsubscribe()
+
+    def _unsubscribe(self) -> None:
+        if self.tailer is not None and self.subscription is not None:
+            self.tailer.unsubscribe(self.subscription)
+        self.subscription = None
+
+    async def receive_json(self, content, **kwargs) -> None:
+        """The page only listens; anything it sends is ignored."""

@@ -1,0 +1,289 @@
+"""The live socket through the real ASGI application: who may watch, catch-up, filters, live
+delivery, and no event sent twice or skipped where catch-up hands over to the live stream."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from channels.db import database_sync_to_async
+from django.db import OperationalError
+
+from dashboard import live
+from tests.live.conftest import (
+    add_event,
+    assert_closed_with,
+    make_user,
+    max_event_id,
+    open_socket,
+    receive_events,
+    receive_until,
+    session_cookie,
+    socket,
+)
+from workflows.models import Event
+from workflows.services import sessions
+from workflows.services.projects import project_ensure
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@database_sync_to_async
+def start_session(project, agent, catalog, goal: str = "live") -> str:
+    started = sessions.session_start(
+        project=project,
+        agent=agent,
+        catalog=catalog.view(),
+        job_name="nested",
+        workflow_name="only",
+        goal=goal,
+    )
+    return started.begin_step.session_id
+
+
+@database_sync_to_async
+def finish_first_step(project, agent, session_id: str) -> None:
+    sessions.step_finish(
+        project=project, agent=agent, outputs={"first.md": "first.md"}, session_id=session_id
+    )
+
+
+@pytest.fixture
+def synced_catalog(catalog):
+    """The demo catalog, already synced: starting a session then writes only session events."""
+    catalog.view()
+    return catalog
+
+
+@pytest.fixture
+def other_project(transactional_db, tmp_path):
+    root = tmp_path / "other"
+    root.mkdir()
+    return project_ensure(root_path=root.resolve())
+
+
+async def test_anonymous_socket_is_closed_with_4403(transactional_db):
+    communicator = socket("/ws/events/?after=0")
+    connected, _ = await communicator.connect()
+    assert connected
+    await assert_closed_with(communicator, 4403)
+    await communicator.disconnect()
+
+
+async def test_user_without_the_watch_permission_is_closed_with_4403(transactional_db):
+    user = await database_sync_to_async(make_user)("outsider", may_watch=False)
+    cookie = await database_sync_to_async(session_cookie)(user)
+    communicator = socket("/ws/events/?after=0", cookie)
+    connected, _ = await communicator.connect()
+    assert connected
+    await assert_closed_with(communicator, 4403)
+    await communicator.disconnect()
+
+
+async def test_a_page_from_another_origin_cannot_open_the_socket(watcher_cookie):
+    communicator = socket("/ws/events/", watcher_cookie, origin=(b"origin", b"http://evil.test"))
+    connected, _ = await communicator.connect()
+    assert not connected
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "after=abc",
+        "after=-1",
+        "after=1&after=2",
+        "after=99999999999999999999",
+        "project=0",
+        "project=x",
+        "session=not%20an%20id",
+        "session=" + "a" * 33,
+    ],
+)
+async def test_bad_parameters_close_with_4400(watcher_cookie, query):
+    communicator = socket(f"/ws/events/?{query}", watcher_cookie)
+    connected, _ = await communicator.connect()
+    assert connected
+    await assert_closed_with(communicator, 4400)
+    await communicator.disconnect()
+
+
+async def test_catch_up_sends_every_event_after_the_given_id_with_its_details(
+    watcher_cookie, project, agent, synced_catalog
+):
+    before = await max_event_id()
+    session_id = await start_session(project, agent, synced_catalog)
+    expected = await database_sync_to_async(
+        lambda: list(Event.objects.filter(id__gt=before).order_by("id"))
+    )()
+    assert [event.kind for event in expected] == ["session_started", "step_started"]
+
+    communicator = await open_socket(f"/ws/events/?after={before}", watcher_cookie)
+    events = await receive_events(communicator)
+
+    assert events == [
+        {
+            "id": event.id,
+            "kind": event.kind,
+            "project_id": project.pk,
+            "session_id": session_id,
+            "agent_id": agent.agent_id,
+            "payload": event.payload,
+            "created_at": event.created_at.isoformat(),
+        }
+        for event in expected
+    ]
+    assert await communicator.receive_nothing()
+    await communicator.disconnect()
+
+
+async def test_without_after_only_live_events_are_sent(watcher_cookie, project):
+    await add_event(project)
+    communicator = await open_socket("/ws/events/", watcher_cookie)
+    assert await communicator.receive_nothing()
+    fresh = await add_event(project)
+    assert [event["id"] for event in await receive_events(communicator)] == [fresh.id]
+    await communicator.disconnect()
+
+
+async def test_an_event_written_after_connecting_arrives_live(
+    watcher_cookie, project, agent, synced_catalog
+):
+    communicator = await open_socket(f"/ws/events/?after={await max_event_id()}", watcher_cookie)
+    assert await communicator.receive_nothing()
+
+    session_id = await start_session(project, agent, synced_catalog)
+
+    events = await receive_until(communicator, await max_event_id())
+    assert [(event["kind"], event["session_id"]) for event in events] == [
+        ("session_started", session_id),
+        ("step_started", session_id),
+    ]
+    await communicator.disconnect()
+
+
+async def test_project_filter_applies_to_catch_up_and_live(watcher_cookie, project, other_project):
+    start = await max_event_id()
+    mine = await add_event(project)
+    await add_event(other_project)
+    communicator = await open_socket(
+        f"/ws/events/?after={start}&project={project.pk}", watcher_cookie
+    )
+    assert [event["id"] for event in await receive_events(communicator)] == [mine.id]
+
+    await add_event(other_project)
+    live_mine = await add_event(project)
+    assert [event["id"] for event in await receive_events(communicator)] == [live_mine.id]
+    await communicator.disconnect()
+
+
+async def test_session_filter_applies_to_catch_up_and_live(
+    watcher_cookie, project, agent, synced_catalog
+):
+    start = await max_event_id()
+    watched = await start_session(project, agent, synced_catalog, goal="watched")
+    other = await start_session(project, agent, synced_catalog, goal="nested on top")
+    communicator = await open_socket(
+        f"/ws/events/?after={start}&session={watched}&project=", watcher_cookie
+    )
+    caught_up = await receive_events(communicator)
+    assert {event["session_id"] for event in caught_up} == {watched}
+    assert [event["kind"] for event in caught_up] == ["session_started", "step_started"]
+
+    await finish_first_step(project, agent, other)
+    await add_event(project)
+    await finish_first_step(project, agent, watched)
+    newest = await max_event_id()
+    events = await receive_events(communicator)
+    assert {event["session_id"] for event in events} == {watched}
+    assert events[-1]["id"] == newest
+    await communicator.disconnect()
+
+
+@pytest.mark.parametrize("tailer_reads_it_first", [True, False])
+async def test_an_event_committed_during_catch_up_is_sent_once(
+    watcher_cookie, project, monkeypatch, tailer_reads_it_first
+):
+    """An event committed after the socket subscribed but before its catch-up query is seen by
+    both the catch-up and the tailer; the socket sends it once, then the live stream goes on."""
+    start = await max_event_id()
+    earlier = await add_event(project)
+    during: list[Event] = []
+    real_catch_up = live.catch_up
+
+    async def catch_up_with_a_commit_in_between(**kwargs):
+        during.append(await add_event(project))
+        if tailer_reads_it_first:
+            tailer = live.get_tailer()
+            tailer.poke()
+            for _ in range(200):
+                if tailer._last_id >= during[0].id:
+                    break
+                await asyncio.sleep(0.01)
+            assert tailer._last_id >= during[0].id
+        return await real_catch_up(**kwargs)
+
+    monkeypatch.setattr(live, "catch_up", catch_up_with_a_commit_in_between)
+    communicator = await open_socket(f"/ws/events/?after={start}", watcher_cookie)
+    later = await add_event(project)
+
+    received = await receive_until(communicator, later.id)
+    assert [event["id"] for event in received] == [earlier.id, during[0].id, later.id]
+    assert await communicator.receive_nothing()
+    await communicator.disconnect()
+
+
+async def test_catch_up_sends_the_newest_events_when_too_many_are_missed(
+    watcher_cookie, project, monkeypatch
+):
+    monkeypatch.setattr(live, "CATCH_UP_LIMIT", 3)
+    start = await max_event_id()
+    written = [await add_event(project) for _ in range(5)]
+    communicator = await open_socket(f"/ws/events/?after={start}", watcher_cookie)
+    assert [event["id"] for event in await receive_events(communicator)] == [
+        event.id for event in written[-3:]
+    ]
+    fresh = await add_event(project)
+    assert [event["id"] for event in await receive_events(communicator)] == [fresh.id]
+    await communicator.disconnect()
+
+
+async def test_live_delivery_survives_database_errors(watcher_cookie, project, monkeypatch):
+    real_read = live.events_for_tail
+    failures = {"left": 3, "calls": 0}
+
+    def flaky_read(**kwargs):
+        failures["calls"] += 1
+        if failures["left"]:
+            failures["left"] -= 1
+            raise OperationalError("database is locked")
+        return real_read(**kwargs)
+
+    monkeypatch.setattr(live, "events_for_tail", flaky_read)
+    communicator = await open_socket(f"/ws/events/?after={await max_event_id()}", watcher_cookie)
+    fresh = await add_event(project)
+
+    assert [event["id"] for event in await receive_events(communicator)] == [fresh.id]
+    assert failures["left"] == 0
+    assert failures["calls"] > 3
+    await communicator.disconnect()
+
+
+async def test_two_sockets_share_one_tailer_and_each_gets_its_own_events(
+    watcher_cookie, project, other_project
+):
+    start = await max_event_id()
+    everything = await open_socket(f"/ws/events/?after={start}", watcher_cookie)
+    only_other = await open_socket(
+        f"/ws/events/?after={start}&project={other_project.pk}", watcher_cookie
+    )
+    first = await add_event(project)
+    second = await add_event(other_project)
+
+    received = await receive_until(everything, second.id)
+    assert [event["id"] for event in received] == [first.id, second.id]
+    assert [event["id"] for event in await receive_events(only_other)] == [second.id]
+    assert len(live.get_tailer()._subscribers) == 2
+
+    await everything.disconnect()
+    await only_other.disconnect()
+    assert not live.get_tailer()._subscribers
