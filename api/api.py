@@ -16,10 +16,10 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.urls import URLPattern, path
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
-from ninja import NinjaAPI, P, Path, Query
+from ninja import NinjaAPI, P, Path, Query, Status
 
 from api import errors
-from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth, require
+from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth
 from api.errors import ApiError, error_body
 from api.schemas import (
     AbortIn,
@@ -98,7 +98,7 @@ def _error_response(status: int, code: str, message: str) -> HttpResponse:
     return HttpResponse(
         api.renderer.render(None, error_body(status, code, message), response_status=status),
         status=status,
-        content_type=api.renderer.media_type,
+        content_type=api.get_content_type(),
     )
 
 
@@ -126,7 +126,6 @@ api = DeepworkAPI(
     title="deepwork-server",
     version="1",
     urls_namespace="api",
-    auth=TokenAuth(),
     description=__doc__,
 )
 errors.install(api)
@@ -148,37 +147,46 @@ def _utc(value: datetime | None, field: str) -> datetime | None:
 # Reads
 
 
-@api.get("/projects", response={200: ProjectPage, **READ_ERRORS}, tags=["projects"])
+@api.get(
+    "/projects", response={200: ProjectPage, **READ_ERRORS}, tags=["projects"], auth=TokenAuth(VIEW)
+)
 def list_projects(
     request: HttpRequest,
     limit: Query[int, P(ge=1, le=500)] = 50,
     offset: Query[int, P(ge=0, le=10**9)] = 0,
 ):
     """Projects by name, `limit` at a time from `offset`, with the total `count`."""
-    require(request, VIEW)
     items, count = project_list(limit=limit, offset=offset)
     return {"items": items, "count": count}
 
 
-@api.get("/projects/{project_id}", response={200: ProjectOut, **READ_ERRORS}, tags=["projects"])
+@api.get(
+    "/projects/{project_id}",
+    response={200: ProjectOut, **READ_ERRORS},
+    tags=["projects"],
+    auth=TokenAuth(VIEW),
+)
 def get_project(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
     """One project."""
-    require(request, VIEW)
     return project_get(project_id=project_id)
 
 
 @api.get(
-    "/projects/{project_id}/jobs", response={200: CatalogOut, **READ_ERRORS}, tags=["projects"]
+    "/projects/{project_id}/jobs",
+    response={200: CatalogOut, **READ_ERRORS},
+    tags=["projects"],
+    auth=TokenAuth(VIEW),
 )
 def list_jobs(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
     """The project's jobs (current revisions) with their workflows and steps, and the job
     folders that currently fail to load, as last synced from the project folder."""
-    require(request, VIEW)
     jobs, load_errors = project_catalog(project=project_get(project_id=project_id))
     return {"jobs": jobs, "errors": load_errors}
 
 
-@api.get("/sessions", response={200: SessionPage, **READ_ERRORS}, tags=["sessions"])
+@api.get(
+    "/sessions", response={200: SessionPage, **READ_ERRORS}, tags=["sessions"], auth=TokenAuth(VIEW)
+)
 def list_sessions(
     request: HttpRequest,
     filters: Query[SessionFilters],
@@ -186,7 +194,6 @@ def list_sessions(
     limit: Query[int, P(ge=1, le=200)] = 50,
 ):
     """Sessions, newest first, filtered; pages follow `next_cursor` (no total count)."""
-    require(request, VIEW)
     items, next_cursor = session_page(
         filters=SessionFilter(
             project_id=filters.project,
@@ -203,15 +210,17 @@ def list_sessions(
 
 
 @api.get(
-    "/sessions/{session_id}", response={200: SessionDetailOut, **READ_ERRORS}, tags=["sessions"]
+    "/sessions/{session_id}",
+    response={200: SessionDetailOut, **READ_ERRORS},
+    tags=["sessions"],
+    auth=TokenAuth(VIEW),
 )
 def get_session(request: HttpRequest, session_id: Name):
     """One session with its step runs, each with its review results and human decisions."""
-    require(request, VIEW)
     return session_detail(session_id=session_id)
 
 
-@api.get("/events", response={200: EventPage, **READ_ERRORS}, tags=["events"])
+@api.get("/events", response={200: EventPage, **READ_ERRORS}, tags=["events"], auth=TokenAuth(VIEW))
 def list_events(
     request: HttpRequest,
     after: Query[int, P(ge=0, le=MAX_ID, description="Only events with a larger id.")] = 0,
@@ -220,7 +229,6 @@ def list_events(
     limit: Query[int, P(ge=1, le=500)] = 100,
 ):
     """Events after an id, oldest first: the audit trail and a polling feed."""
-    require(request, VIEW)
     items, has_more = event_page(after=after, project_id=project, session_id=session, limit=limit)
     return {"items": items, "last_id": items[-1]["id"] if items else after, "has_more": has_more}
 
@@ -228,11 +236,15 @@ def list_events(
 # Actions: the services the MCP tools call, with the same validation and answers.
 
 
-@api.post("/sessions", response={201: StartWorkflowResponse, **ACTION_ERRORS}, tags=["actions"])
+@api.post(
+    "/sessions",
+    response={201: StartWorkflowResponse, **ACTION_ERRORS},
+    tags=["actions"],
+    auth=TokenAuth(DRIVE),
+)
 def start_workflow(request: HttpRequest, body: StartIn):
     """Start a workflow on an agent's stack (by default the agent `api:<username>`) and get
     its first step, as `start_workflow` answers an agent."""
-    require(request, DRIVE)
     project = project_get(project_id=body.project)
     catalog = project_catalog_view(project=project)
     agent = agent_ensure(
@@ -247,18 +259,18 @@ def start_workflow(request: HttpRequest, body: StartIn):
         goal=body.goal,
         instance_id=body.instance_id,
     )
-    return 201, answer
+    return Status(201, answer)
 
 
 @api.post(
     "/sessions/{session_id}/finish",
     response={200: FinishedStepResponse, **ACTION_ERRORS},
     tags=["actions"],
+    auth=TokenAuth(DRIVE),
 )
 def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
     """Hand in the current step's outputs, as `finished_step`: `needs_work` (with feedback or
     self-review instructions), `next_step` or `workflow_complete`."""
-    require(request, DRIVE)
     session = session_for_action(session_id=session_id)
     return async_to_sync(step_finish_gated)(
         project=session.project,
@@ -275,10 +287,10 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
     "/sessions/{session_id}/abort",
     response={200: AbortWorkflowResponse, **ACTION_ERRORS},
     tags=["actions"],
+    auth=TokenAuth(ABORT),
 )
 def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
     """Abort the session; the reason and who aborted are recorded."""
-    require(request, ABORT)
     session = session_for_action(session_id=session_id)
     return session_abort(
         project=session.project,
@@ -293,10 +305,10 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
     "/sessions/{session_id}/go-to-step",
     response={200: GoToStepResponse, **ACTION_ERRORS},
     tags=["actions"],
+    auth=TokenAuth(DRIVE),
 )
 def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
     """Return the session to an earlier step (or restart the current one), as `go_to_step`."""
-    require(request, DRIVE)
     session = session_for_action(session_id=session_id)
     return session_go_to_step(
         project=session.project,
@@ -310,22 +322,23 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
     "/sessions/{session_id}/steps/{step_id}/override",
     response={201: DecisionOut, **ACTION_ERRORS},
     tags=["actions"],
+    auth=TokenAuth(DECIDE),
 )
 def override_review(request: HttpRequest, session_id: Name, step_id: Name, body: OverrideIn):
     """Pass the current step's review: the agent's next finish advances."""
-    require(request, DECIDE)
     run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
-    return 201, review_override(step_run=run, reason=body.reason, user=request.user)
+    return Status(201, review_override(step_run=run, reason=body.reason, user=request.user))
 
 
 @api.post(
     "/sessions/{session_id}/steps/{step_id}/request-changes",
     response={201: DecisionOut, **ACTION_ERRORS},
     tags=["actions"],
+    auth=TokenAuth(DECIDE),
 )
 def request_changes(request: HttpRequest, session_id: Name, step_id: Name, body: RequestChangesIn):
     """Send the current step back: the agent's next finish answers `needs_work` with this
     feedback."""
-    require(request, DECIDE)
     run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
-    return 201, review_request_changes(step_run=run, feedback=body.feedback, user=request.user)
+    decision = review_request_changes(step_run=run, feedback=body.feedback, user=request.user)
+    return Status(201, decision)

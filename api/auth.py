@@ -1,4 +1,5 @@
-"""Bearer-token authentication and permission checks for every operation."""
+"""Bearer-token authentication with each operation's permission, checked before anything
+else of the request is read."""
 
 from __future__ import annotations
 
@@ -16,16 +17,18 @@ DECIDE = "reviews.decide_review"
 
 
 class TokenAuth(HttpBearer):
-    """``Authorization: Bearer <token>``; the token's user becomes ``request.user``."""
+    """``Authorization: Bearer <token>``; the token's user becomes ``request.user`` and must
+    hold ``permission`` (else 403, even when the rest of the request is malformed)."""
+
+    def __init__(self, permission: str):
+        super().__init__()
+        self.permission = permission
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
         found = api_token_authenticate(secret=token)
-        if found is not None:
-            request.user = found.user
+        if found is None:
+            return None
+        request.user = found.user
+        if not found.user.has_perm(self.permission):
+            raise ApiError(403, "forbidden", f"This needs the permission '{self.permission}'")
         return found
-
-
-def require(request: HttpRequest, perm: str) -> None:
-    """Refuse with 403 unless the caller's user holds ``perm``."""
-    if not request.user.has_perm(perm):
-        raise ApiError(403, "forbidden", f"This needs the permission '{perm}'")

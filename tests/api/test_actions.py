@@ -1,0 +1,359 @@
+"""Driving the demo workflow over REST: the same services, validation and answers as the MCP
+tools, plus who did what.
+
+``finish`` runs the quality gate through ``step_finish_gated``, whose database calls go through
+Channels' ``database_sync_to_async``; that closes connections left inside a transaction, so
+these tests use real transactions (``transaction=True``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from api.services import api_token_create
+from reviews.models import HumanDecision, ReviewResult
+from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, assert_error
+from tests.factories import write_job
+from workflows.models import Agent, Event, StepRun, WorkflowSession
+from workflows.services import sessions as session_services
+from workflows.services.projects import project_ensure
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def demo(demo_project):
+    return project_ensure(root_path=demo_project)
+
+
+def start(caller, project, workflow="main", **extra):
+    body = {
+        "project": project.pk,
+        "job_name": "demo",
+        "workflow_name": workflow,
+        "goal": "write it up",
+        **extra,
+    }
+    return caller.post("/api/sessions", body)
+
+
+def finish(caller, session_id, outputs, **extra):
+    return caller.post(f"/api/sessions/{session_id}/finish", {"outputs": outputs, **extra})
+
+
+def test_drives_the_demo_workflow_to_completion(operator, demo, demo_project):
+    started = start(operator, demo, instance_id="acme")
+    assert started.status_code == 201, started.content
+    begin = started.json()["begin_step"]
+    session_id = begin["session_id"]
+    assert begin["step_id"] == "gather"
+    assert begin["step_instructions"] == "# gather\n\nDo the gather work.\n"
+    assert started.json()["stack"] == [{"workflow": "demo/main", "step": "gather"}]
+    session = WorkflowSession.objects.select_related("agent").get(session_id=session_id)
+    assert session.agent.agent_id == "api:alice"
+    assert session.instance_id == "acme"
+
+    answer = finish(operator, session_id, {"notes.md": "notes.md"}, notes="gathered")
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["status"] == "next_step"
+    assert answer.json()["begin_step"]["step_id"] == "part_a"
+
+    answer = finish(operator, session_id, {"a.md": "a.md", "b.md": "b.md"})
+    assert answer.json()["begin_step"]["step_id"] == "wrap_up"
+
+    # wrap_up has a review: without an external reviewer the gate asks for a self-review,
+    # exactly as finished_step answers an agent.
+    answer = finish(operator, session_id, {"summary.md": "summary.md"})
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["status"] == "needs_work"
+    instructions = f".deepwork/tmp/quality_review_{session_id}_wrap_up.md"
+    assert instructions in body["feedback"]
+    assert (demo_project / instructions).is_file()
+
+    answer = finish(
+        operator, session_id, {"summary.md": "summary.md"}, override_reason="Self-review passed"
+    )
+    body = answer.json()
+    assert body["status"] == "workflow_complete"
+    assert body["all_outputs"] == {
+        "notes.md": "notes.md",
+        "a.md": "a.md",
+        "b.md": "b.md",
+        "summary.md": "summary.md",
+    }
+    assert body["stack"] == []
+    assert WorkflowSession.objects.get(session_id=session_id).status == "completed"
+    review = ReviewResult.objects.get()
+    assert (review.passed, review.override_reason) == (True, "Self-review passed")
+
+    detail = operator.get(f"/api/sessions/{session_id}").json()
+    assert [run["step_id"] for run in detail["runs"]] == ["gather", "part_a", "part_b", "wrap_up"]
+    assert detail["runs"][3]["reviews"][0]["override_reason"] == "Self-review passed"
+    assert detail["runs"][0]["notes"] == "gathered"
+
+
+def test_rest_answers_equal_the_engines_answers(operator, demo):
+    """The REST body is the wire model the services (and so the MCP tools) return."""
+    session_id = start(operator, demo).json()["begin_step"]["session_id"]
+    rest = finish(operator, session_id, {"notes.md": "notes.md"}).json()
+    session = WorkflowSession.objects.select_related("agent", "project").get(session_id=session_id)
+    again = session_services.session_go_to_step(
+        project=session.project, agent=session.agent, step_id="part_a", session_id=session_id
+    )
+    assert rest["begin_step"] == again.begin_step.model_dump(mode="json")
+    assert rest["stack"] == [entry.model_dump() for entry in again.stack]
+
+
+def test_start_on_a_named_agent_nests_on_its_stack(operator, demo):
+    first = start(operator, demo, agent_id="builder").json()
+    second = operator.post(
+        "/api/sessions",
+        {
+            "project": demo.pk,
+            "job_name": "nested",
+            "workflow_name": "only",
+            "goal": "inner",
+            "agent_id": "builder",
+        },
+    ).json()
+    assert second["stack"] == [
+        {"workflow": "demo/main", "step": "gather"},
+        {"workflow": "nested/only", "step": "first"},
+    ]
+    inner = WorkflowSession.objects.get(session_id=second["begin_step"]["session_id"])
+    assert inner.parent.session_id == first["begin_step"]["session_id"]
+    assert Agent.objects.get(agent_id="builder").explicit
+
+
+def test_start_refuses_what_start_workflow_refuses(operator, demo):
+    error = assert_error(start(operator, demo, workflow="nope"), 404, "not_found")
+    assert error["message"] == (
+        "Workflow 'nope' not found in job 'demo'. Available workflows: main, quick"
+    )
+    body = {"project": demo.pk, "job_name": "ghost", "workflow_name": "x", "goal": "g"}
+    error = assert_error(operator.post("/api/sessions", body), 404, "not_found")
+    assert error["message"] == "Job not found: ghost"
+    error = assert_error(
+        operator.post("/api/sessions", {**body, "project": demo.pk + 1}), 404, "not_found"
+    )
+    assert error["message"] == f"Project {demo.pk + 1} not found"
+    error = assert_error(
+        operator.post("/api/sessions", {**body, "agent_id": " "}), 400, "invalid_input"
+    )
+    assert error["message"] == "agent_id must be 1 to 128 characters"
+    assert not WorkflowSession.objects.exists()
+
+
+def test_a_broken_job_is_a_409_with_the_parse_error(operator, demo, demo_project):
+    write_job(demo_project, "broken", "name: [unclosed\n", [])
+    body = {"project": demo.pk, "job_name": "broken", "workflow_name": "x", "goal": "g"}
+    error = assert_error(operator.post("/api/sessions", body), 409, "job_broken")
+    assert error["message"].startswith("Failed to parse job 'broken': ")
+
+
+def test_a_project_whose_folder_is_elsewhere_cannot_start(operator, demo, tmp_path):
+    gone = project_ensure(root_path=tmp_path / "elsewhere")
+    body = {"project": gone.pk, "job_name": "demo", "workflow_name": "main", "goal": "g"}
+    error = assert_error(operator.post("/api/sessions", body), 409, "project_unavailable")
+    assert "is not on this server" in error["message"]
+
+
+def test_finish_validates_outputs_like_finished_step(operator, demo):
+    session_id = start(operator, demo).json()["begin_step"]["session_id"]
+    error = assert_error(finish(operator, session_id, {}), 400, "invalid_input")
+    assert "notes.md" in error["message"]
+    error = assert_error(finish(operator, session_id, {"notes.md": "../x"}), 400, "invalid_input")
+    assert WorkflowSession.objects.get(session_id=session_id).current_step_id == "gather"
+    assert_error(finish(operator, "deadbeef", {"notes.md": "notes.md"}), 404, "not_found")
+
+
+def test_finish_of_a_completed_session_is_refused(operator, demo):
+    session_id = start(operator, demo, workflow="quick").json()["begin_step"]["session_id"]
+    assert finish(operator, session_id, {"notes.md": "notes.md"}).json()["status"] == (
+        "workflow_complete"
+    )
+    error = assert_error(finish(operator, session_id, {"notes.md": "notes.md"}), 404, "not_found")
+    assert error["message"] == (
+        f"Session '{session_id}' is completed; it is no longer in the active stack and "
+        "cannot change"
+    )
+
+
+def test_a_finish_that_loses_the_race_is_a_409_and_changes_nothing(operator, demo, monkeypatch):
+    """Another client finishes the step while this finish validates: exactly one applies."""
+    session_id = start(operator, demo).json()["begin_step"]["session_id"]
+    validate = session_services.validate_outputs
+    rival: list = []
+
+    def validate_then_let_the_rival_in(**kwargs):
+        validate(**kwargs)
+        if not rival:
+            rival.append(None)  # the rival's own validation must not start a third call
+            rival[0] = finish(operator, session_id, {"notes.md": "notes.md"})
+
+    monkeypatch.setattr(session_services, "validate_outputs", validate_then_let_the_rival_in)
+    late = finish(operator, session_id, {"notes.md": "notes.md"})
+
+    assert rival[0].status_code == 200
+    assert rival[0].json()["begin_step"]["step_id"] == "part_a"
+    error = assert_error(late, 409, "conflict")
+    assert error["message"] == (
+        f"Session '{session_id}' moved on while this call ran: its current step is now "
+        "'part_a'; nothing was changed"
+    )
+    session = WorkflowSession.objects.get(session_id=session_id)
+    assert (session.current_step_id, session.revision) == ("part_a", 1)
+    assert StepRun.objects.filter(session=session, step_id="gather").count() == 1
+    assert Event.objects.filter(session=session, kind=Event.Kind.STEP_FINISHED).count() == 1
+
+
+def test_abort_records_the_person_and_the_reason(operator, demo):
+    session_id = start(operator, demo).json()["begin_step"]["session_id"]
+    error = assert_error(
+        operator.post(f"/api/sessions/{session_id}/abort", {"reason": "  "}),
+        400,
+        "invalid_input",
+    )
+    assert error["message"] == "A reason is required so the agent and the team know why"
+
+    answer = operator.post(f"/api/sessions/{session_id}/abort", {"reason": "wrong goal"})
+    assert answer.status_code == 200, answer.content
+    assert answer.json() == {
+        "aborted_workflow": "demo/main",
+        "aborted_step": "gather",
+        "explanation": "wrong goal",
+        "stack": [],
+        "resumed_workflow": None,
+        "resumed_step": None,
+    }
+    session = WorkflowSession.objects.get(session_id=session_id)
+    assert (session.status, session.aborted_by, session.abort_reason) == (
+        "aborted",
+        "alice",
+        "wrong goal",
+    )
+    event = Event.objects.get(kind=Event.Kind.SESSION_ABORTED)
+    assert event.payload["by"] == "alice"
+    assert_error(
+        operator.post(f"/api/sessions/{session_id}/abort", {"reason": "again"}), 404, "not_found"
+    )
+
+
+def test_go_to_step(operator, demo):
+    session_id = start(operator, demo).json()["begin_step"]["session_id"]
+    finish(operator, session_id, {"notes.md": "notes.md"})
+    error = assert_error(
+        operator.post(f"/api/sessions/{session_id}/go-to-step", {"step_id": "wrap_up"}),
+        400,
+        "invalid_input",
+    )
+    assert error["message"].startswith("Cannot go forward to step 'wrap_up'")
+    assert_error(
+        operator.post(f"/api/sessions/{session_id}/go-to-step", {"step_id": "nope"}),
+        404,
+        "not_found",
+    )
+    answer = operator.post(f"/api/sessions/{session_id}/go-to-step", {"step_id": "gather"})
+    assert answer.status_code == 200
+    assert answer.json()["invalidated_steps"] == ["gather", "part_a", "part_b"]
+    assert answer.json()["begin_step"]["step_id"] == "gather"
+
+
+def to_wrap_up(caller, project) -> str:
+    session_id = start(caller, project).json()["begin_step"]["session_id"]
+    finish(caller, session_id, {"notes.md": "notes.md"})
+    finish(caller, session_id, {"a.md": "a.md", "b.md": "b.md"})
+    return session_id
+
+
+def test_a_person_overrides_a_review_and_the_next_finish_passes(operator, demo):
+    session_id = to_wrap_up(operator, demo)
+    url = f"/api/sessions/{session_id}/steps/wrap_up/override"
+    assert_error(operator.post(url, {"reason": ""}), 400, "invalid_input")
+
+    answer = operator.post(url, {"reason": "Checked it myself"})
+    assert answer.status_code == 201, answer.content
+    decision = answer.json()
+    assert decision["kind"] == "override"
+    assert (decision["session_id"], decision["step_id"]) == (session_id, "wrap_up")
+    assert (decision["decided_by"], decision["reason"]) == ("alice", "Checked it myself")
+    assert decision["consumed_at"] is None
+    stored = HumanDecision.objects.get()
+    assert stored.decided_by.username == "alice"
+
+    answer = finish(operator, session_id, {"summary.md": "summary.md"})
+    assert answer.json()["status"] == "workflow_complete"
+    detail = operator.get(f"/api/sessions/{session_id}").json()
+    assert detail["runs"][-1]["decisions"][0]["consumed_at"] is not None
+
+    # The step is over: a ruling on it now is a conflict with its state.
+    error = assert_error(operator.post(url, {"reason": "late"}), 409, "conflict")
+    assert "only the current step" in error["message"]
+
+
+def test_a_person_requests_changes_and_the_agent_reads_them(operator, demo):
+    session_id = to_wrap_up(operator, demo)
+    url = f"/api/sessions/{session_id}/steps/wrap_up/request-changes"
+    answer = operator.post(url, {"feedback": "Cover the B half too"})
+    assert answer.status_code == 201
+    assert answer.json()["kind"] == "request_changes"
+
+    answer = finish(operator, session_id, {"summary.md": "summary.md"})
+    body = answer.json()
+    assert body["status"] == "needs_work"
+    assert body["feedback"] == "Changes requested by alice: Cover the B half too"
+    detail = operator.get(f"/api/sessions/{session_id}").json()
+    human = detail["runs"][-1]["reviews"][0]
+    assert (human["reviewer_kind"], human["reviewer"], human["passed"]) == (
+        "human",
+        "alice",
+        False,
+    )
+    assert_error(
+        operator.post(f"/api/sessions/{session_id}/steps/ghost/override", {"reason": "r"}),
+        404,
+        "not_found",
+    )
+
+
+@pytest.mark.parametrize(
+    ("perms", "allowed"),
+    [
+        ((VIEW,), set()),
+        ((DRIVE,), {"start", "finish", "go_to_step"}),
+        ((ABORT,), {"abort"}),
+        ((DECIDE,), {"override", "request_changes"}),
+    ],
+)
+def test_each_action_needs_its_own_permission(make_caller, operator, demo, perms, allowed):
+    session_id = to_wrap_up(operator, demo)
+    caller = make_caller(*perms)
+    base = f"/api/sessions/{session_id}"
+    attempts = {
+        "start": ("/api/sessions", {"project": demo.pk, "job_name": "demo"}),
+        "finish": (f"{base}/finish", {"outputs": {}}),
+        "go_to_step": (f"{base}/go-to-step", {"step_id": "ghost"}),
+        "abort": (f"{base}/abort", {"reason": ""}),
+        "override": (f"{base}/steps/wrap_up/override", {"reason": ""}),
+        "request_changes": (f"{base}/steps/wrap_up/request-changes", {"feedback": ""}),
+    }
+    for action, (url, body) in attempts.items():
+        response = caller.post(url, body)
+        if action in allowed:
+            # Past the permission check, the (deliberately bad) input is refused.
+            assert response.status_code in (400, 404), (action, response.content)
+        else:
+            error = assert_error(response, 403, "forbidden")
+            assert error["message"].startswith("This needs the permission"), action
+    assert WorkflowSession.objects.get(session_id=session_id).status == "active"
+
+
+def test_tokens_of_two_users_record_two_people(make_caller, demo):
+    bob = make_caller(VIEW, DRIVE, ABORT, username="bob")
+    session_id = start(bob, demo).json()["begin_step"]["session_id"]
+    _, carol_secret = api_token_create(user=make_caller(ABORT, username="carol").user, name="x")
+    bob.token = carol_secret
+    bob.post(f"/api/sessions/{session_id}/abort", {"reason": "carol stops it"})
+    session = WorkflowSession.objects.select_related("agent").get(session_id=session_id)
+    assert (session.agent.agent_id, session.aborted_by) == ("api:bob", "carol")
