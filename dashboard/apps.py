@@ -1,6 +1,66 @@
+"""The dashboard app, and the two groups a server gives its people.
+
+- **Watchers** may watch: the view permissions of every ``workflows`` and ``reviews`` model
+  (among them ``workflows.view_workflowsession``, which every dashboard page requires).
+- **Deciders** may also act: Watchers' permissions plus ``workflows.abort_session``,
+  ``workflows.drive_session`` and ``reviews.decide_review`` (override a review, request
+  changes).
+
+Both are made, or topped up, after every ``migrate``. Permissions an administrator added to
+a group by hand stay.
+"""
+
+from __future__ import annotations
+
 from django.apps import AppConfig
+from django.apps import apps as global_apps
+from django.db import DEFAULT_DB_ALIAS
+from django.db.models.signals import post_migrate
+
+WATCHED_APPS = ("workflows", "reviews")
+DECIDER_PERMISSIONS = (
+    ("workflows", "abort_session"),
+    ("workflows", "drive_session"),
+    ("reviews", "decide_review"),
+)
+
+
+def ensure_groups(using: str = DEFAULT_DB_ALIAS, apps=global_apps, **kwargs) -> None:
+    """Create the Watchers and Deciders groups and give them their permissions; idempotent."""
+    try:
+        group_model = apps.get_model("auth", "Group")
+        permission_model = apps.get_model("auth", "Permission")
+    except LookupError:  # auth is not migrated yet (a partial migrate)
+        return
+    permissions = permission_model.objects.using(using)
+    watch = list(
+        permissions.filter(
+            content_type__app_label__in=WATCHED_APPS, codename__startswith="view_"
+        ).values_list("pk", flat=True)
+    )
+    decide_filter = None
+    for app_label, codename in DECIDER_PERMISSIONS:
+        one = permissions.filter(content_type__app_label=app_label, codename=codename)
+        decide_filter = one if decide_filter is None else decide_filter | one
+    decide = list(decide_filter.values_list("pk", flat=True))
+
+    watchers, _ = group_model.objects.using(using).get_or_create(name="Watchers")
+    watchers.permissions.add(*watch)
+    deciders, _ = group_model.objects.using(using).get_or_create(name="Deciders")
+    deciders.permissions.add(*watch, *decide)
 
 
 class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Dashboard"
+
+    def ready(self) -> None:
+        # migrate sends post_migrate only for apps with models, so never for this one: top
+        # the groups up after each watched app instead, once its permissions exist (auth's
+        # handler was connected before ours, so it runs first).
+        post_migrate.connect(_on_post_migrate, dispatch_uid="dashboard.ensure_groups")
+
+
+def _on_post_migrate(sender, using: str = DEFAULT_DB_ALIAS, apps=global_apps, **kwargs) -> None:
+    if sender.label in WATCHED_APPS:
+        ensure_groups(using=using, apps=apps)

@@ -1,2 +1,28 @@
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from dashboard import views
+
 app_name = "dashboard"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="registration/login.html", redirect_authenticated_user=True
+        ),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("jobs/", views.jobs, name="jobs"),
+    path("sessions/", views.sessions, name="sessions"),
+    path("sessions/<str:session_id>/", views.session_detail, name="session"),
+    path("sessions/<str:session_id>/files/", views.session_file, name="session_file"),
+    path("sessions/<str:session_id>/override/", views.session_override, name="override"),
+    path(
+        "sessions/<str:session_id>/request-changes/",
+        views.session_request_changes,
+        name="request_changes",
+    ),
+    path("sessions/<str:session_id>/abort/", views.session_abort_view, name="abort"),
+]

@@ -1,0 +1,92 @@
+"""Small presentation helpers for the dashboard templates."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django import template
+from django.utils import timezone
+from django.utils.html import format_html
+
+from workflows.models import Event
+
+register = template.Library()
+
+KIND_LABELS = dict(Event.Kind.choices)
+
+
+@register.simple_tag
+def when(moment: dt.datetime | None) -> str:
+    """A ``<time>`` element in UTC, or a dash."""
+    if moment is None:
+        return "—"
+    moment = timezone.localtime(moment, dt.UTC)
+    return format_html(
+        '<time datetime="{}">{}</time>',
+        moment.isoformat(),
+        moment.strftime("%Y-%m-%d %H:%M:%S"),
+    )
+
+
+@register.filter
+def kind_label(kind: str) -> str:
+    return KIND_LABELS.get(kind, kind.replace("_", " "))
+
+
+def _shorten(text: object, limit: int = 120) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def event_detail(event: Event) -> str:
+    """One line saying what the event's payload adds to its kind."""
+    payload = event.payload if isinstance(event.payload, dict) else {}
+    parts: list[str] = []
+    if event.kind == Event.Kind.SESSION_STARTED:
+        parts.append(f"{payload.get('job', '')}/{payload.get('workflow', '')}")
+        if payload.get("goal"):
+            parts.append(f"goal: {_shorten(payload['goal'], 80)}")
+    elif event.kind == Event.Kind.STEP_REOPENED:
+        parts.append(f"back to {payload.get('step_id', '?')}")
+        if payload.get("invalidated_steps"):
+            parts.append("invalidated " + ", ".join(payload["invalidated_steps"]))
+    elif event.kind in (Event.Kind.REVIEW_PASSED, Event.Kind.REVIEW_FAILED):
+        if "attempt" in payload:
+            parts.append(f"attempt {payload['attempt']}")
+        if "failed" in payload and "reviews" in payload:
+            parts.append(f"{payload['failed']} of {payload['reviews']} failed")
+        if payload.get("step_id"):
+            parts.append(f"step {payload['step_id']}")
+        if payload.get("override_reason"):
+            parts.append(_shorten(payload["override_reason"]))
+    elif event.kind == Event.Kind.CATALOG_SYNCED:
+        parts.append(f"{payload.get('jobs', 0)} jobs, {payload.get('errors', 0)} load errors")
+    elif event.kind == Event.Kind.REVIEW_REQUESTED:
+        parts.append(str(payload.get("instructions", "")))
+    else:
+        if payload.get("step_id"):
+            parts.append(f"step {payload['step_id']}")
+        if payload.get("by"):
+            parts.append(f"by {payload['by']}")
+        for key in ("reason", "explanation", "workflow"):
+            if payload.get(key):
+                parts.append(_shorten(payload[key]))
+                break
+    return " · ".join(part for part in parts if part)
+
+
+@register.filter
+def duration(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return f"{ms / 1000:.1f} s" if ms >= 1000 else f"{ms} ms"
+
+
+@register.filter
+def filesize(size: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return str(size)

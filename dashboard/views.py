@@ -1,0 +1,239 @@
+"""Dashboard pages: thin views over ``dashboard.selectors`` and the decision services.
+
+Every page needs a login and ``workflows.view_workflowsession``. Every page has one ``#live``
+region; a request with ``X-Live-Fragment: 1`` gets only that region's inner template, built
+by the same view from the same selectors, which the page's script swaps in on live events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.cache import add_never_cache_headers, patch_vary_headers
+from django.views.decorators.http import require_POST, require_safe
+
+from dashboard import selectors
+from dashboard.forms import (
+    AbortForm,
+    ChangesForm,
+    OverrideForm,
+    ProjectFilterForm,
+    SessionFilterForm,
+    first_error,
+)
+from reviews.services import review_override, review_request_changes
+from workflows.errors import InvalidInput, NotFound, WorkflowError
+from workflows.services.sessions import session_abort
+
+VIEW_PERMISSION = "workflows.view_workflowsession"
+DECIDE_PERMISSION = "reviews.decide_review"
+ABORT_PERMISSION = "workflows.abort_session"
+FRAGMENT_HEADER = "X-Live-Fragment"
+
+
+def watcher_required(view: Callable) -> Callable:
+    """Anonymous visitors go to the login page; people without the watch permission get 403."""
+    return login_required(permission_required(VIEW_PERMISSION, raise_exception=True)(view))
+
+
+def _require(request: HttpRequest, permission: str) -> None:
+    if not request.user.has_perm(permission):
+        raise PermissionDenied(f"You need the permission {permission}")
+
+
+def _live_page(
+    request: HttpRequest,
+    name: str,
+    context: dict,
+    *,
+    live_after: int,
+    session_id: str | None = None,
+    project_id: int | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """Render ``dashboard/<name>.html``, or only ``dashboard/<name>_live.html`` for a live
+    refresh. ``session_id``/``project_id`` narrow the events the page listens to."""
+    context = {
+        **context,
+        "live_after": live_after,
+        "live_session": session_id or "",
+        "live_project": project_id or "",
+        "can_decide": request.user.has_perm(DECIDE_PERMISSION),
+        "can_abort": request.user.has_perm(ABORT_PERMISSION),
+    }
+    fragment = request.headers.get(FRAGMENT_HEADER) == "1"
+    template = f"dashboard/{name}_live.html" if fragment else f"dashboard/{name}.html"
+    response = render(request, template, context, status=status)
+    if fragment:
+        # The script swaps in only answers that say they are fragments: a login page that a
+        # redirect produced must never land inside the region.
+        response[FRAGMENT_HEADER] = "1"
+    patch_vary_headers(response, [FRAGMENT_HEADER])
+    add_never_cache_headers(response)
+    return response
+
+
+@require_safe
+@watcher_required
+def overview(request: HttpRequest) -> HttpResponse:
+    live_after = selectors.live_event_id()
+    return _live_page(
+        request, "overview", {"overview": selectors.overview()}, live_after=live_after
+    )
+
+
+def _session_or_404(session_id: str):
+    try:
+        return selectors.session_get(session_id=session_id)
+    except NotFound as exc:
+        raise Http404(str(exc)) from None
+
+
+@require_safe
+@watcher_required
+def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
+    live_after = selectors.live_event_id()
+    try:
+        detail = selectors.session_detail(session_id=session_id)
+    except NotFound as exc:
+        raise Http404(str(exc)) from None
+    return _live_page(
+        request, "session", {"detail": detail}, live_after=live_after, session_id=session_id
+    )
+
+
+@require_safe
+@watcher_required
+def session_file(request: HttpRequest, session_id: str) -> HttpResponse:
+    live_after = selectors.live_event_id()
+    session = _session_or_404(session_id)
+    path = request.GET.get("path", "")
+    context: dict = {"session": session, "path": path, "limit": selectors.FILE_VIEW_BYTES}
+    status = 200
+    try:
+        context["file"] = selectors.session_output_file(session=session, path=path)
+    except InvalidInput as exc:
+        context["error"], status = str(exc), 400
+    except NotFound as exc:
+        context["error"], status = str(exc), 404
+    return _live_page(
+        request, "file", context, live_after=live_after, session_id=session_id, status=status
+    )
+
+
+def _decided(request: HttpRequest, session_id: str, decide: Callable[[], str]) -> HttpResponse:
+    """Run one decision, report how it went as a flash message, and go back to the page."""
+    try:
+        messages.success(request, decide())
+    except WorkflowError as exc:
+        messages.error(request, str(exc))
+    return redirect("dashboard:session", session_id=session_id)
+
+
+@require_POST
+@watcher_required
+def session_override(request: HttpRequest, session_id: str) -> HttpResponse:
+    _require(request, DECIDE_PERMISSION)
+    session = _session_or_404(session_id)
+    form = OverrideForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+        return redirect("dashboard:session", session_id=session_id)
+
+    def decide() -> str:
+        step_id = form.cleaned_data["step_id"]
+        run = selectors.session_current_run(session=session, step_id=step_id)
+        review_override(step_run=run, reason=form.cleaned_data["reason"], user=request.user)
+        return f"Review of step '{step_id}' overridden: the agent's next finished_step passes it"
+
+    return _decided(request, session_id, decide)
+
+
+@require_POST
+@watcher_required
+def session_request_changes(request: HttpRequest, session_id: str) -> HttpResponse:
+    _require(request, DECIDE_PERMISSION)
+    session = _session_or_404(session_id)
+    form = ChangesForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+        return redirect("dashboard:session", session_id=session_id)
+
+    def decide() -> str:
+        step_id = form.cleaned_data["step_id"]
+        run = selectors.session_current_run(session=session, step_id=step_id)
+        review_request_changes(
+            step_run=run, feedback=form.cleaned_data["feedback"], user=request.user
+        )
+        return (
+            f"Changes requested on step '{step_id}': the agent gets your feedback on its next "
+            "finished_step"
+        )
+
+    return _decided(request, session_id, decide)
+
+
+@require_POST
+@watcher_required
+def session_abort_view(request: HttpRequest, session_id: str) -> HttpResponse:
+    _require(request, ABORT_PERMISSION)
+    session = _session_or_404(session_id)
+    form = AbortForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+        return redirect("dashboard:session", session_id=session_id)
+
+    def decide() -> str:
+        session_abort(
+            project=session.project,
+            agent=session.agent,
+            explanation=form.cleaned_data["reason"],
+            session_id=session.session_id,
+            decided_by=request.user,
+        )
+        return f"Session '{session_id}' aborted"
+
+    return _decided(request, session_id, decide)
+
+
+@require_safe
+@watcher_required
+def jobs(request: HttpRequest) -> HttpResponse:
+    live_after = selectors.live_event_id()
+    form = ProjectFilterForm(request.GET)
+    project_id = form.cleaned_data.get("project") if form.is_valid() else None
+    context = {
+        "form": form,
+        "project_id": project_id,
+        "projects": selectors.projects(),
+        "catalogs": selectors.jobs_catalog(project_id=project_id),
+    }
+    return _live_page(request, "jobs", context, live_after=live_after, project_id=project_id)
+
+
+@require_safe
+@watcher_required
+def sessions(request: HttpRequest) -> HttpResponse:
+    live_after = selectors.live_event_id()
+    form = SessionFilterForm(request.GET)
+    form.is_valid()  # errors are shown; the valid filters still apply
+    filters = form.filters()
+    data = getattr(form, "cleaned_data", {})
+    page = selectors.session_page(
+        filters=filters, before=data.get("before"), after=data.get("after")
+    )
+    context = {
+        "form": form,
+        "filters": filters,
+        "page": page,
+        "projects": selectors.projects(),
+        "job_names": selectors.job_names(),
+    }
+    return _live_page(
+        request, "sessions", context, live_after=live_after, project_id=filters.project_id
+    )

@@ -1,0 +1,133 @@
+"""Dashboard fixtures: people with and without permissions, and sessions driven through the
+real services (reviews are concluded with stored verdicts instead of a reviewer program)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from django.contrib.auth.models import Group, Permission, User
+from django.test import Client
+
+from reviews.gate import CommandReviewer, Verdict
+from reviews.services import GateConfig, review_conclude, review_plan
+from workflows.models import Agent, Project, WorkflowSession
+from workflows.services import sessions
+from workflows.services.agents import agent_ensure
+from workflows.services.catalog import Catalog
+
+# Never run: review_conclude is handed the verdicts directly.
+GATE = GateConfig(reviewer=CommandReviewer("never-run-reviewer"))
+
+
+def make_user(username: str, *groups: str, perms: tuple[str, ...] = ()) -> User:
+    user = User.objects.create_user(username, password="pw-" + username)
+    for name in groups:
+        user.groups.add(Group.objects.get(name=name))
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    return user
+
+
+def client_for(user: User | None, *, enforce_csrf: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=enforce_csrf)
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def watcher(db) -> User:
+    return make_user("wanda", "Watchers")
+
+
+@pytest.fixture
+def decider(db) -> User:
+    return make_user("dana", "Deciders")
+
+
+@pytest.fixture
+def nobody(db) -> User:
+    """Logged in, but without the permission to watch."""
+    return make_user("nemo")
+
+
+@pytest.fixture
+def watching(watcher) -> Client:
+    return client_for(watcher)
+
+
+@pytest.fixture
+def deciding(decider) -> Client:
+    return client_for(decider)
+
+
+@dataclass
+class Driver:
+    """Drives sessions of the demo project through the services, as an agent would."""
+
+    project: Project
+    agent: Agent
+    catalog: Catalog
+
+    def start(self, job: str = "demo", workflow: str = "main", goal: str = "Write it up"):
+        response = sessions.session_start(
+            project=self.project,
+            agent=self.agent,
+            catalog=self.catalog.view(),
+            job_name=job,
+            workflow_name=workflow,
+            goal=goal,
+        )
+        return WorkflowSession.objects.get(session_id=response.begin_step.session_id)
+
+    def finish(self, outputs: dict, notes: str | None = None):
+        return sessions.step_finish(
+            project=self.project, agent=self.agent, outputs=outputs, notes=notes
+        )
+
+    def fail_review(self, outputs: dict, feedback: str = "The summary misses the B half"):
+        """Hand in the current (reviewed) step and record a failing external verdict."""
+        checkpoint = sessions.step_checkpoint(
+            project=self.project, agent=self.agent, outputs=outputs
+        )
+        plan = review_plan(checkpoint=checkpoint, gate=GATE, override_reason=None)
+        assert plan.tasks, "the step has no review to fail"
+        verdict = Verdict(
+            passed=False,
+            feedback=feedback,
+            criteria_results=[
+                {"criterion": "Complete", "passed": False, "feedback": "Part B is missing"},
+                {"criterion": "Readable", "passed": True, "feedback": None},
+            ],
+            duration_ms=1234,
+        )
+        return review_conclude(
+            checkpoint=checkpoint, gate=GATE, plan=plan, results=[verdict] * len(plan.tasks)
+        )
+
+    def to_wrap_up(self, goal: str = "Write it up") -> WorkflowSession:
+        """A demo/main session at its reviewed last step, with one failed review."""
+        session = self.start(goal=goal)
+        self.finish({"notes.md": "notes.md", "extras": ["extra1.md", "./extra2.md"]}, "gathered")
+        self.finish({"a.md": "a.md", "b.md": "b.md"})
+        answer = self.fail_review({"summary.md": "summary.md"})
+        assert answer.status == "needs_work"
+        session.refresh_from_db()
+        return session
+
+
+@pytest.fixture
+def driver(project, agent, catalog) -> Driver:
+    return Driver(project=project, agent=agent, catalog=catalog)
+
+
+@pytest.fixture
+def other_driver(project, catalog) -> Driver:
+    """A second agent on the same project, with its own stack."""
+    return Driver(
+        project=project, agent=agent_ensure(project=project, agent_id="agent-two"), catalog=catalog
+    )
