@@ -13,6 +13,7 @@ from workflows.models import StepRun
 
 @admin.register(ReviewResult)
 class ReviewResultAdmin(ReviewDecisionActions, ReadOnlyAdmin):
+    change_select_related = ("session", "step_run__session")
     list_display = [
         "id",
         "session_link",
@@ -27,7 +28,8 @@ class ReviewResultAdmin(ReviewDecisionActions, ReadOnlyAdmin):
     ]
     list_display_links = ["id"]
     list_filter = ["passed", "reviewer_kind", "session__project"]
-    list_select_related = ["session", "step_run"]
+    # str(review) labels each row's checkbox and reads the step run's session.
+    list_select_related = ["session", "step_run__session"]
     search_fields = ["=session__session_id", "step_run__step_id", "run_each", "target_file"]
     ordering = ["-id"]
     show_full_result_count = False
@@ -67,6 +69,7 @@ class DecisionStateFilter(admin.SimpleListFilter):
 
 @admin.register(HumanDecision)
 class HumanDecisionAdmin(ReadOnlyAdmin):
+    change_select_related = ("step_run__session", "decided_by")
     list_display = [
         "id",
         "kind",

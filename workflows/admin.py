@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
+from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
@@ -47,6 +48,17 @@ ERROR_MESSAGE_LIMIT = 20
 
 class ReadOnlyAdmin(admin.ModelAdmin):
     """History and catalog rows are written only by the services: view, never add/change/delete."""
+
+    # The related rows the change page links to, loaded with the object in one query.
+    change_select_related: tuple[str, ...] = ()
+
+    def get_object(self, request, object_id, from_field=None):
+        queryset = self.get_queryset(request).select_related(*self.change_select_related)
+        field = self.opts.pk if from_field is None else self.opts.get_field(from_field)
+        try:
+            return queryset.get(**{field.name: field.to_python(object_id)})
+        except (self.model.DoesNotExist, ValidationError, ValueError):
+            return None
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -274,6 +286,7 @@ class ProjectAdmin(ReadOnlyAdmin):
 
 @admin.register(Agent)
 class AgentAdmin(ReadOnlyAdmin):
+    change_select_related = ("project",)
     list_display = ["agent_id", "project", "explicit", "holder", "hostname", "pid", "heartbeat_at"]
     list_filter = ["explicit", "project"]
     list_select_related = ["project"]
@@ -298,6 +311,7 @@ class StepInline(ReadOnlyInline):
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
+    change_select_related = ("project",)
     list_display = ["name", "version", "source", "dir_name", "project", "is_current", "created_at"]
     list_filter = ["is_current", "source", "project"]
     list_select_related = ["project"]
@@ -324,6 +338,7 @@ class WorkflowStepInline(ReadOnlyInline):
 
 @admin.register(Workflow)
 class WorkflowAdmin(ReadOnlyAdmin):
+    change_select_related = ("job",)
     list_display = ["name", "job", "summary", "position"]
     list_filter = ["job__project", "job__is_current"]
     list_select_related = ["job"]
@@ -334,6 +349,7 @@ class WorkflowAdmin(ReadOnlyAdmin):
 
 @admin.register(Step)
 class StepAdmin(ReadOnlyAdmin):
+    change_select_related = ("job",)
     list_display = ["step_id", "name", "job", "instructions_file", "position"]
     list_filter = ["job__project", "job__is_current"]
     list_select_related = ["job"]
@@ -343,6 +359,7 @@ class StepAdmin(ReadOnlyAdmin):
 
 @admin.register(WorkflowStep)
 class WorkflowStepAdmin(ReadOnlyAdmin):
+    change_select_related = ("workflow__job", "step")
     list_display = ["__str__", "workflow", "step", "entry_index", "position_in_entry"]
     list_filter = ["is_concurrent", "workflow__job__project"]
     list_select_related = ["workflow__job", "step"]
@@ -360,6 +377,7 @@ class WorkflowStepAdmin(ReadOnlyAdmin):
 
 @admin.register(JobLoadError)
 class JobLoadErrorAdmin(ReadOnlyAdmin):
+    change_select_related = ("project",)
     list_display = ["dir_name", "project", "short_error", "detected_at"]
     list_filter = ["project"]
     list_select_related = ["project"]
@@ -395,6 +413,7 @@ class StepRunInline(ReadOnlyInline):
 
 @admin.register(WorkflowSession)
 class WorkflowSessionAdmin(ReadOnlyAdmin):
+    change_select_related = ("project", "agent", "parent", "job", "workflow__job")
     list_display = [
         "session_id",
         "job_name",
@@ -495,6 +514,7 @@ class HumanDecisionInline(ReadOnlyInline):
 
 @admin.register(StepRun)
 class StepRunAdmin(ReviewDecisionActions, ReadOnlyAdmin):
+    change_select_related = ("session", "step_def")
     list_display = [
         "__str__",
         "session_link",
@@ -523,6 +543,7 @@ class StepRunAdmin(ReviewDecisionActions, ReadOnlyAdmin):
 
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
+    change_select_related = ("project", "session", "agent")
     list_display = ["id", "kind", "project", "session_link", "agent", "short_payload", "created_at"]
     list_filter = ["kind", "project"]
     list_select_related = ["project", "session", "agent"]
