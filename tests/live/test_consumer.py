@@ -4,10 +4,11 @@ delivery, and no event sent twice or skipped where catch-up hands over to the li
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from channels.db import database_sync_to_async
-from django.db import OperationalError
+from django.db import OperationalError, connection, transaction
 
 from dashboard import live
 from tests.live.conftest import (
@@ -287,3 +288,36 @@ async def test_two_sockets_share_one_tailer_and_each_gets_its_own_events(
     await everything.disconnect()
     await only_other.disconnect()
     assert not live.get_tailer()._subscribers
+
+
+@pytest.mark.postgres
+async def test_an_event_that_commits_after_a_newer_one_still_arrives(watcher_cookie, project):
+    """On PostgreSQL ids are handed out at insert, not at commit: the writer that took the
+    lower id may commit second. The tailer must not skip it."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serializes writers, so ids always commit in order")
+    communicator = await open_socket(f"/ws/events/?after={await max_event_id()}", watcher_cookie)
+    inserted, release = threading.Event(), threading.Event()
+    slow: list[Event] = []
+
+    def slow_writer() -> None:
+        try:
+            with transaction.atomic():
+                slow.append(Event.objects.create(project=project, kind=Event.Kind.STEP_FINISHED))
+                inserted.set()
+                assert release.wait(10)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=slow_writer)
+    writer.start()
+    try:
+        assert await asyncio.to_thread(inserted.wait, 10)
+        fast = await add_event(project)
+        assert fast.id > slow[0].id
+        assert [event["id"] for event in await receive_events(communicator)] == [fast.id]
+    finally:
+        release.set()
+        await asyncio.to_thread(writer.join, 10)
+    assert [event["id"] for event in await receive_events(communicator)] == [slow[0].id]
+    await communicator.disconnect()
