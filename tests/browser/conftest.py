@@ -15,6 +15,7 @@ import time
 
 import pytest
 from django.conf import settings
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import Group, User
 
 from tests.e2e.test_mcpserve_stdio import child_database_url
@@ -104,12 +105,20 @@ def web_server(transactional_db):
     stop(process)
 
 
+def create_person(username: str, group: str) -> User:
+    """A user the web server can log in: hashed with the server's default hasher (the test
+    process itself uses a fast one the server does not accept)."""
+    user = User.objects.create(
+        username=username, password=PBKDF2PasswordHasher().encode(PASSWORD, "browser-salt")
+    )
+    user.groups.add(Group.objects.get(name=group))
+    return user
+
+
 @pytest.fixture
 def decider(transactional_db) -> User:
     """A person who may watch and decide: a member of the Deciders group, not a superuser."""
-    user = User.objects.create_user("dana", password=PASSWORD)
-    user.groups.add(Group.objects.get(name="Deciders"))
-    return user
+    return create_person("dana", "Deciders")
 
 
 @pytest.fixture
