@@ -245,6 +245,14 @@ class WorkflowSession(models.Model):
             models.Index(fields=["agent", "status", "id"], name="wf_session_stack_idx"),
             # The dashboard and API session lists, newest first per project.
             models.Index(fields=["project", "-started_at"], name="wf_session_project_idx"),
+            # The same lists across all projects, newest first (keyset and offset pages).
+            models.Index(fields=["-started_at", "-id"], name="wf_session_recent_idx"),
+            # The overview's live stacks: only active sessions, a small part of the table.
+            models.Index(
+                fields=["project", "agent", "id"],
+                condition=Q(status="active"),
+                name="wf_session_active_idx",
+            ),
         ]
 
     def __str__(self) -> str:

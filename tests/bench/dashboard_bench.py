@@ -237,7 +237,7 @@ def measure_pages(runs: int) -> list[dict]:
     from workflows.models import WorkflowSession
 
     user = User.objects.get(username="bench")
-    client = Client()
+    client = Client(HTTP_HOST="127.0.0.1")
     client.force_login(user)
     _, secret = api_token_create(user=user, name=f"bench-{time.time_ns()}")
     session = WorkflowSession.objects.filter(status="completed").order_by("-id")[500]
