@@ -33,8 +33,11 @@ MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 ARRIVAL_TIMEOUT = 10
 REDIS_DB = 13
 
-# A watcher with the permission to watch sessions, logged in through a session of the database.
+# Migrate, then make a watcher with the permission to watch sessions, logged in through a
+# session of the database (one Django start-up instead of two).
 MAKE_WATCHER = """
+from django.core.management import call_command
+call_command("migrate", interactive=False, verbosity=0)
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.models import Permission, User
 from django.contrib.sessions.backends.db import SessionStore
@@ -79,7 +82,6 @@ def shared_database(tmp_path_factory) -> tuple[Path, str]:
     """A migrated SQLite file of its own and a watcher's session key."""
     var_dir = tmp_path_factory.mktemp("live-var")
     env = base_env(var_dir)
-    manage(env, "migrate", "--noinput", "-v", "0")
     session_key = manage(env, "shell", "-c", MAKE_WATCHER).split()[-1]
     return var_dir, session_key
 
@@ -90,47 +92,59 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextmanager
-def web_server(env: dict[str, str]) -> Iterator[int]:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "deepwork_site.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=settings.BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
+class WebServer:
+    """The real ASGI application under uvicorn, on a free port."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.port = free_port()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "deepwork_site.asgi:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=settings.BASE_DIR,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    async def listening(self) -> None:
         deadline = time.monotonic() + 30
         while True:
             try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
             except OSError:
-                if process.poll() is not None:
-                    pytest.fail(f"uvicorn exited: {process.stderr.read().decode()}")
+                if self.process.poll() is not None:
+                    pytest.fail(f"uvicorn exited: {self.process.stderr.read().decode()}")
                 if time.monotonic() > deadline:
                     pytest.fail("uvicorn did not listen within 30 s")
-                time.sleep(0.05)
-        yield port
-    finally:
-        process.terminate()
+                await asyncio.sleep(0.05)
+
+    def stop(self) -> None:
+        self.process.terminate()
         try:
-            process.wait(timeout=10)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            self.process.kill()
+            self.process.wait()
+
+
+@contextmanager
+def web_server(env: dict[str, str]) -> Iterator[WebServer]:
+    server = WebServer(env)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def mcpserve(project: Path, env: dict[str, str]) -> Client:
@@ -156,35 +170,35 @@ def redis_or_skip() -> str:
 
 
 async def session_started_over_the_socket(
-    port: int, session_key: str, project: Path, env: dict[str, str]
+    server: WebServer, session_key: str, project: Path, env: dict[str, str]
 ) -> float:
     """Open the socket, start a workflow in an mcpserve process, and wait for its event;
     return the seconds from the event's creation to its arrival (information only)."""
-    async with (
-        connect(
-            f"ws://127.0.0.1:{port}/ws/events/?after=0",
-            origin=f"http://127.0.0.1:{port}",
+    # mcpserve starts while uvicorn does; the workflow starts once the socket is open.
+    async with mcpserve(project, env) as client:
+        await server.listening()
+        async with connect(
+            f"ws://127.0.0.1:{server.port}/ws/events/?after=0",
+            origin=f"http://127.0.0.1:{server.port}",
             additional_headers={"Cookie": f"sessionid={session_key}"},
             open_timeout=ARRIVAL_TIMEOUT,
-        ) as websocket,
-        mcpserve(project, env) as client,
-    ):
-        result = await client.call_tool(
-            "start_workflow",
-            {"goal": "watched live", "job_name": "demo", "workflow_name": "main"},
-        )
-        session_id = json.loads(result.content[0].text)["begin_step"]["session_id"]
-        while True:
-            message = json.loads(await asyncio.wait_for(websocket.recv(), ARRIVAL_TIMEOUT))
-            assert message["type"] == "events"
-            started = [
-                event
-                for event in message["events"]
-                if event["kind"] == "session_started" and event["session_id"] == session_id
-            ]
-            if started:
-                arrived = time.time()
-                break
+        ) as websocket:
+            result = await client.call_tool(
+                "start_workflow",
+                {"goal": "watched live", "job_name": "demo", "workflow_name": "main"},
+            )
+            session_id = json.loads(result.content[0].text)["begin_step"]["session_id"]
+            while True:
+                message = json.loads(await asyncio.wait_for(websocket.recv(), ARRIVAL_TIMEOUT))
+                assert message["type"] == "events"
+                started = [
+                    event
+                    for event in message["events"]
+                    if event["kind"] == "session_started" and event["session_id"] == session_id
+                ]
+                if started:
+                    arrived = time.time()
+                    break
     assert started[0]["payload"]["goal"] == "watched live"
     assert started[0]["agent_id"]
     return arrived - datetime.fromisoformat(started[0]["created_at"]).timestamp()
@@ -195,8 +209,8 @@ async def test_a_workflow_started_by_mcpserve_reaches_the_socket_by_polling_sqli
 ):
     var_dir, session_key = shared_database
     env = base_env(var_dir)
-    with web_server(env) as port:
-        delay = await session_started_over_the_socket(port, session_key, demo_project, env)
+    with web_server(env) as server:
+        delay = await session_started_over_the_socket(server, session_key, demo_project, env)
     print(f"SQLite outbox poll: session_started arrived {delay * 1000:.0f} ms after it was written")
 
 
@@ -208,6 +222,6 @@ async def test_with_redis_an_announcement_delivers_long_before_the_poll(
     # The web process would poll only every 30 s: an arrival within ARRIVAL_TIMEOUT is the
     # announcement's doing.
     web_env = {**env, "DEEPWORK_OUTBOX_POLL_SECONDS": "30"}
-    with web_server(web_env) as port:
-        delay = await session_started_over_the_socket(port, session_key, demo_project, env)
+    with web_server(web_env) as server:
+        delay = await session_started_over_the_socket(server, session_key, demo_project, env)
     print(f"Redis announcement: session_started arrived {delay * 1000:.0f} ms after it was written")
