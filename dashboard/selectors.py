@@ -281,9 +281,9 @@ def session_detail(*, session_id: str) -> SessionDetail:
         raise NotFound(f"Session '{session_id}' not found")
     root = Path(session.project.root_path)
     children = list(
-        session.children.only("id", "session_id", "job_name", "workflow_name", "status").order_by(
-            "id"
-        )
+        session.children.only(
+            "id", "parent", "session_id", "job_name", "workflow_name", "status"
+        ).order_by("id")
     )
     nodes = list(
         WorkflowStep.objects.filter(workflow_id=session.workflow_id)
@@ -395,13 +395,14 @@ def _decode(data: bytes, truncated: bool) -> str | None:
 
 
 def session_output_file(
-    *, session: WorkflowSession, path: str, limit: int = FILE_VIEW_BYTES
+    *, session: WorkflowSession, path: str, limit: int | None = None
 ) -> OutputFile:
     """An output file of ``session``, at most ``limit`` bytes of it.
 
     Only a path the session recorded as an output, inside the project root after resolving
     symbolic links, is read. ``InvalidInput`` for a malformed path, ``NotFound`` otherwise.
     """
+    limit = limit or FILE_VIEW_BYTES
     if not path or not path.strip():
         raise InvalidInput("Give the file's path relative to the project root: ?path=notes.md")
     if "\x00" in path:

@@ -10,14 +10,14 @@ from django.contrib.auth.models import Group, Permission, User
 from django.test import Client
 
 from reviews.gate import CommandReviewer, Verdict
-from reviews.services import GateConfig, review_conclude, review_plan
-from workflows.models import Agent, Project, WorkflowSession
+from reviews.services import GateConfig, review_conclude, review_plan, review_request_changes
+from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import Catalog
 
 # Never run: review_conclude is handed the verdicts directly.
-GATE = GateConfig(reviewer=CommandReviewer("never-run-reviewer"))
+GATE = GateConfig(reviewer=CommandReviewer("never-run-reviewer"), max_attempts=100)
 
 
 def make_user(username: str, *groups: str, perms: tuple[str, ...] = ()) -> User:
@@ -108,6 +108,18 @@ class Driver:
         return review_conclude(
             checkpoint=checkpoint, gate=GATE, plan=plan, results=[verdict] * len(plan.tasks)
         )
+
+    def deliver_changes(self, outputs: dict, *, by, feedback: str = "Say more"):
+        """A person requests changes on the current step; the agent's hand-in receives them."""
+        top = WorkflowSession.objects.filter(agent=self.agent, status="active").latest("id")
+        run = StepRun.objects.get(session=top, status="active")
+        review_request_changes(step_run=run, feedback=feedback, user=by)
+        checkpoint = sessions.step_checkpoint(
+            project=self.project, agent=self.agent, outputs=outputs
+        )
+        plan = review_plan(checkpoint=checkpoint, gate=GATE, override_reason=None)
+        assert plan.answer is not None
+        assert plan.answer.status == "needs_work"
 
     def to_wrap_up(self, goal: str = "Write it up") -> WorkflowSession:
         """A demo/main session at its reviewed last step, with one failed review."""
