@@ -24,6 +24,7 @@ from api.errors import ApiError, error_body
 from api.schemas import (
     AbortIn,
     CatalogOut,
+    Cursor,
     DecisionOut,
     ErrorOut,
     EventPage,
@@ -38,7 +39,6 @@ from api.schemas import (
     SessionFilters,
     SessionPage,
     StartIn,
-    Text,
 )
 from api.selectors import (
     SessionFilter,
@@ -190,7 +190,7 @@ def list_jobs(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
 def list_sessions(
     request: HttpRequest,
     filters: Query[SessionFilters],
-    cursor: Query[Text | None, P(description="`next_cursor` of the previous page.")] = None,
+    cursor: Query[Cursor | None, P(description="`next_cursor` of the previous page.")] = None,
     limit: Query[int, P(ge=1, le=200)] = 50,
 ):
     """Sessions, newest first, filtered; pages follow `next_cursor` (no total count)."""

@@ -6,11 +6,12 @@ REST reads exactly what an agent reads from the MCP tools.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from ninja import Schema
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
 from workflows.schemas import ReviewInfo
 
@@ -34,7 +35,22 @@ Name = Annotated[
     StringConstraints(min_length=1, max_length=255, pattern=NO_NUL),
     AfterValidator(_encodable),
 ]
-Outputs = dict[Name, Name | list[Name]]
+# Output names are checked against the step's declared outputs before anything is stored.
+Outputs = dict[str, Name | list[Name]]
+# A page position in the session list: microseconds since 1970 and an id, as handed out in
+# ``next_cursor``. Declared exactly, so that every value the schema allows is one to honour.
+Cursor = Annotated[str, StringConstraints(pattern=r"^-?[0-9]{1,16}\.[0-9]{1,18}$")]
+
+
+def _iso_8601(value):
+    # pydantic would also read "1700000000" as seconds since 1970; here a moment is written as
+    # ISO 8601 ("2026-03-01T12:00:00Z", or a date alone for its midnight).
+    if isinstance(value, str) and not re.match(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
+        raise ValueError("must be an ISO 8601 date-time, e.g. 2026-03-01T12:00:00Z")
+    return value
+
+
+Moment = Annotated[datetime, BeforeValidator(_iso_8601)]
 SessionStatus = Literal["active", "completed", "aborted"]
 
 
@@ -239,8 +255,10 @@ class SessionFilters(Schema):
     job: Name | None = Field(None, description="Job name or folder name.")
     status: SessionStatus | None = None
     agent: Name | None = Field(None, description="Agent id.")
-    started_after: datetime | None = Field(None, description="Inclusive; ISO 8601 (UTC if naive).")
-    started_before: datetime | None = Field(None, description="Exclusive; ISO 8601.")
+    started_after: Moment | None = Field(
+        None, description="Inclusive. ISO 8601; UTC when it names no zone; a date is midnight."
+    )
+    started_before: Moment | None = Field(None, description="Exclusive. ISO 8601, as above.")
 
 
 # Events

@@ -1,0 +1,133 @@
+"""Making and revoking tokens: ``manage.py api_token`` and the admin."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from api.models import ApiToken
+from api.services import api_token_create
+from tests.api.conftest import VIEW, Caller, grant
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("api_token", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def alice(django_user_model):
+    user = django_user_model.objects.create_user(username="alice", password="x")
+    grant(user, VIEW)
+    return user
+
+
+def test_create_prints_only_the_secret_on_stdout(alice):
+    out, err = run("create", "--user", "alice", "--name", "ci")
+    secret = out.strip()
+    assert re.fullmatch(r"dwk_[A-Za-z0-9_-]{43}", secret)
+    token = ApiToken.objects.get()
+    assert (token.user, token.name, token.prefix) == (alice, "ci", secret[:12])
+    assert secret not in err
+    assert "not shown again" in err
+    assert Caller(Client(), secret).get("/api/projects").status_code == 200
+
+
+def test_create_refuses_unknown_users_and_taken_names(alice):
+    with pytest.raises(CommandError, match="No user named 'bob'"):
+        run("create", "--user", "bob", "--name", "ci")
+    run("create", "--user", "alice", "--name", "ci")
+    with pytest.raises(CommandError, match="already has a live token named 'ci'"):
+        run("create", "--user", "alice", "--name", "ci")
+    assert ApiToken.objects.count() == 1
+
+
+def test_list_shows_prefixes_never_secrets(alice, django_user_model):
+    bob = django_user_model.objects.create_user(username="bob")
+    _, alice_secret = api_token_create(user=alice, name="ci")
+    api_token_create(user=bob, name="laptop")
+    out, _ = run("list")
+    lines = out.strip().splitlines()
+    assert len(lines) == 2
+    assert alice_secret not in out
+    assert f"{alice_secret[:12]}…\talice\tci\tlast used never\tlive" in lines[0]
+    out, _ = run("list", "--user", "bob")
+    assert "laptop" in out
+    assert "alice" not in out
+
+
+def test_revoke_by_prefix_or_id_takes_effect_at_once(alice):
+    token, secret = api_token_create(user=alice, name="ci")
+    caller = Caller(Client(), secret)
+    assert caller.get("/api/projects").status_code == 200
+
+    out, _ = run("revoke", token.prefix + "…")
+    assert "Revoked" in out
+    assert caller.get("/api/projects").status_code == 401
+    out, _ = run("revoke", str(token.pk))
+    assert "already revoked" in out
+    assert "revoked" in run("list")[0]
+    with pytest.raises(CommandError, match="No API token matches 'dwk_nope'"):
+        run("revoke", "dwk_nope")
+
+
+@pytest.fixture
+def admin_client(django_user_model):
+    admin = django_user_model.objects.create_superuser(username="root", password="x")
+    client = Client()
+    client.force_login(admin)
+    return client
+
+
+def test_admin_add_shows_the_secret_once(admin_client, alice):
+    response = admin_client.post(
+        "/admin/api/apitoken/add/", {"user": alice.pk, "name": "dashboard-script"}, follow=True
+    )
+    assert response.status_code == 200
+    token = ApiToken.objects.get()
+    assert token.name == "dashboard-script"
+    shown = " ".join(str(message) for message in response.context["messages"])
+    [secret] = re.findall(r"dwk_[A-Za-z0-9_-]{43}", shown)
+    assert secret.startswith(token.prefix)
+    assert Caller(Client(), secret).get("/api/projects").status_code == 200
+
+    listing = admin_client.get("/admin/api/apitoken/").content.decode()
+    assert token.prefix in listing
+    assert secret not in listing
+    assert (
+        secret not in admin_client.get(f"/admin/api/apitoken/{token.pk}/change/").content.decode()
+    )
+
+
+def test_admin_add_refuses_a_taken_name(admin_client, alice):
+    api_token_create(user=alice, name="ci")
+    response = admin_client.post("/admin/api/apitoken/add/", {"user": alice.pk, "name": "ci"})
+    assert response.status_code == 200
+    assert "already has a live token with this name" in response.content.decode()
+    assert ApiToken.objects.count() == 1
+
+
+def test_admin_revoke_action(admin_client, alice):
+    first, first_secret = api_token_create(user=alice, name="one")
+    second, _ = api_token_create(user=alice, name="two")
+    response = admin_client.post(
+        "/admin/api/apitoken/",
+        {"action": "revoke", "_selected_action": [first.pk]},
+        follow=True,
+    )
+    assert response.status_code == 200
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.revoked_at is not None
+    assert second.revoked_at is None
+    assert Caller(Client(), first_secret).get("/api/projects").status_code == 401
+    # Revoked tokens stay on record: the admin offers no delete.
+    assert admin_client.post(f"/admin/api/apitoken/{first.pk}/delete/").status_code == 403
+    assert ApiToken.objects.count() == 2
