@@ -321,3 +321,19 @@ async def test_an_event_that_commits_after_a_newer_one_still_arrives(watcher_coo
         await asyncio.to_thread(writer.join, 10)
     assert [event["id"] for event in await receive_events(communicator)] == [slow[0].id]
     await communicator.disconnect()
+
+
+async def test_a_write_in_the_web_process_itself_is_delivered_without_waiting_for_the_poll(
+    watcher_cookie, project, settings
+):
+    """A change made from the dashboard pokes this process's tailer directly (no Redis)."""
+    settings.DEEPWORK_OUTBOX_POLL_SECONDS = 30
+    settings.REDIS_URL = ""
+    communicator = await open_socket(f"/ws/events/?after={await max_event_id()}", watcher_cookie)
+    assert live.get_tailer().poll_seconds == 30
+
+    fresh = await add_event(project)
+
+    # Far sooner than the 30 s poll (the receive gives up after 10 s).
+    assert [event["id"] for event in await receive_events(communicator)] == [fresh.id]
+    await communicator.disconnect()
