@@ -155,5 +155,5 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             self.tailer.unsubscribe(self.subscription)
         self.subscription = None
 
-    async def receive_json(self, content, **kwargs) -> None:
-        """The page only listens; anything it sends is ignored."""
+    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+        """The page only listens; anything it sends is ignored (not even decoded)."""
