@@ -7,12 +7,12 @@ from django.contrib import admin
 from django.db.models import QuerySet
 
 from reviews.models import HumanDecision, ReviewResult
-from workflows.admin import ReadOnlyAdmin, ReviewDecisionActions, admin_link
+from workflows.admin import ReadOnlyAdmin, ReviewDecisionActions, SessionSearch, admin_link
 from workflows.models import StepRun
 
 
 @admin.register(ReviewResult)
-class ReviewResultAdmin(ReviewDecisionActions, ReadOnlyAdmin):
+class ReviewResultAdmin(SessionSearch, ReviewDecisionActions, ReadOnlyAdmin):
     change_select_related = ("session", "step_run__session")
     list_display = [
         "id",
@@ -27,10 +27,11 @@ class ReviewResultAdmin(ReviewDecisionActions, ReadOnlyAdmin):
         "created_at",
     ]
     list_display_links = ["id"]
-    list_filter = ["passed", "reviewer_kind", "session__project"]
+    list_filter = ["passed", "reviewer_kind", "session__project", "created_at"]
     # str(review) labels each row's checkbox and reads the step run's session.
     list_select_related = ["session", "step_run__session"]
-    search_fields = ["=session__session_id", "step_run__step_id", "run_each", "target_file"]
+    search_fields = ["step_run__step_id", "run_each", "target_file"]
+    search_help_text = "A session id (exactly), or a step id, review or file name."
     ordering = ["-id"]
     show_full_result_count = False
     actions = ["override_reviews", "request_changes"]
@@ -68,7 +69,7 @@ class DecisionStateFilter(admin.SimpleListFilter):
 
 
 @admin.register(HumanDecision)
-class HumanDecisionAdmin(ReadOnlyAdmin):
+class HumanDecisionAdmin(SessionSearch, ReadOnlyAdmin):
     change_select_related = ("step_run__session", "decided_by")
     list_display = [
         "id",
@@ -83,7 +84,9 @@ class HumanDecisionAdmin(ReadOnlyAdmin):
     list_display_links = ["id"]
     list_filter = ["kind", DecisionStateFilter]
     list_select_related = ["step_run__session"]
-    search_fields = ["=step_run__session__session_id", "decided_by_name", "reason"]
+    session_lookup = "step_run__session_id"
+    search_fields = ["decided_by_name", "reason"]
+    search_help_text = "A session id (exactly), or who decided, or words of the reason."
     date_hierarchy = "created_at"
     ordering = ["-id"]
     show_full_result_count = False

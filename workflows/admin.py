@@ -88,6 +88,26 @@ class ReadOnlyInline(admin.TabularInline):
         return False
 
 
+class SessionSearch:
+    """The search box finds a session's rows by its id through the session index first.
+
+    Django's search ORs a case-insensitive match over every search field, which no index can
+    answer: over a million events that is a full scan for every search. A session id is the
+    common search, so it is resolved exactly; any other term falls back to ``search_fields``.
+    """
+
+    session_lookup = "session_id"  # the lookup from the model to its session's primary key
+
+    def get_search_results(self, request, queryset, search_term):
+        term = search_term.strip()
+        if term:
+            found = WorkflowSession.objects.filter(session_id=term).values_list("pk", flat=True)
+            pk = found.first()
+            if pk is not None:
+                return queryset.filter(**{self.session_lookup: pk}), False
+        return super().get_search_results(request, queryset, search_term)
+
+
 def admin_link(obj, text: str | None = None) -> str:
     """A link to ``obj``'s admin page; builds a URL only, no query."""
     if obj is None:
@@ -223,8 +243,9 @@ class ReviewDecisionActions:
             ReasonPage(
                 action="override_reviews",
                 title="Override reviews",
-                intro="These step runs will pass their quality review on the agent's next "
-                "finished_step, whatever the reviewers said.",
+                intro="The selected step runs (or the step runs of the selected reviews) pass "
+                "their quality review on the agent's next finished_step, whatever the reviewers "
+                "said.",
                 label="Reason",
                 help_text="Why the step passes; the agent and the team see this.",
                 submit="Override the reviews",
@@ -254,8 +275,8 @@ class ReviewDecisionActions:
             ReasonPage(
                 action="request_changes",
                 title="Request changes",
-                intro="The agent's next finished_step on these step runs answers needs_work "
-                "with this feedback.",
+                intro="The agent's next finished_step on the selected step runs (or the step "
+                "runs of the selected reviews) answers needs_work with this feedback.",
                 label="Feedback",
                 help_text="What the agent must change.",
                 submit="Request changes",
@@ -412,7 +433,7 @@ class StepRunInline(ReadOnlyInline):
 
 
 @admin.register(WorkflowSession)
-class WorkflowSessionAdmin(ReadOnlyAdmin):
+class WorkflowSessionAdmin(SessionSearch, ReadOnlyAdmin):
     change_select_related = ("project", "agent", "parent", "job", "workflow__job")
     list_display = [
         "session_id",
@@ -425,10 +446,12 @@ class WorkflowSessionAdmin(ReadOnlyAdmin):
         "started_at",
         "aborted_by",
     ]
-    list_filter = ["status", "project"]
+    session_lookup = "pk"
+    # A date filter rather than a date hierarchy: the hierarchy scans every row for its dates.
+    list_filter = ["status", "project", "started_at"]
     list_select_related = ["agent", "project"]
-    search_fields = ["=session_id", "=instance_id", "job_name", "=agent__agent_id", "goal"]
-    date_hierarchy = "started_at"
+    search_fields = ["instance_id__exact", "agent__agent_id__exact", "job_name", "goal"]
+    search_help_text = "A session id, instance id or agent id (exactly), or words of the goal."
     ordering = ["-id"]
     show_full_result_count = False
     readonly_fields = ["history"]
@@ -513,7 +536,7 @@ class HumanDecisionInline(ReadOnlyInline):
 
 
 @admin.register(StepRun)
-class StepRunAdmin(ReviewDecisionActions, ReadOnlyAdmin):
+class StepRunAdmin(SessionSearch, ReviewDecisionActions, ReadOnlyAdmin):
     change_select_related = ("session", "step_def")
     list_display = [
         "__str__",
@@ -527,7 +550,8 @@ class StepRunAdmin(ReviewDecisionActions, ReadOnlyAdmin):
     ]
     list_filter = ["status", "session__project"]
     list_select_related = ["session"]
-    search_fields = ["=session__session_id", "step_id"]
+    search_fields = ["step_id__exact"]
+    search_help_text = "A session id or a step id, exactly."
     ordering = ["-id"]
     show_full_result_count = False
     inlines = [ReviewResultInline, HumanDecisionInline]
@@ -542,13 +566,13 @@ class StepRunAdmin(ReviewDecisionActions, ReadOnlyAdmin):
 
 
 @admin.register(Event)
-class EventAdmin(ReadOnlyAdmin):
+class EventAdmin(SessionSearch, ReadOnlyAdmin):
     change_select_related = ("project", "session", "agent")
     list_display = ["id", "kind", "project", "session_link", "agent", "short_payload", "created_at"]
-    list_filter = ["kind", "project"]
+    list_filter = ["kind", "project", "created_at"]
     list_select_related = ["project", "session", "agent"]
-    # Exact matches only: they use the session and agent indexes on a table of millions.
-    search_fields = ["=session__session_id", "=agent__agent_id"]
+    search_fields = ["agent__agent_id__exact"]
+    search_help_text = "A session id or an agent id, exactly."
     ordering = ["-id"]
     show_full_result_count = False
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
 from django.contrib import admin
+from django.http import QueryDict
 from django.urls import reverse
 
 from reviews.models import HumanDecision, ReviewResult
+from reviews.services import review_request_changes
 from workflows.models import (
     Agent,
     Event,
@@ -133,6 +137,12 @@ def test_event_filters_by_kind_and_session(admin_client, every_model):
     searched = admin_client.get(events_url, {"q": session.session_id})
     assert changelist_ids(searched) == changelist_ids(linked)
 
+    by_agent = admin_client.get(events_url, {"q": session.agent.agent_id})
+    assert changelist_ids(by_agent) == set(
+        Event.objects.filter(agent=session.agent).values_list("pk", flat=True)
+    )
+    assert changelist_ids(by_agent) - changelist_ids(linked)
+
 
 def test_review_and_decision_filters(admin_client, every_model):
     failed = admin_client.get(url(ReviewResult, "changelist"), {"passed__exact": "0"})
@@ -147,7 +157,45 @@ def test_review_and_decision_filters(admin_client, every_model):
     assert changelist_ids(delivered) == set()
 
 
-def test_step_run_search_by_session(admin_client, every_model):
+def test_step_run_search_by_session_or_step(admin_client, every_model):
     session = every_model.session
     found = admin_client.get(url(StepRun, "changelist"), {"q": session.session_id})
     assert changelist_ids(found) == set(session.runs.values_list("pk", flat=True))
+
+    by_step = admin_client.get(url(StepRun, "changelist"), {"q": "wrap_up"})
+    assert changelist_ids(by_step) == {every_model.pk}
+
+
+def test_decision_search_by_session(admin_client, driver, every_model):
+    other = driver.fail_review(driver.start())
+    review_request_changes(step_run=other, feedback="Other", by_name="ann")
+
+    found = admin_client.get(
+        url(HumanDecision, "changelist"), {"q": every_model.session.session_id}
+    )
+    assert changelist_ids(found) == set(
+        HumanDecision.objects.filter(step_run=every_model).values_list("pk", flat=True)
+    )
+    by_name = admin_client.get(url(HumanDecision, "changelist"), {"q": "ann"})
+    assert changelist_ids(by_name) == set(
+        HumanDecision.objects.filter(step_run=other).values_list("pk", flat=True)
+    )
+
+
+def test_sessions_filter_by_start_date(admin_client, every_model):
+    sessions_url = url(WorkflowSession, "changelist")
+    listing = admin_client.get(sessions_url)
+    (started,) = [f for f in listing.context["cl"].filter_specs if f.title == "started at"]
+    links = {c["display"]: c["query_string"] for c in started.choices(listing.context["cl"])}
+
+    today = admin_client.get(sessions_url + links["Today"])
+    assert changelist_ids(today) == set(WorkflowSession.objects.values_list("pk", flat=True))
+    assert changelist_ids(today)
+
+    # The same one-day range a week earlier holds none of them.
+    week_ago = QueryDict(links["Today"][1:], mutable=True)
+    for key, value in list(week_ago.items()):
+        week_ago[key] = str(datetime.fromisoformat(value) - timedelta(days=7))
+    earlier = admin_client.get(sessions_url, week_ago)
+    assert earlier.context["cl"].has_filters
+    assert changelist_ids(earlier) == set()

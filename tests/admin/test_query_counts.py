@@ -23,11 +23,10 @@ _counter = itertools.count()
 # Then, per changelist:
 #   project filter choices | COUNT of the filtered rows | COUNT of all rows (small tables only;
 #   big ones set show_full_result_count = False) | the page of rows, related rows joined |
-#   date hierarchy: first/last date, then the distinct dates of the range.
+#   date hierarchy (small tables only): first/last date, then the distinct dates of the range.
 CHANGELISTS = {
-    # filter, COUNT, rows, date range, dates
-    "workflows_workflowsession": 7,
     # filter, COUNT, rows
+    "workflows_workflowsession": 5,
     "workflows_event": 5,
     "workflows_steprun": 5,
     "reviews_reviewresult": 5,
