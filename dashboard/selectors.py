@@ -259,9 +259,12 @@ def relative_output_path(root: Path, given: str) -> str | None:
     return None if relative == "." else relative
 
 
-def _output_links(root: Path, outputs: dict) -> list[OutputLink]:
+def _output_links(root: Path, outputs: dict, declared: list[str] | None = None) -> list[OutputLink]:
+    """Links in the step's declared order (PostgreSQL's jsonb keeps no key order)."""
+    rank = {name: i for i, name in enumerate(declared or [])}
     links = []
-    for name, value in outputs.items():
+    for name in sorted(outputs, key=lambda name: (rank.get(name, len(rank)), name)):
+        value = outputs[name]
         paths = value if isinstance(value, list) else [value]
         for given in paths:
             if isinstance(given, str):
@@ -288,7 +291,14 @@ def session_detail(*, session_id: str) -> SessionDetail:
     nodes = list(
         WorkflowStep.objects.filter(workflow_id=session.workflow_id)
         .select_related("step")
-        .only("entry_index", "position_in_entry", "is_concurrent", "step__step_id", "step__name")
+        .only(
+            "entry_index",
+            "position_in_entry",
+            "is_concurrent",
+            "step__step_id",
+            "step__name",
+            "step__outputs",
+        )
         .order_by("entry_index", "position_in_entry")
     )
     runs = list(StepRun.objects.filter(session=session).order_by("id"))
@@ -312,7 +322,13 @@ def session_detail(*, session_id: str) -> SessionDetail:
     events_truncated = len(events) > SESSION_EVENTS
     events = events[:SESSION_EVENTS][::-1]
 
-    views = {run.pk: RunView(run=run, outputs=_output_links(root, run.outputs)) for run in runs}
+    declared = {node.step.step_id: [o["name"] for o in node.step.outputs] for node in nodes}
+    views = {
+        run.pk: RunView(
+            run=run, outputs=_output_links(root, run.outputs, declared.get(run.step_id))
+        )
+        for run in runs
+    }
     for review in reviews:
         views[review.step_run_id].reviews.append(review)
     for decision in decisions:
@@ -564,13 +580,15 @@ def session_page(
     if cursor is not None:
         # The cursor row's start time, inside the same query (no extra round trip).
         started = Subquery(WorkflowSession.objects.filter(pk=cursor).values("started_at")[:1])
+        # The redundant bound lets the database start its index scan at the cursor instead of
+        # filtering its way there (Django has no row-value comparison to say it directly).
         if before is not None:
             sessions = sessions.filter(
-                Q(started_at__lt=started) | Q(started_at=started, pk__lt=cursor)
+                Q(started_at__lte=started), Q(started_at__lt=started) | Q(pk__lt=cursor)
             )
         else:
             sessions = sessions.filter(
-                Q(started_at__gt=started) | Q(started_at=started, pk__gt=cursor)
+                Q(started_at__gte=started), Q(started_at__gt=started) | Q(pk__gt=cursor)
             )
     towards_newer = before is None and after is not None
     ordering = ("started_at", "id") if towards_newer else ("-started_at", "-id")

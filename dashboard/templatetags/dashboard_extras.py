@@ -90,3 +90,17 @@ def filesize(size: int) -> str:
             return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
         size /= 1024
     return str(size)
+
+
+@register.simple_tag
+def progress(done: int, total: int) -> str:
+    """The progress bar: steps done of the workflow's steps. A tag, not an include: the
+    overview draws one per active session."""
+    return format_html(
+        '<span class="progress" data-testid="progress" data-done="{0}" data-total="{1}">'
+        '<progress value="{0}" max="{2}" aria-label="{0} of {1} steps done">{0}/{1}</progress> '
+        '<span class="progress-label">{0}/{1} steps</span></span>',
+        int(done),
+        int(total),
+        int(total) or 1,
+    )
