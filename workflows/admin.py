@@ -21,6 +21,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.text import Truncator
 
 from reviews.models import HumanDecision, ReviewResult
@@ -102,9 +103,8 @@ class SessionSearch:
         term = search_term.strip()
         if term:
             found = WorkflowSession.objects.filter(session_id=term).values_list("pk", flat=True)
-            pk = found.first()
-            if pk is not None:
-                return queryset.filter(**{self.session_lookup: pk}), False
+            if pks := list(found):
+                return queryset.filter(**{self.session_lookup: pks[0]}), False
         return super().get_search_results(request, queryset, search_term)
 
 
@@ -119,8 +119,7 @@ def admin_link(obj, text: str | None = None) -> str:
 def changelist_link(model, text: str, **filters) -> str:
     opts = model._meta
     url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
-    query = "&".join(f"{key}={value}" for key, value in filters.items())
-    return format_html('<a href="{}?{}">{}</a>', url, query, text)
+    return format_html('<a href="{}?{}">{}</a>', url, urlencode(filters), text)
 
 
 def compact_json(value, limit: int = 80) -> str:
