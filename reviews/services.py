@@ -454,6 +454,7 @@ def _decide(
         Event.objects.create(
             project_id=run.session.project_id,
             session=run.session,
+            agent_id=run.session.agent_id,
             kind=Event.Kind.REVIEW_OVERRIDDEN
             if kind == HumanDecision.Kind.OVERRIDE
             else Event.Kind.CHANGES_REQUESTED,

@@ -242,6 +242,7 @@ def measure_pages(runs: int) -> list[dict]:
     _, secret = api_token_create(user=user, name=f"bench-{time.time_ns()}")
     session = WorkflowSession.objects.filter(status="completed").order_by("-id")[500]
     agent = session.agent.agent_id
+    deep = WorkflowSession.objects.order_by("-started_at", "-id")[10_000]
     pages = [
         ("overview /", "/", {}),
         ("session list /sessions/", "/sessions/", {}),
@@ -250,7 +251,7 @@ def measure_pages(runs: int) -> list[dict]:
             f"/sessions/?status=completed&agent={agent}&job=bench",
             {},
         ),
-        ("session list, page 200", "/sessions/?page=200", {}),
+        ("session list, 10k rows deep", f"/sessions/?before={deep.pk}", {}),
         ("session page", f"/sessions/{session.session_id}/", {}),
         (
             "API /api/sessions",

@@ -84,10 +84,12 @@
       if (!data || data.type !== "events" || !Array.isArray(data.events)) {
         return;
       }
+      // The server never sends an event twice, so every one is news, even one whose id is
+      // below the newest seen (PostgreSQL may commit a lower id after a higher one).
       var grew = false;
       data.events.forEach(function (event) {
-        if (event && typeof event.id === "number" && event.id > newestSeen) {
-          newestSeen = event.id;
+        if (event && typeof event.id === "number") {
+          newestSeen = Math.max(newestSeen, event.id);
           grew = true;
         }
       });
