@@ -367,6 +367,8 @@ class Event(models.Model):
             models.Index(fields=["session", "id"], name="wf_event_session_idx"),
             # The per-project live feed: events after an id.
             models.Index(fields=["project", "id"], name="wf_event_project_idx"),
+            # The admin's and API's event filter by kind, newest first.
+            models.Index(fields=["kind", "id"], name="wf_event_kind_idx"),
         ]
 
     def __str__(self) -> str:
