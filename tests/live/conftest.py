@@ -6,42 +6,15 @@ a test's open transaction, so socket tests commit their data (``transaction=True
 
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from dashboard import live
 from deepwork_site.asgi import application
 from workflows.models import Event, Project
-
-
-def _websocket_communicator() -> type:
-    try:
-        from channels.testing import WebsocketCommunicator
-    except ModuleNotFoundError as error:
-        if not (error.name or "").startswith("daphne"):
-            raise
-        # channels.testing imports daphne for ChannelsLiveServerTestCase alone (open issue
-        # django/channels#1942). These tests run the real server under uvicorn instead, so
-        # that import gets a stand-in that refuses to be used.
-        stand_in = types.ModuleType("daphne.testing")
-
-        class DaphneProcess:
-            def __init__(self, *args, **kwargs) -> None:
-                raise RuntimeError("daphne is not installed")
-
-        stand_in.DaphneProcess = DaphneProcess
-        sys.modules.setdefault("daphne", types.ModuleType("daphne"))
-        sys.modules["daphne.testing"] = stand_in
-        from channels.testing import WebsocketCommunicator
-    return WebsocketCommunicator
-
-
-WebsocketCommunicator = _websocket_communicator()
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 TIMEOUT = 10
