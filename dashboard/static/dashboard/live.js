@@ -29,6 +29,7 @@
   }
   var retryMs = FIRST_RETRY_MS;
   var debounceTimer = null;
+  var lastRefreshAt = 0;
   var fetching = false;
   var refetch = false;
   var pointerHeld = false;
@@ -123,13 +124,21 @@
     window.setTimeout(connect, delay);
   }
 
+  // Leading edge: the first event after a quiet spell refreshes at once (that is the latency
+  // people see); events right after it wait out DEBOUNCE_MS and share one refresh.
   function schedule() {
-    if (debounceTimer === null) {
-      debounceTimer = window.setTimeout(function () {
-        debounceTimer = null;
-        refresh();
-      }, DEBOUNCE_MS);
+    if (debounceTimer !== null) {
+      return;
     }
+    var wait = lastRefreshAt + DEBOUNCE_MS - Date.now();
+    if (wait <= 0 && !fetching) {
+      refresh();
+      return;
+    }
+    debounceTimer = window.setTimeout(function () {
+      debounceTimer = null;
+      refresh();
+    }, Math.max(wait, 0));
   }
 
   function refresh() {
@@ -138,6 +147,7 @@
       return;
     }
     fetching = true;
+    lastRefreshAt = Date.now();
     var target = newestSeen;
     window
       .fetch(window.location.href, {
