@@ -20,7 +20,7 @@ from ninja import NinjaAPI, P, Path, Query, Status
 
 from api import errors
 from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth
-from api.errors import ApiError, error_body
+from api.errors import error_body
 from api.schemas import (
     AbortIn,
     CatalogOut,
@@ -131,17 +131,22 @@ api = DeepworkAPI(
 errors.install(api)
 
 
-def _utc(value: datetime | None, field: str) -> datetime | None:
+EARLIEST = datetime.min.replace(tzinfo=UTC)
+LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def _utc(value: datetime | None) -> datetime | None:
+    """``value`` in UTC (a naive one is taken as UTC). A moment beyond what the database
+    stores, e.g. 0001-01-01T00:00+01:00, becomes the earliest or latest one: as a bound it
+    selects the same sessions."""
     if value is None:
         return None
+    if timezone.is_naive(value):
+        return value.replace(tzinfo=UTC)
     try:
-        if timezone.is_naive(value):
-            return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
-    except (OverflowError, ValueError):
-        raise ApiError(
-            400, "invalid_input", f"{field} is outside the range of dates this server stores"
-        ) from None
+    except OverflowError:
+        return EARLIEST if value.year == datetime.min.year else LATEST
 
 
 # Reads
@@ -200,8 +205,8 @@ def list_sessions(
             job=filters.job,
             status=filters.status,
             agent_id=filters.agent,
-            started_after=_utc(filters.started_after, "started_after"),
-            started_before=_utc(filters.started_before, "started_before"),
+            started_after=_utc(filters.started_after),
+            started_before=_utc(filters.started_before),
         ),
         limit=limit,
         cursor=cursor,

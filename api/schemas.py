@@ -35,6 +35,12 @@ Name = Annotated[
     StringConstraints(min_length=1, max_length=255, pattern=NO_NUL),
     AfterValidator(_encodable),
 ]
+# An agent id: up to 128 characters, not only spaces (agent_ensure's rule, declared).
+AgentId = Annotated[
+    str,
+    StringConstraints(max_length=128, pattern=r"^[^\x00]*[^\s\x00][^\x00]*$"),
+    AfterValidator(_encodable),
+]
 # Output names are checked against the step's declared outputs before anything is stored.
 Outputs = dict[str, Name | list[Name]]
 # A page position in the session list: microseconds since 1970 and an id, as handed out in
@@ -289,7 +295,7 @@ class StartIn(Schema):
     workflow_name: Name
     goal: Text
     instance_id: Name | None = None
-    agent_id: Name | None = Field(
+    agent_id: AgentId | None = Field(
         None,
         description="The agent whose stack the session joins; defaults to 'api:<username>'.",
     )

@@ -76,12 +76,6 @@ def test_bad_parameters_are_400_with_details(viewer, project):
     assert_error(viewer.get("/api/sessions", started_after="yesterday"), 400, "invalid_request")
     assert_error(viewer.get("/api/sessions", job="a\x00b"), 400, "invalid_request")
     assert_error(viewer.get("/api/events", after=-1), 400, "invalid_request")
-    error = assert_error(
-        viewer.get("/api/sessions", started_after="9999-12-31T23:59:59-12:00"),
-        400,
-        "invalid_input",
-    )
-    assert "started_after" in error["message"]
     assert_error(viewer.get("/api/sessions", cursor="not-a-cursor"), 400, "invalid_request")
     response = viewer.client.post(
         "/api/sessions/x/abort",
@@ -238,6 +232,11 @@ def test_sessions_newest_first_with_filters(viewer, spread):
     assert listed(viewer, started_after="2026-03-03T12:00:00") == ids[:1:-1]
     assert listed(viewer, started_before="2026-03-02") == [ids[0]]
     assert listed(viewer, agent="nobody") == []
+    # Bounds beyond the dates a database stores select what the nearest storable one would.
+    assert listed(viewer, started_after="9999-12-31T23:59:59-12:00") == []
+    assert listed(viewer, started_before="0001-01-01T00:00:01+01:00") == []
+    assert listed(viewer, started_before="9999-12-31T23:59:59-12:00") == ids[::-1]
+    assert listed(viewer, started_after="0001-01-01T00:00:01+01:00") == ids[::-1]
 
     item = viewer.get("/api/sessions", status="aborted").json()["items"][0]
     assert item["agent_id"] == "a2"

@@ -1,17 +1,25 @@
 """Property-based tests of every operation against the published OpenAPI document.
 
 Schemathesis generates valid and invalid requests from /api/openapi.json and sends them to the
-Django WSGI app in this process (so against the test database), with a superuser's token;
-each answer must be no server error and must match the document (status code, content type,
-body schema). ``max_examples`` stays small so the whole module runs in seconds.
+Django WSGI app in this process (so against the test database), with a superuser's token.
+Every answer must be no server error and must match the document (status code, content type,
+body and headers), and every schema-valid request must be accepted. Schema-violating requests
+need not all be refused: a query parameter mutated into an object is sent as other parameters,
+which the API ignores, so ``negative_data_rejection`` is left out. ``max_examples`` stays small
+(API_FUZZ_EXAMPLES raises it for a longer hunt).
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import schemathesis
+from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
+from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
+from schemathesis.specs.openapi.checks import negative_data_rejection
 
 from api.services import api_token_create
 from workflows.services import sessions
@@ -27,7 +35,18 @@ schema.config.generation.update(
 
 
 @pytest.fixture
-def bearer(django_user_model, project) -> dict[str, str]:
+def _keep_test_connection():
+    """Keep the WSGI handler from closing the test's connection around each request, as
+    Django's own test client does; the test runs inside a transaction on that connection."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def bearer(_keep_test_connection, django_user_model, project) -> dict[str, str]:
     """A superuser's token, over a project with one running session to find."""
     sessions.session_start(
         project=project,
@@ -42,13 +61,15 @@ def bearer(django_user_model, project) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
 
 
-@pytest.mark.django_db(transaction=True)
+# Not transactional: a finish reaches the quality gate (which needs real transactions, see
+# test_actions) only for an existing session, and generated session ids never name one.
+@pytest.mark.django_db
 @schema.parametrize()
 @settings(
-    max_examples=10,
+    max_examples=int(os.environ.get("API_FUZZ_EXAMPLES", "10")),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_api_conforms_to_its_schema(case, bearer):
-    case.call_and_validate(headers=bearer)
+    case.call_and_validate(headers=bearer, excluded_checks=[negative_data_rejection])
