@@ -5,11 +5,15 @@ stdout carries the MCP protocol on the stdio transport: this command logs to std
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import os
 import secrets
+import stat
+import sys
 import threading
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -49,6 +53,121 @@ def _heartbeat(state, stop: threading.Event) -> None:
             logger.exception("Heartbeat failed")
         finally:
             close_old_connections()
+
+
+# One JSON-RPC message is one line; a hand-in with many output files can be long.
+MAX_LINE_BYTES = 256 * 1024 * 1024
+
+
+def _is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class _PipeLines:
+    """stdin as the async iterator of text lines that ``mcp.server.stdio`` reads."""
+
+    def __init__(self, reader: asyncio.StreamReader):
+        self._reader = reader
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", errors="replace")
+
+
+class _PipeWriter:
+    """stdout as the async text file that ``mcp.server.stdio`` writes and flushes."""
+
+    def __init__(self, writer: asyncio.StreamWriter):
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+@asynccontextmanager
+async def _event_loop_stdio():
+    """stdin and stdout read and written by the event loop itself.
+
+    The MCP SDK's stdio transport hands every read, write and flush to a worker thread: three
+    thread round trips per tool call, on top of the one to the database thread. Waking a thread
+    costs little on an idle machine and a scheduler time slice on a busy one, so on pipes (how
+    every MCP client starts a server) the event loop watches the descriptors instead. Like the
+    SDK, it moves the protocol onto private descriptors: fd 0 reads the null device and fd 1
+    goes to stderr, so a stray print or a child process can never corrupt the stream.
+    """
+    loop = asyncio.get_running_loop()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    read_transport = write_transport = None
+    try:
+        reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
+        )
+        write_transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
+        )
+        # flush() then waits until the kernel has every byte, as the SDK's flush does.
+        write_transport.set_write_buffer_limits(high=0)
+        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+        yield _PipeLines(reader), _PipeWriter(writer)
+    finally:
+        for transport in (read_transport, write_transport):
+            if transport is not None:
+                transport.close()
+        # The loop made the pipes non-blocking; whoever else holds them expects them blocking.
+        for fd in (saved_in, saved_out):
+            with suppress(OSError):
+                os.set_blocking(fd, True)
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
+
+
+async def _serve_stdio(mcp) -> None:
+    from fastmcp.server.context import reset_transport, set_transport
+    from mcp.server.stdio import stdio_server
+
+    # What FastMCP's own run_stdio_async does, with the loop-driven streams.
+    token = set_transport("stdio")
+    try:
+        async with (
+            mcp._lifespan_manager(),
+            _event_loop_stdio() as (stdin, stdout),
+            stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),
+        ):
+            await mcp._mcp_server.run(
+                read_stream, write_stream, mcp._mcp_server.create_initialization_options()
+            )
+    finally:
+        reset_transport(token)
+
+
+def _run_stdio(mcp) -> None:
+    if sys.platform == "win32" or not (_is_pipe(0) and _is_pipe(1)):
+        # A terminal or a file: the SDK's thread-based transport handles those.
+        mcp.run(transport="stdio", show_banner=False)
+        return
+    import anyio
+
+    anyio.run(_serve_stdio, mcp)
 
 
 class Command(BaseCommand):
@@ -161,7 +280,7 @@ class Command(BaseCommand):
         gc.enable()
         try:
             if transport == "stdio":
-                mcp.run(transport="stdio", show_banner=False)
+                _run_stdio(mcp)
             else:
                 mcp.run(
                     transport=transport,

@@ -1,0 +1,186 @@
+"""The written-out queries of the hot transition path: what they read and write, and how many.
+
+``session_head``, ``stack_for_agent``, ``_claim`` and ``session_abort`` skip the ORM's query
+building for speed; these tests pin that they still mean exactly what the ORM versions meant,
+on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from workflows.errors import Conflict, NotFound
+from workflows.models import Event, StepRun, WorkflowSession
+from workflows.selectors import session_head, session_resolve, stack_for_agent
+from workflows.services import sessions
+from workflows.services.agents import ProcessHolder, agent_claim
+
+pytestmark = pytest.mark.django_db
+
+# The top of the stack, then the transaction (a savepoint inside the test's own transaction):
+# the compare-and-set, the step runs, the event, the stack as the abort leaves it.
+ABORT_QUERIES = 1 + 1 + 4 + 1
+
+
+def start(project, agent, catalog, job="demo", workflow="main") -> str:
+    return sessions.session_start(
+        project=project,
+        agent=agent,
+        catalog=catalog.view(),
+        job_name=job,
+        workflow_name=workflow,
+        goal="queries",
+    ).begin_step.session_id
+
+
+@pytest.mark.parametrize("depth", [1, 6])
+def test_abort_query_count_stays_constant_as_the_stack_grows(
+    project, agent, catalog, depth, django_assert_num_queries
+):
+    ids = [start(project, agent, catalog) for _ in range(depth)]
+    sessions.step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+
+    with django_assert_num_queries(ABORT_QUERIES):
+        response = sessions.session_abort(project=project, agent=agent, explanation="enough")
+
+    assert (response.aborted_workflow, response.aborted_step) == ("demo/main", "part_a")
+    assert [entry.step for entry in response.stack] == ["gather"] * (depth - 1)
+    assert response.resumed_step == ("gather" if depth > 1 else None)
+    top = WorkflowSession.objects.get(session_id=ids[-1])
+    assert (top.status, top.revision, top.abort_reason) == ("aborted", 2, "enough")
+    # part_a and part_b (the concurrent entry) were live; gather had completed.
+    assert dict(top.runs.values_list("step_id", "status")) == {
+        "gather": "completed",
+        "part_a": "aborted",
+        "part_b": "aborted",
+    }
+
+
+def test_abort_below_the_top_records_everything_in_one_go(project, agent, catalog):
+    below = start(project, agent, catalog)
+    start(project, agent, catalog, job="nested", workflow="only")
+    person = get_user_model().objects.create_user("operator")
+    before = timezone.now()
+
+    response = sessions.session_abort(
+        project=project, agent=agent, explanation="wrong job", session_id=below, decided_by=person
+    )
+
+    assert response.model_dump() == {
+        "aborted_workflow": "demo/main",
+        "aborted_step": "gather",
+        "explanation": "wrong job",
+        "stack": [{"workflow": "nested/only", "step": "first"}],
+        "resumed_workflow": "nested/only",
+        "resumed_step": "first",
+    }
+    session = WorkflowSession.objects.get(session_id=below)
+    assert (session.status, session.aborted_by, session.revision) == ("aborted", "operator", 1)
+    # Aware datetimes written through the raw statements read back as the ORM wrote them.
+    assert before <= session.completed_at <= timezone.now()
+    assert session.completed_at <= session.updated_at <= timezone.now()
+    run = session.runs.get()
+    assert (run.status, run.completed_at) == (StepRun.Status.ABORTED, session.completed_at)
+    event = Event.objects.get(kind=Event.Kind.SESSION_ABORTED)
+    assert (event.project_id, event.session_id, event.agent_id) == (
+        project.pk,
+        session.pk,
+        agent.pk,
+    )
+    assert event.payload == {"step_id": "gather", "explanation": "wrong job", "by": "operator"}
+
+
+def test_lost_abort_race_changes_nothing(project, agent, catalog):
+    sid = start(project, agent, catalog)
+    stale = session_head(project=project, agent=agent, session_id=sid)
+    sessions.step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+
+    with pytest.raises(Conflict, match="its current step is now 'part_a'"):
+        sessions._claim(stale, status=WorkflowSession.Status.ABORTED, completed_at=timezone.now())
+
+    assert stale.revision == 0
+    current = WorkflowSession.objects.get(session_id=sid)
+    assert (current.status, current.revision, current.completed_at) == ("active", 1, None)
+
+
+def test_claim_moves_the_revision_and_the_given_fields(project, agent, catalog):
+    sid = start(project, agent, catalog)
+    session = session_head(project=project, agent=agent, session_id=sid)
+    earlier = WorkflowSession.objects.get(session_id=sid).updated_at
+
+    sessions._claim(session, current_entry_index=1, current_step_id="part_a")
+
+    stored = WorkflowSession.objects.get(session_id=sid)
+    assert (stored.revision, stored.current_entry_index, stored.current_step_id) == (
+        1,
+        1,
+        "part_a",
+    )
+    assert (session.revision, session.current_step_id) == (1, "part_a")
+    assert earlier < stored.updated_at <= earlier + timedelta(minutes=1)
+    assert session.updated_at == stored.updated_at
+
+
+def test_session_head_reads_one_row_and_agrees_with_session_resolve(
+    project, agent, catalog, django_assert_num_queries
+):
+    below = start(project, agent, catalog)
+    start(project, agent, catalog, job="nested", workflow="only")
+
+    for session_id in (None, below):
+        with django_assert_num_queries(1):
+            head = session_head(project=project, agent=agent, session_id=session_id)
+        full = session_resolve(project=project, agent=agent, session_id=session_id)
+        fields = [
+            "pk",
+            "session_id",
+            "project_id",
+            "agent_id",
+            "job_name",
+            "workflow_name",
+            "status",
+            "current_entry_index",
+            "current_step_id",
+            "revision",
+        ]
+        assert [getattr(head, f) for f in fields] == [getattr(full, f) for f in fields]
+    # Anything else still loads on demand.
+    assert head.goal == "queries"
+
+
+def test_session_head_refuses_what_session_resolve_refuses(project, agent, catalog):
+    other_agent = agent_claim(project=project, holder=ProcessHolder.for_this_process())
+    done = start(project, agent, catalog)
+    sessions.session_abort(project=project, agent=agent, explanation="x")
+
+    cases = [
+        (other_agent, None),  # no active session at all
+        (agent, "nope"),  # an unknown id
+        (agent, done),  # a session that is over
+    ]
+    for who, session_id in cases:
+        with pytest.raises(NotFound) as by_resolve:
+            session_resolve(project=project, agent=who, session_id=session_id)
+        with pytest.raises(NotFound) as by_head:
+            session_head(project=project, agent=who, session_id=session_id)
+        assert str(by_head.value) == str(by_resolve.value)
+
+
+def test_stack_is_per_agent_bottom_to_top(project, agent, catalog, django_assert_num_queries):
+    other = agent_claim(project=project, holder=ProcessHolder.for_this_process())
+    start(project, agent, catalog)
+    start(project, other, catalog, job="nested", workflow="only")
+    start(project, agent, catalog, job="nested", workflow="only")
+
+    with django_assert_num_queries(1):
+        stack = stack_for_agent(agent=agent)
+
+    assert [e.model_dump() for e in stack] == [
+        {"workflow": "demo/main", "step": "gather"},
+        {"workflow": "nested/only", "step": "first"},
+    ]
+    assert [e.workflow for e in stack_for_agent(agent=other)] == ["nested/only"]
