@@ -167,7 +167,10 @@ def event_page(
     if project_id is not None:
         events = events.filter(project_id=project_id)
     if session_id is not None:
-        events = events.filter(session__session_id=session_id)
+        # A scalar subquery for the session's key, so the planner walks the (session, id) index.
+        events = events.filter(
+            session=WorkflowSession.objects.filter(session_id=session_id).values("pk")[:1]
+        )
     rows = list(
         events.order_by("id").values_list(
             "id",
