@@ -49,9 +49,10 @@ def project_catalog(*, project: Project) -> tuple[list[Job], list[JobLoadError]]
             Prefetch("workflows", queryset=Workflow.objects.order_by("position", "id")),
             Prefetch(
                 "workflows__nodes",
-                queryset=WorkflowStep.objects.select_related("step").order_by(
-                    "entry_index", "position_in_entry"
-                ),
+                # Only the step ids: the steps themselves come with the line above.
+                queryset=WorkflowStep.objects.select_related("step")
+                .only("workflow", "entry_index", "position_in_entry", "step__step_id")
+                .order_by("entry_index", "position_in_entry"),
             ),
         )
     )

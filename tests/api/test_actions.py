@@ -9,6 +9,7 @@ tests that finish a step use real transactions (``@finishes``).
 from __future__ import annotations
 
 import pytest
+from django.test import AsyncClient
 
 from api.services import api_token_create
 from reviews.models import HumanDecision, ReviewResult
@@ -338,3 +339,24 @@ def test_tokens_of_two_users_record_two_people(make_caller, demo):
     bob.post(f"/api/sessions/{session_id}/abort", {"reason": "carol stops it"})
     session = WorkflowSession.objects.select_related("agent").get(session_id=session_id)
     assert (session.agent.agent_id, session.aborted_by) == ("api:bob", "carol")
+
+
+@finishes
+async def test_finish_works_under_asgi(operator, demo):
+    """Under ASGI the sync endpoint runs in a worker thread and hands the gate to the loop."""
+    client = AsyncClient()
+    auth = {"Authorization": f"Bearer {operator.token}"}
+    body = {"project": demo.pk, "job_name": "demo", "workflow_name": "quick", "goal": "g"}
+    started = await client.post(
+        "/api/sessions", body, content_type="application/json", headers=auth
+    )
+    assert started.status_code == 201, started.content
+    session_id = started.json()["begin_step"]["session_id"]
+    answer = await client.post(
+        f"/api/sessions/{session_id}/finish",
+        {"outputs": {"notes.md": "notes.md"}},
+        content_type="application/json",
+        headers=auth,
+    )
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["status"] == "workflow_complete"
