@@ -158,7 +158,10 @@ def _start_runs(session: WorkflowSession, entry_index: int, entry: list[Step]) -
 
 
 def _claim(session: WorkflowSession, **changes) -> None:
-    """Compare-and-set the session forward; raise ``Conflict`` if another call got there first."""
+    """Compare-and-set the session forward; raise ``Conflict`` if another call got there first.
+
+    ``changes`` are plain values for the session's own columns (no expressions, no instances).
+    """
     now = timezone.now()
     values = {"updated_at": now, **changes}
     fields = [WorkflowSession._meta.get_field(name) for name in values]
@@ -471,8 +474,8 @@ def session_abort(
             kind=Event.Kind.SESSION_ABORTED,
             payload=payload,
         )
-        # Read before the commit: the write lock (SQLite) or our row lock (PostgreSQL) is still
-        # held, so the answer is the stack exactly as this abort leaves it.
+        # Read before the commit: on SQLite the write lock is still held, so this is the stack
+        # exactly as the commit leaves it; elsewhere it is as fresh as a read after it would be.
         stack = stack_for_agent(agent=agent)
     top = stack[-1] if stack else None
     return AbortWorkflowResponse(
