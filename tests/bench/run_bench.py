@@ -12,7 +12,10 @@ FastMCP 2.14.5 predates the 2026-07-28 protocol era). Measured, per server:
   first call and the first call of a new process).
 
 Times are what the client sees, so they include the client's own work (e.g. the MCP SDK checks
-``structuredContent`` against each tool's advertised ``outputSchema``). Every step has
+``structuredContent`` against each tool's advertised ``outputSchema``). On Linux the per-call
+cycles also record each server's CPU time per call (all its threads, read from ``/proc`` between
+calls, outside the timed window): unlike latency it hardly moves with the machine's load, so it
+tells a slower server from a busier machine. Every step has
 ``reviews: []``, so neither server runs a quality gate. Ours uses a throwaway SQLite database
 (``DEEPWORK_VAR_DIR``), migrated before timing. ``--ours-root DIR`` benchmarks another checkout.
 
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -72,6 +76,10 @@ LABELS = {
     "start_workflow": "start_workflow",
     "finished_step": "finished_step",
     "abort_workflow": "abort_workflow",
+    "get_workflows_cpu": "get_workflows, server CPU",
+    "start_workflow_cpu": "start_workflow, server CPU",
+    "finished_step_cpu": "finished_step, server CPU",
+    "abort_workflow_cpu": "abort_workflow, server CPU",
     "get_workflows_200_jobs": "get_workflows (200 jobs)",
     "get_workflows_200_jobs_first": "get_workflows (200 jobs), 1st call ever",
     "get_workflows_200_jobs_new_process": "get_workflows (200 jobs), new process",
@@ -369,7 +377,42 @@ async def measure_cold_start(
     return samples, protocol
 
 
-async def _cycle(client, label: str, out: dict[str, list[float]] | None) -> None:
+def _children() -> set[int]:
+    """This process's child processes (Linux); empty where ``/proc`` cannot tell."""
+    pids: set[int] = set()
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/children") as f:
+                pids.update(int(pid) for pid in f.read().split())
+    except OSError:
+        return set()
+    return pids
+
+
+def server_cpu(pid: int | None) -> float | None:
+    """Seconds of CPU every thread of ``pid`` has used so far (nanosecond ``schedstat``)."""
+    if pid is None:
+        return None
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that just ended
+    return total / 1e9
+
+
+async def _cycle(
+    client,
+    label: str,
+    out: dict[str, list[float]] | None,
+    pid: int | None = None,
+) -> None:
     steps = [
         ("get_workflows", {}),
         (
@@ -380,10 +423,14 @@ async def _cycle(client, label: str, out: dict[str, list[float]] | None) -> None
         ("abort_workflow", {"explanation": "Benchmark cycle done"}),
     ]
     for tool, args in steps:
+        cpu_before = server_cpu(pid)
         elapsed, data = await timed_call(client, tool, args)
+        cpu_after = server_cpu(pid)
         _check(label, tool, data)
         if out is not None:
             out[tool].append(elapsed)
+            if cpu_before is not None and cpu_after is not None and cpu_after >= cpu_before:
+                out[f"{tool}_cpu"].append(cpu_after - cpu_before)
 
 
 def _check(label: str, tool: str, data: dict) -> None:
@@ -406,19 +453,23 @@ async def measure_per_call(
     servers: dict[str, Server], projects: dict[str, Path], iterations: int, warmup: int
 ) -> dict[str, dict[str, list[float]]]:
     tools = ("get_workflows", "start_workflow", "finished_step", "abort_workflow")
-    samples = {key: {tool: [] for tool in tools} for key in servers}
-    async with (
-        servers["ours"].client(projects["ours"]) as ours,
-        servers["ref"].client(projects["ref"]) as ref,
-    ):
-        clients = {"ours": ours, "ref": ref}
+    samples = {
+        key: {name: [] for tool in tools for name in (tool, f"{tool}_cpu")} for key in servers
+    }
+    async with contextlib.AsyncExitStack() as stack:
+        clients, pids = {}, {}
+        for key in ("ours", "ref"):
+            before = _children()
+            clients[key] = await stack.enter_async_context(servers[key].client(projects[key]))
+            spawned = _children() - before
+            pids[key] = spawned.pop() if len(spawned) == 1 else None
         for _ in range(warmup):
             for key, client in clients.items():
                 await _cycle(client, servers[key].label, None)
         step = max(1, iterations // 4)
         for i, order in _orders(list(servers), iterations):
             for key in order:
-                await _cycle(clients[key], servers[key].label, samples[key])
+                await _cycle(clients[key], servers[key].label, samples[key], pids[key])
             if (i + 1) % step == 0:
                 log(f"  cycles {i + 1}/{iterations}")
     return samples
