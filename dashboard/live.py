@@ -336,9 +336,11 @@ class OutboxTailer:
                 continue
             if event_id <= self._last_id:
                 continue
-            if 1 < event_id - self._last_id <= MAX_GAPS:
-                for missing in range(self._last_id + 1, event_id):
-                    self._gaps[missing] = now
+            # Ids skipped over may still be in flight. After a long jump (PostgreSQL burns
+            # sequence values on every rolled-back insert) the ones just below are the likely
+            # ones, so the nearest MAX_GAPS are kept, not none.
+            for missing in range(max(self._last_id + 1, event_id - MAX_GAPS), event_id):
+                self._gaps[missing] = now
             self._last_id = event_id
             fresh.append(row)
         if len(self._gaps) > MAX_GAPS:
