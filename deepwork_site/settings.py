@@ -82,6 +82,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Serves /api/docs from its bundled Swagger UI files instead of a CDN (works offline).
+    "ninja",
     "workflows",
     "reviews",
     "mcp_bridge",
