@@ -8,7 +8,6 @@ each. Actions call the same services as the MCP tools and answer with the same w
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from functools import wraps
 
@@ -62,8 +61,6 @@ from workflows.schemas import (
 )
 from workflows.services.agents import agent_ensure
 from workflows.services.sessions import session_abort, session_go_to_step, session_start
-
-logger = logging.getLogger("deepwork.api")
 
 MAX_ID = 2**63 - 1
 
@@ -244,12 +241,6 @@ def list_events(
 # Actions: the services the MCP tools call, with the same validation and answers.
 
 
-def _audit(request: HttpRequest, action: str, session_id: str) -> None:
-    # Aborts and review rulings store their person; starts, finishes and returns to a step
-    # are stored as their agent's, so the person driving over REST is logged here.
-    logger.info("%s: %s session %s", request.user.get_username(), action, session_id)
-
-
 @api.post(
     "/sessions",
     response={201: StartWorkflowResponse, **ACTION_ERRORS},
@@ -272,8 +263,8 @@ def start_workflow(request: HttpRequest, body: StartIn):
         workflow_name=body.workflow_name,
         goal=body.goal,
         instance_id=body.instance_id,
+        acting_user=request.user,
     )
-    _audit(request, f"started as agent {agent.agent_id}", answer.begin_step.session_id)
     return Status(201, answer)
 
 
@@ -287,7 +278,6 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
     """Hand in the current step's outputs, as `finished_step`: `needs_work` (with feedback or
     self-review instructions), `next_step` or `workflow_complete`."""
     session = session_for_action(session_id=session_id)
-    _audit(request, "hands in the current step of", session_id)
     return async_to_sync(step_finish_gated)(
         project=session.project,
         agent=session.agent,
@@ -296,6 +286,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
         notes=body.notes,
         override_reason=body.override_reason,
         session_id=session.session_id,
+        acting_user=request.user,
     )
 
 
@@ -326,12 +317,12 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
 def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
     """Return the session to an earlier step (or restart the current one), as `go_to_step`."""
     session = session_for_action(session_id=session_id)
-    _audit(request, f"returns to step {body.step_id} in", session_id)
     return session_go_to_step(
         project=session.project,
         agent=session.agent,
         step_id=body.step_id,
         session_id=session.session_id,
+        acting_user=request.user,
     )
 
 

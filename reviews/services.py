@@ -378,11 +378,17 @@ def _finish_until_reviews(
     notes: str | None,
     override_reason: str | None,
     session_id: str | None,
+    acting_user=None,
 ) -> tuple[FinishedStepResponse | None, StepCheckpoint, ReviewPlan | None]:
     """Everything before the reviews run, in one trip to the database thread: validate, plan,
     and, when no review has to run, advance straight away."""
     checkpoint = step_checkpoint(
-        project=project, agent=agent, outputs=outputs, notes=notes, session_id=session_id
+        project=project,
+        agent=agent,
+        outputs=outputs,
+        notes=notes,
+        session_id=session_id,
+        acting_user=acting_user,
     )
     if gate is None:
         return step_advance(checkpoint=checkpoint), checkpoint, None
@@ -404,6 +410,7 @@ async def step_finish_gated(
     override_reason: str | None = None,
     session_id: str | None = None,
     progress: Progress | None = None,
+    acting_user=None,
 ) -> FinishedStepResponse:
     """``finished_step`` end to end, with the quality gate when ``gate`` is set."""
     answer, checkpoint, plan = await database_sync_to_async(_finish_until_reviews)(
@@ -414,6 +421,7 @@ async def step_finish_gated(
         notes=notes,
         override_reason=override_reason,
         session_id=session_id,
+        acting_user=acting_user,
     )
     if answer is not None:
         return answer

@@ -360,3 +360,32 @@ async def test_finish_works_under_asgi(operator, demo):
     )
     assert answer.status_code == 200, answer.content
     assert answer.json()["status"] == "workflow_complete"
+
+
+@finishes
+def test_starts_hand_ins_and_returns_record_the_person(operator, demo):
+    """The agent acts for the person driving it over REST; each event names that person."""
+    session_id = start(operator, demo).json()["begin_step"]["session_id"]
+    finish(operator, session_id, {"notes.md": "notes.md"})
+    operator.post(f"/api/sessions/{session_id}/go-to-step", {"step_id": "gather"})
+
+    events = Event.objects.filter(session__session_id=session_id)
+    by_kind = {event.kind: event.payload.get("by") for event in events.order_by("id")}
+    assert by_kind["session_started"] == "alice"
+    assert by_kind["step_finished"] == "alice"
+    assert by_kind["step_reopened"] == "alice"
+
+
+def test_an_agents_own_actions_name_no_person(project, catalog, agent):
+    answer = session_services.session_start(
+        project=project,
+        agent=agent,
+        catalog=catalog.view(),
+        job_name="demo",
+        workflow_name="main",
+        goal="g",
+    )
+    event = Event.objects.get(
+        session__session_id=answer.begin_step.session_id, kind="session_started"
+    )
+    assert "by" not in event.payload

@@ -70,6 +70,7 @@ class StepCheckpoint:
     steps: list[Step]
     outputs: dict[str, str | list[str]]
     notes: str | None
+    handed_in_by: str = ""  # the person handing in over the API; empty when the agent does
 
     @property
     def project_root(self) -> Path:
@@ -194,6 +195,11 @@ def _claim(session: WorkflowSession, **changes) -> None:
     )
 
 
+def _by(user) -> dict[str, str]:
+    """The ``by`` entry of an event payload: who acted, when a person did rather than the agent."""
+    return {"by": user.get_username()} if user is not None else {}
+
+
 def _new_session_id() -> str:
     return secrets.token_hex(4)
 
@@ -222,8 +228,12 @@ def session_start(
     workflow_name: str,
     goal: str,
     instance_id: str | None = None,
+    acting_user=None,
 ) -> StartWorkflowResponse:
-    """Start a workflow on top of the agent's stack and return its first step."""
+    """Start a workflow on top of the agent's stack and return its first step.
+
+    ``acting_user`` is the person starting it over the REST API; it is recorded in the event.
+    """
     found = catalog.find(job_name)
     if found is None:
         broken = catalog.error_for(job_name)
@@ -271,6 +281,7 @@ def session_start(
                         "workflow": workflow.name,
                         "goal": goal,
                         "parent": parent.session_id if parent else None,
+                        **_by(acting_user),
                     },
                 )
                 _start_runs(session, 0, first)
@@ -301,6 +312,7 @@ def step_checkpoint(
     outputs: dict[str, str | list[str]],
     notes: str | None = None,
     session_id: str | None = None,
+    acting_user=None,
 ) -> StepCheckpoint:
     """Resolve the session and validate the hand-in against the current entry's outputs.
 
@@ -325,6 +337,7 @@ def step_checkpoint(
         steps=entry,
         outputs=outputs,
         notes=notes,
+        handed_in_by=acting_user.get_username() if acting_user is not None else "",
     )
 
 
@@ -368,7 +381,12 @@ def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
                 session=session,
                 agent=agent,
                 kind=Event.Kind.STEP_FINISHED,
-                payload={"step_id": step.step_id, "outputs": outputs, "notes": notes},
+                payload={
+                    "step_id": step.step_id,
+                    "outputs": outputs,
+                    "notes": notes,
+                    **({"by": checkpoint.handed_in_by} if checkpoint.handed_in_by else {}),
+                },
             )
             for step in entry
         )
@@ -489,7 +507,12 @@ def session_abort(
 
 
 def session_go_to_step(
-    *, project: Project, agent: Agent, step_id: str, session_id: str | None = None
+    *,
+    project: Project,
+    agent: Agent,
+    step_id: str,
+    session_id: str | None = None,
+    acting_user=None,
 ) -> GoToStepResponse:
     """Return to an earlier step (or restart the current one), discarding later progress."""
     session = session_resolve(project=project, agent=agent, session_id=session_id)
@@ -526,7 +549,11 @@ def session_go_to_step(
             session=session,
             agent=agent,
             kind=Event.Kind.STEP_REOPENED,
-            payload={"step_id": entry[0].step_id, "invalidated_steps": invalidated},
+            payload={
+                "step_id": entry[0].step_id,
+                "invalidated_steps": invalidated,
+                **_by(acting_user),
+            },
         )
         _start_runs(session, target, entry)
     return GoToStepResponse(
