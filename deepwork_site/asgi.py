@@ -19,13 +19,15 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from dashboard import live, routing  # noqa: E402
+from dashboard.origin import SameOriginWebsocket  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": ASGIStaticFilesHandler(django_application),
-        # The session cookie authenticates the socket, so refuse pages from other origins.
+        # The session cookie authenticates the socket, so refuse pages from other origins:
+        # an unknown host, and another port or scheme of a known one.
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns))
+            SameOriginWebsocket(AuthMiddlewareStack(URLRouter(routing.websocket_urlpatterns)))
         ),
         "lifespan": live.lifespan,
     }

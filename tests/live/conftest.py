@@ -59,7 +59,7 @@ def watcher_cookie(watcher) -> str:
 
 def socket(path: str, cookie: str | None = None, origin=ORIGIN) -> WebsocketCommunicator:
     """A client of the real ASGI application (origin check, session auth, routing)."""
-    headers = [origin]
+    headers = [origin, (b"host", b"127.0.0.1")]
     if cookie is not None:
         headers.append((b"cookie", f"sessionid={cookie}".encode()))
     return WebsocketCommunicator(application, path, headers=headers)

@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from django.db import OperationalError, connection, transaction
 
 from dashboard import live
+from dashboard.origin import origin_matches_host
 from tests.live.conftest import (
     add_event,
     assert_closed_with,
@@ -81,10 +82,35 @@ async def test_user_without_the_watch_permission_is_closed_with_4403(transaction
     await communicator.disconnect()
 
 
-async def test_a_page_from_another_origin_cannot_open_the_socket(watcher_cookie):
-    communicator = socket("/ws/events/", watcher_cookie, origin=(b"origin", b"http://evil.test"))
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.test",
+        # Cookies ignore ports: a page on another port of this host is another site.
+        "http://127.0.0.1:3000",
+        "https://127.0.0.1",
+        "http://localhost",
+        "null",
+        "",
+    ],
+)
+async def test_a_page_from_another_origin_cannot_open_the_socket(watcher_cookie, origin):
+    communicator = socket("/ws/events/", watcher_cookie, origin=(b"origin", origin.encode()))
     connected, _ = await communicator.connect()
     assert not connected
+
+
+def test_the_origin_must_name_the_host_and_port_the_socket_was_opened_on(settings):
+    assert origin_matches_host(origin="http://127.0.0.1:8000", host="127.0.0.1:8000", secure=False)
+    assert origin_matches_host(origin="http://LOCALHOST", host="localhost:80", secure=False)
+    assert origin_matches_host(origin="https://dw.example", host="dw.example", secure=True)
+    assert not origin_matches_host(origin="http://dw.example", host="dw.example", secure=True)
+    assert not origin_matches_host(
+        origin="http://127.0.0.1:8001", host="127.0.0.1:8000", secure=False
+    )
+    assert not origin_matches_host(origin="http://127.0.0.1:x", host="127.0.0.1", secure=False)
+    settings.CSRF_TRUSTED_ORIGINS = ["https://dash.example"]
+    assert origin_matches_host(origin="https://dash.example", host="10.0.0.5:8000", secure=False)
 
 
 BAD_QUERIES = [
