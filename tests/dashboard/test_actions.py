@@ -101,6 +101,12 @@ def test_abort_records_who_and_why(deciding, driver):
         ("abort/", {"reason": ""}, "A reason is required"),
         ("override/", {"step_id": "gather", "reason": "ok"}, "Step 'gather' is not"),
         ("override/", {"reason": "ok"}, "step_id: This field is required."),
+        ("abort/", {"reason": "x" * 10_001}, "reason: Ensure this value has at most 10000"),
+        (
+            "request-changes/",
+            {"step_id": "wrap_up", "feedback": "y" * 10_001},
+            "feedback: Ensure this value has at most 10000",
+        ),
     ],
 )
 def test_bad_input_and_service_errors_become_messages(deciding, driver, action, data, message):
