@@ -99,6 +99,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "deepwork_site.middleware.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "deepwork_site.urls"
@@ -189,6 +190,22 @@ NINJA_PAGINATION_MAX_LIMIT = 500
 # How often each web process reads the Event outbox for live updates when no announcement
 # arrives (seconds). With REDIS_URL, announcements make most reads immediate.
 DEEPWORK_OUTBOX_POLL_SECONDS = float(os.environ.get("DEEPWORK_OUTBOX_POLL_SECONDS", "0.25"))
+
+# Messages live in the session, not in a readable cookie: the admin's "new API token" message
+# carries the token's secret once.
+MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"
+
+# Behind HTTPS (a proxy terminating TLS), set DEEPWORK_HTTPS=true: cookies become Secure, the
+# proxy's X-Forwarded-Proto is trusted, and browsers are told to stay on HTTPS.
+HTTPS = env_bool("DEEPWORK_HTTPS", False)
+SESSION_COOKIE_SECURE = HTTPS
+CSRF_COOKIE_SECURE = HTTPS
+if HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000)
+# Origins allowed to post forms and open the live socket besides the server's own address,
+# e.g. "https://deepwork.example.com" behind a proxy that rewrites Host.
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
