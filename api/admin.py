@@ -1,9 +1,16 @@
-"""Admin: make API tokens for users (the secret is shown once), list and revoke them."""
+"""Admin: make API tokens (the secret is shown once, on its own page), list and revoke them.
+
+A token acts with all of its user's permissions, so a superuser may make and revoke tokens
+for anyone; any other staff user only for themselves, and sees only their own tokens.
+"""
 
 from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.template.response import TemplateResponse
+from django.utils.cache import add_never_cache_headers
 
 from api.models import ApiToken
 from api.services import api_token_create, api_token_revoke
@@ -38,6 +45,21 @@ class ApiTokenAdmin(admin.ModelAdmin):
     readonly_fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
     actions = ["revoke"]
     raw_id_fields = ["user"]
+    secret_template = "admin/api/apitoken/secret.html"
+
+    def get_queryset(self, request):
+        # The list, the change page and the revoke action all read through this.
+        tokens = super().get_queryset(request)
+        return tokens if request.user.is_superuser else tokens.filter(user=request.user)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user" and not request.user.is_superuser:
+            # The only choice: a user given by id is validated against this queryset.
+            kwargs["queryset"] = get_user_model().objects.filter(pk=request.user.pk)
+            kwargs["initial"] = request.user.pk
+            kwargs["empty_label"] = None
+            kwargs["widget"] = forms.Select
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if obj is None:
@@ -58,20 +80,33 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change) -> None:
         if change:
             return
-        token, secret = api_token_create(user=obj.user, name=obj.name)
+        token, secret = api_token_create(user=obj.user, name=obj.name, made_by=request.user)
         # The admin logs and links the object it passed in: make it the saved token.
         for field in ApiToken._meta.concrete_fields:
             setattr(obj, field.attname, getattr(token, field.attname))
         obj._state.adding = False
         obj._state.db = token._state.db
-        self.message_user(
+        # For response_add only; never stored.
+        obj.secret = secret
+
+    def response_add(self, request, obj, post_url_continue=None):
+        # The secret goes out in this one response, not in a flash message: the default
+        # message storage keeps messages in a cookie, readable by anything that sees it.
+        response = TemplateResponse(
             request,
-            f"Token for {token.user.get_username()} made. Copy its secret now, it is not shown "
-            f"again: {secret}",
-            messages.WARNING,
+            self.secret_template,
+            {
+                **self.admin_site.each_context(request),
+                "title": "Copy the token's secret",
+                "opts": self.opts,
+                "token": obj,
+                "secret": obj.secret,
+            },
         )
+        add_never_cache_headers(response)
+        return response
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request, queryset) -> None:
-        revoked = sum(api_token_revoke(token=token) for token in queryset)
+        revoked = sum(api_token_revoke(token=token, revoked_by=request.user) for token in queryset)
         self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)

@@ -3,7 +3,9 @@
 Every operation needs ``Authorization: Bearer <token>`` (see ``api.auth``); the OpenAPI
 document (/api/openapi.json) and its Swagger page (/api/docs) are public, as they hold no
 data. Reads need ``workflows.view_workflowsession``; the actions need the permission named on
-each. Actions call the same services as the MCP tools and answer with the same wire models.
+each. Finishing a step with ``override_reason`` skips its review, so it also needs
+``reviews.decide_review``. Actions call the same services as the MCP tools and answer with the
+same wire models.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ninja import NinjaAPI, P, Path, Query, Status
 
 from api import errors
 from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth
-from api.errors import error_body
+from api.errors import ApiError, error_body
 from api.schemas import (
     AbortIn,
     CatalogOut,
@@ -66,12 +68,13 @@ MAX_ID = 2**63 - 1
 
 # A REST client finishing a step that has reviews gets what an agent without an external
 # reviewer gets: ``needs_work`` with self-review instructions written under .deepwork/tmp.
-# It then hands in again with ``override_reason`` saying how the review went, or a person
-# overrides the review (POST .../override).
+# Then someone who may rule on reviews passes it: a hand-in with ``override_reason``, or
+# POST .../override.
 REST_GATE = GateConfig()
 
 READ_ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
-ACTION_ERRORS = {**READ_ERRORS, 409: ErrorOut}
+# Only the actions read a body, so only they can be too large.
+ACTION_ERRORS = {**READ_ERRORS, 409: ErrorOut, 413: ErrorOut}
 
 
 class DeepworkAPI(NinjaAPI):
@@ -127,6 +130,8 @@ api = DeepworkAPI(
     version="1",
     urls_namespace="api",
     description=__doc__,
+    # Each operation names its permission; an operation that forgets to is still not public.
+    auth=TokenAuth(VIEW),
 )
 errors.install(api)
 
@@ -276,7 +281,15 @@ def start_workflow(request: HttpRequest, body: StartIn):
 )
 def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
     """Hand in the current step's outputs, as `finished_step`: `needs_work` (with feedback or
-    self-review instructions), `next_step` or `workflow_complete`."""
+    self-review instructions), `next_step` or `workflow_complete`. With `override_reason` the
+    quality review is skipped, which also needs `reviews.decide_review`."""
+    # Before anything is looked up or written: the override passes the gate on any session.
+    if body.override_reason is not None and not request.user.has_perm(DECIDE):
+        raise ApiError(
+            403,
+            "forbidden",
+            f"Skipping the review with 'override_reason' needs the permission '{DECIDE}'",
+        )
     session = session_for_action(session_id=session_id)
     return async_to_sync(step_finish_gated)(
         project=session.project,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
@@ -50,6 +52,7 @@ HTTP_CODES = {
     404: "not_found",
     405: "method_not_allowed",
     409: "conflict",
+    413: "payload_too_large",
     429: "throttled",
 }
 
@@ -75,6 +78,10 @@ def _validation_details(errors: list[dict]) -> list[dict]:
         }
         for error in errors
     ]
+
+
+def _security_log(exc: SuspiciousOperation) -> None:
+    logging.getLogger(f"django.security.{exc.__class__.__name__}").error(str(exc))
 
 
 def install(api: NinjaAPI) -> None:
@@ -129,6 +136,31 @@ def install(api: NinjaAPI) -> None:
     @api.exception_handler(Http404)
     def http_404(request: HttpRequest, exc: Http404) -> HttpResponse:
         return answer(request, 404, "not_found", "Not found")
+
+    # Django raises these while reading the request (the body, the query string), so inside the
+    # operation, where the catch-all below would turn them into a 500. Logged where Django's own
+    # handler logs them, so security logging sees them.
+    @api.exception_handler(RequestDataTooBig)
+    def request_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+        _security_log(exc)
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return answer(
+            request,
+            413,
+            "payload_too_large",
+            f"The request body is larger than this server accepts ({limit} bytes)",
+        )
+
+    @api.exception_handler(SuspiciousOperation)
+    def suspicious(request: HttpRequest, exc: SuspiciousOperation) -> HttpResponse:
+        _security_log(exc)
+        if isinstance(exc, TooManyFieldsSent):
+            limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+            message = f"Too many query or form parameters (this server accepts {limit})"
+        else:
+            # Django's wording can name server paths: the client gets a fixed message.
+            message = "The request was refused as malformed"
+        return answer(request, 400, "bad_request", message)
 
     @api.exception_handler(Exception)
     def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:

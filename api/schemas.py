@@ -308,7 +308,9 @@ class FinishIn(Schema):
     )
     notes: Text | None = None
     override_reason: Text | None = Field(
-        None, description="Skips the quality review; say why (e.g. the self-review's outcome)."
+        None,
+        description="Skips the quality review; say why (e.g. the self-review's outcome). "
+        "Needs the permission `reviews.decide_review` as well.",
     )
 
 

@@ -9,7 +9,7 @@ from django.db.models import Prefetch, Q, QuerySet
 
 from api.models import ApiToken
 from reviews.models import HumanDecision, ReviewResult
-from workflows.errors import NotFound
+from workflows.errors import InvalidInput, NotFound
 from workflows.models import (
     Event,
     Job,
@@ -188,16 +188,28 @@ def event_page(
 
 
 def api_token_find(*, ref: str) -> ApiToken:
-    """A token by id or by its visible prefix (for the management command)."""
+    """A token by id or by its whole visible prefix, as listed (for the management command).
+
+    Never by a part of a prefix: an empty or short one would pick whatever single token
+    happens to match, and revoking is what the command does with it.
+    """
     tokens = ApiToken.objects.select_related("user")
+    ref = ref.strip()
     if ref.isdigit() and len(ref) < 19:
         matches = list(tokens.filter(pk=int(ref)))
     else:
-        matches = list(tokens.filter(prefix__startswith=ref.rstrip("…"))[:2])
+        prefix = ref.removesuffix("…")
+        if not prefix:
+            raise InvalidInput("Give the token's id or its whole prefix as listed")
+        matches = list(tokens.filter(prefix=prefix)[:2])
     if not matches:
-        raise NotFound(f"No API token matches '{ref}'")
+        raise NotFound(
+            f"No API token has the id or prefix '{ref}'; give the id or the whole prefix "
+            "as `api_token list` shows them"
+        )
     if len(matches) > 1:
-        raise NotFound(f"'{ref}' matches several tokens; give its id")
+        # Prefixes carry 48 random bits: a clash is possible, if unlikely.
+        raise NotFound(f"Several tokens have the prefix '{ref}'; give the id")
     return matches[0]
 
 

@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -28,9 +29,18 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
+def _may_act_for(person, user_id: int) -> bool:
+    # A token carries all of its user's permissions: minting or revoking one for somebody else
+    # is acting as them, which only a superuser may do.
+    return person is None or person.is_superuser or person.pk == user_id
+
+
+def api_token_create(*, user, name: str, made_by=None) -> tuple[ApiToken, str]:
     """Make a token for ``user``; returns it with its secret, which is never stored or shown
-    again."""
+    again. ``made_by``, the person asking (None: the server's operator, e.g. the command
+    line), must be ``user`` or a superuser."""
+    if not _may_act_for(made_by, user.pk):
+        raise PermissionDenied("Only a superuser may make a token for another user")
     name = name.strip()
     if not name or len(name) > 100:
         raise InvalidInput("A token name must be 1 to 100 characters")
@@ -49,8 +59,11 @@ def api_token_create(*, user, name: str) -> tuple[ApiToken, str]:
     return token, secret
 
 
-def api_token_revoke(*, token: ApiToken) -> bool:
-    """Revoke ``token`` at once; False if it was already revoked."""
+def api_token_revoke(*, token: ApiToken, revoked_by=None) -> bool:
+    """Revoke ``token`` at once; False if it was already revoked. ``revoked_by`` as
+    ``made_by`` of ``api_token_create``."""
+    if not _may_act_for(revoked_by, token.user_id):
+        raise PermissionDenied("Only a superuser may revoke another user's token")
     now = timezone.now()
     revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
     if revoked:

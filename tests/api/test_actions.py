@@ -13,7 +13,7 @@ from django.test import AsyncClient
 
 from api.services import api_token_create
 from reviews.models import HumanDecision, ReviewResult
-from tests.api.conftest import ABORT, DRIVE, VIEW, assert_error
+from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, assert_error
 from tests.factories import write_job
 from workflows.models import Agent, Event, StepRun, WorkflowSession
 from workflows.services import sessions as session_services
@@ -329,6 +329,50 @@ def test_a_person_requests_changes_and_the_agent_reads_them(operator, demo):
         404,
         "not_found",
     )
+
+
+@finishes
+def test_skipping_a_review_with_override_reason_needs_decide_review(make_caller, operator, demo):
+    """Without ``reviews.decide_review`` a hand-in with ``override_reason`` changes nothing;
+    with it the review is skipped, and the event names the person who skipped it."""
+    driver = make_caller(VIEW, DRIVE, username="driver")
+    session_id = to_wrap_up(driver, demo)
+    session = WorkflowSession.objects.get(session_id=session_id)
+    events_before = Event.objects.count()
+
+    error = assert_error(
+        finish(driver, session_id, {"summary.md": "summary.md"}, override_reason="looks fine"),
+        403,
+        "forbidden",
+    )
+    assert error["message"] == (
+        f"Skipping the review with 'override_reason' needs the permission '{DECIDE}'"
+    )
+    session.refresh_from_db()
+    assert (session.status, session.current_step_id) == ("active", "wrap_up")
+    assert StepRun.objects.get(session=session, step_id="wrap_up").quality_attempts == 0
+    assert not ReviewResult.objects.exists()
+    assert Event.objects.count() == events_before
+
+    # The same caller may still hand in for review.
+    answer = finish(driver, session_id, {"summary.md": "summary.md"})
+    assert answer.json()["status"] == "needs_work"
+
+    answer = finish(
+        operator, session_id, {"summary.md": "summary.md"}, override_reason="Reviewed by hand"
+    )
+    assert answer.json()["status"] == "workflow_complete", answer.content
+    finished = Event.objects.filter(session=session, kind=Event.Kind.STEP_FINISHED)
+    assert finished.order_by("-id").first().payload["by"] == "alice"
+
+
+def test_override_reason_is_refused_before_the_session_is_looked_up(make_caller, demo):
+    driver = make_caller(VIEW, DRIVE, username="driver")
+    response = finish(driver, "deadbeef", {"notes.md": "notes.md"}, override_reason="r")
+    assert_error(response, 403, "forbidden")
+    # An explicit null is no override.
+    response = finish(driver, "deadbeef", {"notes.md": "notes.md"}, override_reason=None)
+    assert_error(response, 404, "not_found")
 
 
 def test_tokens_of_two_users_record_two_people(make_caller, demo):

@@ -6,11 +6,12 @@ import re
 from io import StringIO
 
 import pytest
+from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 from django.test import Client
 
 from api.models import ApiToken
-from api.services import api_token_create
+from api.services import api_token_create, api_token_revoke
 from tests.api.conftest import VIEW, Caller, grant
 
 pytestmark = pytest.mark.django_db
@@ -74,8 +75,20 @@ def test_revoke_by_prefix_or_id_takes_effect_at_once(alice):
     out, _ = run("revoke", str(token.pk))
     assert "already revoked" in out
     assert "revoked" in run("list")[0]
-    with pytest.raises(CommandError, match="No API token matches 'dwk_nope'"):
+    with pytest.raises(CommandError, match="No API token has the id or prefix 'dwk_nope'"):
         run("revoke", "dwk_nope")
+
+
+@pytest.mark.parametrize("part", ["", " ", "…", "d", "dwk_", "<all but the last character>"])
+def test_revoke_needs_the_whole_prefix_not_a_part_of_it(alice, part):
+    token, secret = api_token_create(user=alice, name="ci")
+    if part.startswith("<"):
+        part = token.prefix[:-1]
+    with pytest.raises(CommandError, match="Give the token's id|No API token has the id"):
+        run("revoke", part)
+    token.refresh_from_db()
+    assert token.revoked_at is None
+    assert Caller(Client(), secret).get("/api/projects").status_code == 200
 
 
 @pytest.fixture
@@ -86,17 +99,25 @@ def admin_client(django_user_model):
     return client
 
 
-def test_admin_add_shows_the_secret_once(admin_client, alice):
+SECRET = re.compile(r"dwk_[A-Za-z0-9_-]{43}")
+
+
+def test_admin_add_shows_the_secret_once_on_its_own_page(admin_client, alice):
     response = admin_client.post(
-        "/admin/api/apitoken/add/", {"user": alice.pk, "name": "dashboard-script"}, follow=True
+        "/admin/api/apitoken/add/", {"user": alice.pk, "name": "dashboard-script"}
     )
     assert response.status_code == 200
     token = ApiToken.objects.get()
-    assert token.name == "dashboard-script"
-    shown = " ".join(str(message) for message in response.context["messages"])
-    [secret] = re.findall(r"dwk_[A-Za-z0-9_-]{43}", shown)
+    assert (token.user, token.name) == (alice, "dashboard-script")
+    [secret] = set(SECRET.findall(response.content.decode()))
     assert secret.startswith(token.prefix)
+    assert "no-store" in response["Cache-Control"]
     assert Caller(Client(), secret).get("/api/projects").status_code == 200
+
+    # Not in a flash message, whose default storage is a cookie.
+    assert not [str(message) for message in response.context["messages"]]
+    assert all(secret not in morsel.value for morsel in admin_client.cookies.values())
+    assert all(secret not in str(value) for value in admin_client.session.values())
 
     listing = admin_client.get("/admin/api/apitoken/").content.decode()
     assert token.prefix in listing
@@ -131,3 +152,69 @@ def test_admin_revoke_action(admin_client, alice):
     # Revoked tokens stay on record: the admin offers no delete.
     assert admin_client.post(f"/admin/api/apitoken/{first.pk}/delete/").status_code == 403
     assert ApiToken.objects.count() == 2
+
+
+@pytest.fixture
+def staff(django_user_model):
+    """A staff user who may manage API tokens in the admin, and nothing else."""
+    user = django_user_model.objects.create_user(username="staff", password="x", is_staff=True)
+    grant(user, "api.add_apitoken", "api.change_apitoken", "api.view_apitoken")
+    client = Client()
+    client.force_login(user)
+    return user, client
+
+
+def test_staff_cannot_make_a_token_for_someone_else(staff, alice, django_user_model):
+    user, client = staff
+    root = django_user_model.objects.create_superuser(username="root", password="x")
+    for victim in (root, alice):
+        response = client.post("/admin/api/apitoken/add/", {"user": victim.pk, "name": "mine"})
+        assert response.status_code == 200
+        assert "Select a valid choice" in response.content.decode()
+        assert not SECRET.search(response.content.decode())
+    assert not ApiToken.objects.exists()
+
+    # The form offers only themselves.
+    form = client.get("/admin/api/apitoken/add/").content.decode()
+    assert re.findall(r'<option value="(\d+)"', form) == [str(user.pk)]
+
+    response = client.post("/admin/api/apitoken/add/", {"user": user.pk, "name": "mine"})
+    assert response.status_code == 200
+    assert ApiToken.objects.get().user == user
+    assert SECRET.search(response.content.decode())
+
+
+def test_only_a_superuser_may_make_or_revoke_tokens_of_others(staff, alice):
+    user, _ = staff
+    with pytest.raises(PermissionDenied):
+        api_token_create(user=alice, name="x", made_by=user)
+    token, _ = api_token_create(user=alice, name="x", made_by=alice)
+    with pytest.raises(PermissionDenied):
+        api_token_revoke(token=token, revoked_by=user)
+    token.refresh_from_db()
+    assert token.revoked_at is None
+    root = type(alice).objects.create_superuser(username="root", password="x")
+    api_token_create(user=alice, name="y", made_by=root)
+    assert api_token_revoke(token=token, revoked_by=root)
+
+
+def test_staff_see_and_revoke_only_their_own_tokens(staff, alice):
+    user, client = staff
+    own, own_secret = api_token_create(user=user, name="own")
+    other, other_secret = api_token_create(user=alice, name="other")
+
+    listing = client.get("/admin/api/apitoken/").content.decode()
+    assert own.prefix in listing
+    assert other.prefix not in listing
+    assert client.get(f"/admin/api/apitoken/{other.pk}/change/").status_code == 302
+
+    client.post(
+        "/admin/api/apitoken/",
+        {"action": "revoke", "_selected_action": [own.pk, other.pk]},
+        follow=True,
+    )
+    own.refresh_from_db()
+    other.refresh_from_db()
+    assert own.revoked_at is not None
+    assert other.revoked_at is None
+    assert Caller(Client(), other_secret).get("/api/projects").status_code == 200

@@ -25,7 +25,7 @@ class Command(BaseCommand):
         listing = commands.add_parser("list", help="List tokens (never their secrets).")
         listing.add_argument("--user", help="Only this user's tokens.")
         revoke = commands.add_parser("revoke", help="Revoke a token at once.")
-        revoke.add_argument("token", help="The token's id or its prefix as listed.")
+        revoke.add_argument("token", help="The token's id or its whole prefix as listed.")
 
     def handle(self, *args, **options) -> None:
         try:
