@@ -189,6 +189,9 @@ def review_plan(
         return plan
 
     if override_reason:
+        # Over the REST API a person hands in with the override: the verdict is theirs, not the
+        # agent's self-review.
+        person = checkpoint.handed_in_by
         with transaction.atomic():
             for step_id, run_id in run_ids.items():
                 ReviewResult.objects.create(
@@ -198,15 +201,16 @@ def review_plan(
                     run_each="step",
                     passed=True,
                     feedback=override_reason,
-                    reviewer_kind=ReviewResult.Reviewer.SELF,
-                    reviewer=checkpoint.agent.agent_id,
+                    reviewer_kind=ReviewResult.Reviewer.HUMAN
+                    if person
+                    else ReviewResult.Reviewer.SELF,
+                    reviewer=person or checkpoint.agent.agent_id,
                     override_reason=override_reason,
                 )
-                _event(
-                    checkpoint,
-                    Event.Kind.REVIEW_PASSED,
-                    {"step_id": step_id, "override_reason": override_reason},
-                )
+                payload = {"step_id": step_id, "override_reason": override_reason}
+                if person:
+                    payload["by"] = person
+                _event(checkpoint, Event.Kind.REVIEW_PASSED, payload)
         plan.passes = True
         return plan
 

@@ -89,6 +89,10 @@ def test_drives_the_demo_workflow_to_completion(operator, demo, demo_project):
     assert WorkflowSession.objects.get(session_id=session_id).status == "completed"
     review = ReviewResult.objects.get()
     assert (review.passed, review.override_reason) == (True, "Self-review passed")
+    # A person handed in the override: the verdict is recorded as theirs.
+    assert (review.reviewer_kind, review.reviewer) == ("human", "alice")
+    passed = Event.objects.get(session__session_id=session_id, kind="review_passed")
+    assert passed.payload["by"] == "alice"
 
     detail = operator.get(f"/api/sessions/{session_id}").json()
     assert [run["step_id"] for run in detail["runs"]] == ["gather", "part_a", "part_b", "wrap_up"]
