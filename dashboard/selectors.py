@@ -8,17 +8,19 @@ Python, and per-session progress comes from correlated subqueries in the same SE
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from reviews.models import HumanDecision, ReviewResult
 from workflows.errors import Conflict, InvalidInput, NotFound
+from workflows.files import NotRegularFile, open_regular_file
 from workflows.models import (
     Agent,
     Event,
@@ -247,19 +249,34 @@ def session_get(*, session_id: str) -> WorkflowSession:
     return session
 
 
-def relative_output_path(root: Path, given: str) -> str | None:
+def project_roots(project: Project) -> tuple[Path, ...]:
+    """The project root with symbolic links resolved, then as recorded if that differs.
+
+    The file viewer confines reads to the resolved root; an absolute output may have been handed
+    in under the recorded spelling (before the folder moved and a link took its place), and the
+    session page and the viewer must agree on which outputs are viewable.
+    """
+    recorded = Path(project.root_path)
+    resolved = recorded.resolve()
+    return (resolved,) if resolved == recorded else (resolved, recorded)
+
+
+def relative_output_path(roots: tuple[Path, ...], given: str) -> str | None:
     """The root-relative form of a recorded output path, or None if it points outside the
     root (outputs were checked on hand-in, but the project may have moved since)."""
     if not given or "\x00" in given:
         return None
-    candidate = Path(os.path.normpath(root / given))  # an absolute ``given`` replaces root
-    if not candidate.is_relative_to(root):
-        return None
-    relative = candidate.relative_to(root).as_posix()
-    return None if relative == "." else relative
+    for root in roots:
+        candidate = Path(os.path.normpath(root / given))  # an absolute ``given`` replaces root
+        if candidate.is_relative_to(root):
+            relative = candidate.relative_to(root).as_posix()
+            return None if relative == "." else relative
+    return None
 
 
-def _output_links(root: Path, outputs: dict, declared: list[str] | None = None) -> list[OutputLink]:
+def _output_links(
+    roots: tuple[Path, ...], outputs: dict, declared: list[str] | None = None
+) -> list[OutputLink]:
     """Links in the step's declared order (PostgreSQL's jsonb keeps no key order)."""
     rank = {name: i for i, name in enumerate(declared or [])}
     links = []
@@ -268,7 +285,7 @@ def _output_links(root: Path, outputs: dict, declared: list[str] | None = None) 
         paths = value if isinstance(value, list) else [value]
         for given in paths:
             if isinstance(given, str):
-                links.append(OutputLink(name, given, relative_output_path(root, given)))
+                links.append(OutputLink(name, given, relative_output_path(roots, given)))
     return links
 
 
@@ -282,7 +299,7 @@ def session_detail(*, session_id: str) -> SessionDetail:
     )
     if session is None:
         raise NotFound(f"Session '{session_id}' not found")
-    root = Path(session.project.root_path)
+    roots = project_roots(session.project)
     children = list(
         session.children.only(
             "id", "parent", "session_id", "job_name", "workflow_name", "status"
@@ -325,7 +342,7 @@ def session_detail(*, session_id: str) -> SessionDetail:
     declared = {node.step.step_id: [o["name"] for o in node.step.outputs] for node in nodes}
     views = {
         run.pk: RunView(
-            run=run, outputs=_output_links(root, run.outputs, declared.get(run.step_id))
+            run=run, outputs=_output_links(roots, run.outputs, declared.get(run.step_id))
         )
         for run in runs
     }
@@ -389,10 +406,10 @@ class OutputFile:
     truncated: bool
 
 
-def _recorded_paths(session: WorkflowSession, root: Path) -> set[str]:
+def _recorded_paths(session: WorkflowSession, roots: tuple[Path, ...]) -> set[str]:
     recorded: set[str] = set()
     for outputs in StepRun.objects.filter(session=session).values_list("outputs", flat=True):
-        for link in _output_links(root, outputs or {}):
+        for link in _output_links(roots, outputs or {}):
             if link.view_path is not None:
                 recorded.add(link.view_path)
     return recorded
@@ -416,7 +433,10 @@ def session_output_file(
     """An output file of ``session``, at most ``limit`` bytes of it.
 
     Only a path the session recorded as an output, inside the project root after resolving
-    symbolic links, is read. ``InvalidInput`` for a malformed path, ``NotFound`` otherwise.
+    symbolic links, is read, and only if it is a regular file: a pipe is refused without waiting
+    for a writer (a blocked read would hold the thread every synchronous view shares under
+    ASGI). ``InvalidInput`` for a malformed path, ``NotFound`` for anything else, including any
+    ``OSError`` while opening or reading.
     """
     limit = limit or FILE_VIEW_BYTES
     if not path or not path.strip():
@@ -431,8 +451,9 @@ def session_output_file(
     if ".." in requested.parts:
         raise InvalidInput(f"'{path}' contains '..'; give the path relative to the project root")
     wanted = requested.as_posix()
-    root = Path(session.project.root_path).resolve()
-    if wanted not in _recorded_paths(session, root):
+    roots = project_roots(session.project)
+    root = roots[0]
+    if wanted not in _recorded_paths(session, roots):
         raise NotFound(f"'{path}' is not an output of session '{session.session_id}'")
     resolved = (root / wanted).resolve()
     if not resolved.is_relative_to(root):
@@ -440,22 +461,45 @@ def session_output_file(
             f"'{path}' is a symbolic link to a file outside the project root; it is not shown"
         )
     try:
-        # O_NOFOLLOW: a symlink swapped in after the check above is refused, not followed.
-        fd = os.open(resolved, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with open_inside(root, PurePosixPath(resolved.relative_to(root).as_posix())) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(limit + 1)
     except FileNotFoundError:
         raise NotFound(f"'{path}' no longer exists in the project") from None
+    except NotRegularFile as exc:
+        raise NotFound(
+            f"'{path}' is not a regular file (it is {exc.kind}); it is not shown"
+        ) from None
     except OSError as exc:
-        raise NotFound(f"'{path}' cannot be read: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise NotFound(f"'{path}' is not a regular file")
-        data = handle.read(limit + 1)
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise NotFound(
+                f"'{path}' changed while it was being opened (a symbolic link or a file took the "
+                "place of part of its path); it is not shown"
+            ) from None
+        raise NotFound(f"'{path}' cannot be read: {exc.strerror or exc}") from None
     truncated = len(data) > limit
     data = data[:limit]
-    return OutputFile(
-        path=wanted, size=info.st_size, text=_decode(data, truncated), truncated=truncated
-    )
+    return OutputFile(path=wanted, size=size, text=_decode(data, truncated), truncated=truncated)
+
+
+def open_inside(root: Path, relative: PurePosixPath) -> BinaryIO:
+    """The regular file ``root/relative`` opened for reading, one directory at a time.
+
+    ``relative`` must come from a resolved path: it names no symbolic link, so every component
+    is opened with O_NOFOLLOW from the descriptor of the one before. A directory on the way
+    swapped for a link after the path was resolved is refused (ELOOP or ENOTDIR), never
+    followed out of ``root``; a pipe or device is refused without blocking (``NotRegularFile``).
+    """
+    *folders, name = relative.parts or (".",)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for folder in folders:
+            inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return open_regular_file(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
 
 
 # --- Jobs -----------------------------------------------------------------------------------

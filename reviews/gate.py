@@ -9,12 +9,15 @@ promised.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from workflows.files import open_regular_file
 
 MARK = "=" * 20
 RULE = "-" * 20
@@ -120,19 +123,23 @@ def _output_files(outputs: dict[str, str | list[str]]) -> list[tuple[str, str]]:
 def _file_text(project_root: Path, path: str) -> str:
     full = project_root / path
     try:
-        size = full.stat().st_size
+        # Size from the open descriptor: a stat of the path could be raced, and an output named
+        # like a file may be a pipe that a plain open would wait on forever.
+        with open_regular_file(full) as handle:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_INLINE_BYTES + 1) if size <= MAX_INLINE_BYTES else b""
     except FileNotFoundError:
         return "[File not found]"
     except OSError as exc:
         return f"[Error reading file: {exc}]"
+    size = max(size, len(data))  # it may have grown since the fstat
     if size > MAX_INLINE_BYTES:
         return f"[Large file ({size} bytes) — not included in review. Read from: {full.resolve()}]"
     try:
-        return full.read_text(encoding="utf-8")
+        # Decoded like Path.read_text: universal newlines.
+        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
     except UnicodeDecodeError:
         return f"[Binary file — not included in review. Read from: {full.resolve()}]"
-    except OSError as exc:
-        return f"[Error reading file: {exc}]"
 
 
 def _section(

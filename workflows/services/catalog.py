@@ -16,6 +16,7 @@ from pathlib import Path
 from django.db import transaction
 
 from workflows import jobdef
+from workflows.files import NotRegularFile, read_regular_file
 from workflows.models import Event, Job, JobLoadError, Project, Step, Workflow, WorkflowStep
 
 logger = logging.getLogger(__name__)
@@ -248,11 +249,16 @@ def catalog_sync(*, project: Project, files: tuple[JobFile, ...]) -> CatalogView
             row = known.get((job_file.job_dir, job_file.mtime_ns, job_file.size))
             if row is None:
                 try:
-                    raw = job_file.yml_path.read_bytes()
+                    raw = read_regular_file(job_file.yml_path, limit=None)
                 except OSError as exc:
+                    reason = (
+                        f"job.yml is not a regular file (it is {exc.kind})"
+                        if isinstance(exc, NotRegularFile)
+                        else str(exc)
+                    )
                     errors.append(
                         CatalogError(
-                            job_file.dir_name, job_file.job_dir, f"Failed to load job.yml: {exc}"
+                            job_file.dir_name, job_file.job_dir, f"Failed to load job.yml: {reason}"
                         )
                     )
                     continue

@@ -17,6 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
+from workflows.files import NotRegularFile, read_regular_text
 from workflows.models import (
     Agent,
     Event,
@@ -90,9 +91,14 @@ def _read_instructions(job: Job, step: Step) -> str:
             "the job folder"
         )
     try:
-        return path.read_text(encoding="utf-8")
+        return read_regular_text(path)
     except FileNotFoundError:
         raise JobBroken(f"Instructions file not found: {step.instructions_file}") from None
+    except NotRegularFile as exc:
+        raise JobBroken(
+            f"Instructions file {step.instructions_file} could not be read: it is not a regular "
+            f"file (it is {exc.kind})"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise JobBroken(
             f"Instructions file {step.instructions_file} could not be read: {exc}"

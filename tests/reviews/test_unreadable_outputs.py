@@ -1,0 +1,78 @@
+"""An output that is a pipe or a folder is described in the review payload, never waited on."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from reviews.gate import ReviewTask, build_payload
+from reviews.services import step_finish_gated
+from tests.factories import write_job
+from tests.reviews.test_gate import GATE_JOB, command_gate, start_session
+from tests.workflows.pipes import never_blocks_on
+
+
+def payload_for(root: Path, outputs: dict[str, str]) -> str:
+    task = ReviewTask(
+        step_id="s",
+        run_each="step",
+        criteria={"c": "d"},
+        guidance=None,
+        outputs=outputs,
+        target_file=None,
+    )
+    return build_payload(
+        task=task, project_root=root, max_inline_files=5, notes=None, include_notes=True
+    )
+
+
+def test_a_named_pipe_output_is_an_error_line_not_a_hang(tmp_path):
+    os.mkfifo(tmp_path / "out.md")
+    (tmp_path / "ok.md").write_text("fine\r\nline two\n")
+
+    with never_blocks_on(tmp_path / "out.md"):
+        payload = payload_for(tmp_path, {"out": "out.md", "ok": "ok.md"})
+
+    assert (
+        "-------------------- out.md --------------------\n"
+        f"[Error reading file: {tmp_path / 'out.md'} is not a regular file (it is a named pipe)]"
+    ) in payload
+    # Regular files still come through, newlines normalised as before.
+    assert "-------------------- ok.md --------------------\nfine\nline two\n" in payload
+
+
+def test_a_folder_output_is_an_error_line(tmp_path):
+    (tmp_path / "out.md").mkdir()
+    payload = payload_for(tmp_path, {"out": "out.md"})
+    assert (
+        f"[Error reading file: {tmp_path / 'out.md'} is not a regular file (it is a directory)]"
+    ) in payload
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_reviewed_step_handed_in_as_a_pipe_is_reviewed_without_waiting(
+    project_dir, monkeypatch, tmp_path
+):
+    from channels.db import database_sync_to_async
+
+    log = tmp_path / "reviews"
+    monkeypatch.setenv("FAKE_REVIEW_LOG", str(log))
+    monkeypatch.setenv("FAKE_REVIEW", "pass")
+    write_job(project_dir, "gated", GATE_JOB, ["draft", "pages", "final"])
+    os.mkfifo(project_dir / "draft.md")
+    project, agent = await database_sync_to_async(start_session)(project_dir, "gated")
+
+    with never_blocks_on(project_dir / "draft.md"):
+        response = await step_finish_gated(
+            project=project, agent=agent, gate=command_gate(), outputs={"draft.md": "draft.md"}
+        )
+
+    assert response.status == "next_step"
+    [call] = [json.loads(p.read_text()) for p in log.glob("call-*.json")]
+    assert (
+        f"[Error reading file: {project_dir / 'draft.md'} is not a regular file "
+        "(it is a named pipe)]"
+    ) in call["prompt"]

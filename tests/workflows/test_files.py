@@ -1,0 +1,82 @@
+"""read_regular_file and friends: regular files are read, anything else is refused at once."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.workflows.pipes import never_blocks_on
+from workflows.files import NotRegularFile, open_regular_file, read_regular_file, read_regular_text
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+needs_proc = pytest.mark.skipif(
+    not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc"
+)
+
+
+def test_a_regular_file_is_read_whole_or_up_to_the_limit(tmp_path):
+    (tmp_path / "f.txt").write_bytes(b"0123456789")
+    assert read_regular_file(tmp_path / "f.txt", limit=None) == b"0123456789"
+    assert read_regular_file(tmp_path / "f.txt", limit=4) == b"0123"
+    assert read_regular_file(tmp_path / "f.txt", limit=100) == b"0123456789"
+
+
+def test_text_is_decoded_like_path_read_text(tmp_path):
+    (tmp_path / "f.md").write_bytes("line one\r\nline two\rthree é\n".encode())
+    assert read_regular_text(tmp_path / "f.md") == (tmp_path / "f.md").read_text(encoding="utf-8")
+    assert read_regular_text(tmp_path / "f.md") == "line one\nline two\nthree é\n"
+    (tmp_path / "bad.md").write_bytes(b"ok \xff")
+    with pytest.raises(UnicodeDecodeError):
+        read_regular_text(tmp_path / "bad.md")
+
+
+@needs_proc
+def test_a_named_pipe_is_refused_without_waiting_for_a_writer(tmp_path):
+    pipe = tmp_path / "out.md"
+    os.mkfifo(pipe)
+    before = open_descriptors()
+
+    with never_blocks_on(pipe), pytest.raises(NotRegularFile) as info:
+        read_regular_file(pipe, limit=None)
+
+    assert str(info.value) == f"{pipe} is not a regular file (it is a named pipe)"
+    assert info.value.kind == "a named pipe"
+    assert isinstance(info.value, OSError)
+    assert open_descriptors() == before
+
+
+@needs_proc
+def test_a_directory_is_refused_and_its_descriptor_closed(tmp_path):
+    before = open_descriptors()
+    with pytest.raises(NotRegularFile, match=r"is not a regular file \(it is a directory\)$"):
+        read_regular_file(tmp_path, limit=10)
+    assert open_descriptors() == before
+
+
+def test_a_device_is_refused(tmp_path):
+    with pytest.raises(
+        NotRegularFile, match=r"^/dev/null is not a regular file \(it is a character device\)$"
+    ):
+        read_regular_file("/dev/null", limit=None)
+
+
+def test_a_missing_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_regular_file(tmp_path / "nope", limit=None)
+
+
+def test_without_following_a_symbolic_link_is_refused(tmp_path):
+    (tmp_path / "real.md").write_text("real")
+    os.symlink(tmp_path / "real.md", tmp_path / "link.md")
+    with open_regular_file(tmp_path / "link.md") as handle:
+        assert handle.read() == b"real"
+    with pytest.raises(OSError) as info:
+        open_regular_file(tmp_path / "link.md", follow_symlinks=False)
+    assert info.value.errno == errno.ELOOP
