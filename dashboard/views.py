@@ -28,6 +28,7 @@ from dashboard.forms import (
 )
 from reviews.services import review_override, review_request_changes
 from workflows.errors import InvalidInput, NotFound, WorkflowError
+from workflows.models import WorkflowSession
 from workflows.services.sessions import session_abort
 
 VIEW_PERMISSION = "workflows.view_workflowsession"
@@ -126,79 +127,81 @@ def session_file(request: HttpRequest, session_id: str) -> HttpResponse:
     )
 
 
-def _decided(request: HttpRequest, session_id: str, decide: Callable[[], str]) -> HttpResponse:
-    """Run one decision, report how it went as a flash message, and go back to the page."""
-    try:
-        messages.success(request, decide())
-    except WorkflowError as exc:
-        messages.error(request, str(exc))
+def _decide(
+    request: HttpRequest,
+    session_id: str,
+    *,
+    permission: str,
+    form_class: type,
+    decide: Callable[[WorkflowSession, dict], str],
+) -> HttpResponse:
+    """One decision from the session page: check the permission, validate the form, run it,
+    report how it went as a flash message, and go back to the page."""
+    _require(request, permission)
+    session = _session_or_404(session_id)
+    form = form_class(request.POST)
+    if not form.is_valid():
+        messages.error(request, first_error(form))
+    else:
+        try:
+            messages.success(request, decide(session, form.cleaned_data))
+        except WorkflowError as exc:
+            messages.error(request, str(exc))
     return redirect("dashboard:session", session_id=session_id)
 
 
 @require_POST
 @watcher_required
 def session_override(request: HttpRequest, session_id: str) -> HttpResponse:
-    _require(request, DECIDE_PERMISSION)
-    session = _session_or_404(session_id)
-    form = OverrideForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, first_error(form))
-        return redirect("dashboard:session", session_id=session_id)
+    def override(session: WorkflowSession, data: dict) -> str:
+        run = selectors.session_current_run(session=session, step_id=data["step_id"])
+        review_override(step_run=run, reason=data["reason"], user=request.user)
+        return (
+            f"Review of step '{data['step_id']}' overridden: the agent's next finished_step "
+            "passes it"
+        )
 
-    def decide() -> str:
-        step_id = form.cleaned_data["step_id"]
-        run = selectors.session_current_run(session=session, step_id=step_id)
-        review_override(step_run=run, reason=form.cleaned_data["reason"], user=request.user)
-        return f"Review of step '{step_id}' overridden: the agent's next finished_step passes it"
-
-    return _decided(request, session_id, decide)
+    return _decide(
+        request, session_id, permission=DECIDE_PERMISSION, form_class=OverrideForm, decide=override
+    )
 
 
 @require_POST
 @watcher_required
 def session_request_changes(request: HttpRequest, session_id: str) -> HttpResponse:
-    _require(request, DECIDE_PERMISSION)
-    session = _session_or_404(session_id)
-    form = ChangesForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, first_error(form))
-        return redirect("dashboard:session", session_id=session_id)
-
-    def decide() -> str:
-        step_id = form.cleaned_data["step_id"]
-        run = selectors.session_current_run(session=session, step_id=step_id)
-        review_request_changes(
-            step_run=run, feedback=form.cleaned_data["feedback"], user=request.user
-        )
+    def request_changes(session: WorkflowSession, data: dict) -> str:
+        run = selectors.session_current_run(session=session, step_id=data["step_id"])
+        review_request_changes(step_run=run, feedback=data["feedback"], user=request.user)
         return (
-            f"Changes requested on step '{step_id}': the agent gets your feedback on its next "
-            "finished_step"
+            f"Changes requested on step '{data['step_id']}': the agent gets your feedback on "
+            "its next finished_step"
         )
 
-    return _decided(request, session_id, decide)
+    return _decide(
+        request,
+        session_id,
+        permission=DECIDE_PERMISSION,
+        form_class=ChangesForm,
+        decide=request_changes,
+    )
 
 
 @require_POST
 @watcher_required
 def session_abort_view(request: HttpRequest, session_id: str) -> HttpResponse:
-    _require(request, ABORT_PERMISSION)
-    session = _session_or_404(session_id)
-    form = AbortForm(request.POST)
-    if not form.is_valid():
-        messages.error(request, first_error(form))
-        return redirect("dashboard:session", session_id=session_id)
-
-    def decide() -> str:
+    def abort(session: WorkflowSession, data: dict) -> str:
         session_abort(
             project=session.project,
             agent=session.agent,
-            explanation=form.cleaned_data["reason"],
+            explanation=data["reason"],
             session_id=session.session_id,
             decided_by=request.user,
         )
         return f"Session '{session_id}' aborted"
 
-    return _decided(request, session_id, decide)
+    return _decide(
+        request, session_id, permission=ABORT_PERMISSION, form_class=AbortForm, decide=abort
+    )
 
 
 @require_safe
