@@ -71,6 +71,13 @@ class ReviewerError(Exception):
     """The reviewer itself failed (crashed, timed out, answered garbage)."""
 
 
+class ReviewerCouldNotRun(ReviewerError):
+    """The reviewer never got to judge the work: it could not be started or handed its input.
+
+    Unlike a reviewer that ran and failed, this uses up no quality attempt.
+    """
+
+
 def expand_tasks(
     *,
     steps: list[dict],
