@@ -20,7 +20,13 @@ from django.db.models.functions import Coalesce
 
 from reviews.models import HumanDecision, ReviewResult
 from workflows.errors import Conflict, InvalidInput, NotFound
-from workflows.files import NotRegularFile, open_regular_file
+from workflows.files import (
+    NotRegularFile,
+    OutsideProject,
+    ProjectRootChanged,
+    open_below,
+    open_project_file,
+)
 from workflows.models import (
     Agent,
     Event,
@@ -250,15 +256,12 @@ def session_get(*, session_id: str) -> WorkflowSession:
 
 
 def project_roots(project: Project) -> tuple[Path, ...]:
-    """The project root with symbolic links resolved, then as recorded if that differs.
+    """The project root as recorded (stored resolved), the only root files are served from.
 
-    The file viewer confines reads to the resolved root; an absolute output may have been handed
-    in under the recorded spelling (before the folder moved and a link took its place), and the
-    session page and the viewer must agree on which outputs are viewable.
+    Never the root as it resolves now: the folder may have been swapped for a link (to ``/``,
+    say), and the viewer would then serve whatever the link points at (issue 9, defect 1).
     """
-    recorded = Path(project.root_path)
-    resolved = recorded.resolve()
-    return (resolved,) if resolved == recorded else (resolved, recorded)
+    return (Path(project.root_path),)
 
 
 def relative_output_path(roots: tuple[Path, ...], given: str) -> str | None:
@@ -455,15 +458,19 @@ def session_output_file(
     root = roots[0]
     if wanted not in _recorded_paths(session, roots):
         raise NotFound(f"'{path}' is not an output of session '{session.session_id}'")
-    resolved = (root / wanted).resolve()
-    if not resolved.is_relative_to(root):
-        raise NotFound(
-            f"'{path}' is a symbolic link to a file outside the project root; it is not shown"
-        )
     try:
-        with open_inside(root, PurePosixPath(resolved.relative_to(root).as_posix())) as handle:
+        with open_project_file(root=root, relative=wanted) as handle:
             size = os.fstat(handle.fileno()).st_size
             data = handle.read(limit + 1)
+    except ProjectRootChanged:
+        raise NotFound(
+            f"The project folder {root} is no longer the directory recorded for this project "
+            "(a symbolic link or another file took its place); its files are not shown"
+        ) from None
+    except OutsideProject:
+        raise NotFound(
+            f"'{path}' is a symbolic link to a file outside the project root; it is not shown"
+        ) from None
     except FileNotFoundError:
         raise NotFound(f"'{path}' no longer exists in the project") from None
     except NotRegularFile as exc:
@@ -483,23 +490,11 @@ def session_output_file(
 
 
 def open_inside(root: Path, relative: PurePosixPath) -> BinaryIO:
-    """The regular file ``root/relative`` opened for reading, one directory at a time.
+    """The regular file ``root/relative``, no link followed anywhere, the root included.
 
-    ``relative`` must come from a resolved path: it names no symbolic link, so every component
-    is opened with O_NOFOLLOW from the descriptor of the one before. A directory on the way
-    swapped for a link after the path was resolved is refused (ELOOP or ENOTDIR), never
-    followed out of ``root``; a pipe or device is refused without blocking (``NotRegularFile``).
+    ``relative`` must come from a resolved path (see ``workflows.files.open_below``).
     """
-    *folders, name = relative.parts or (".",)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    try:
-        for folder in folders:
-            inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-        return open_regular_file(name, dir_fd=fd, follow_symlinks=False)
-    finally:
-        os.close(fd)
+    return open_below(root, relative)
 
 
 # --- Jobs -----------------------------------------------------------------------------------

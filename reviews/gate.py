@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workflows.files import open_regular_file
+from workflows.files import NotRegularFile, read_project_file
 
 MARK = "=" * 20
 RULE = "-" * 20
@@ -130,23 +130,23 @@ def _output_files(outputs: dict[str, str | list[str]]) -> list[tuple[str, str]]:
 def _file_text(project_root: Path, path: str) -> str:
     full = project_root / path
     try:
-        # Size from the open descriptor: a stat of the path could be raced, and an output named
-        # like a file may be a pipe that a plain open would wait on forever.
-        with open_regular_file(full) as handle:
-            size = os.fstat(handle.fileno()).st_size
-            data = handle.read(MAX_INLINE_BYTES + 1) if size <= MAX_INLINE_BYTES else b""
+        # Read inside the project only (an output swapped for a link out since the hand-in
+        # would otherwise carry that file to the reviewer), regular files only (a pipe would
+        # wait forever), and never more than the inline cap plus one byte.
+        read = read_project_file(root=project_root, relative=path, limit=MAX_INLINE_BYTES)
     except FileNotFoundError:
         return "[File not found]"
-    except OSError as exc:
+    except NotRegularFile as exc:
+        return f"[Error reading file: {full} is not a regular file (it is {exc.kind})]"
+    except (OSError, ValueError) as exc:
         return f"[Error reading file: {exc}]"
-    size = max(size, len(data))  # it may have grown since the fstat
-    if size > MAX_INLINE_BYTES:
-        return f"[Large file ({size} bytes) — not included in review. Read from: {full.resolve()}]"
+    if read.truncated:
+        return f"[Large file ({read.size} bytes) — not included in review. Read from: {full}]"
     try:
         # Decoded like Path.read_text: universal newlines.
-        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8").read()
+        return io.TextIOWrapper(io.BytesIO(read.data), encoding="utf-8").read()
     except UnicodeDecodeError:
-        return f"[Binary file — not included in review. Read from: {full.resolve()}]"
+        return f"[Binary file — not included in review. Read from: {full}]"
 
 
 def _section(

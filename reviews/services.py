@@ -32,6 +32,7 @@ from reviews.gate import (
 )
 from reviews.models import HumanDecision, ReviewResult
 from workflows.errors import Conflict, InvalidInput, WorkflowError
+from workflows.files import project_write_text
 from workflows.models import Agent, Event, Project, StepRun
 from workflows.schemas import FinishedStepResponse, QualityCriteriaResult, StepStatus
 from workflows.schemas import ReviewResult as WireReviewResult
@@ -230,14 +231,19 @@ def review_plan(
     if gate.reviewer is None:
         session_id = checkpoint.session.session_id
         relative = f".deepwork/tmp/quality_review_{session_id}_{checkpoint.steps[0].step_id}.md"
-        path = checkpoint.project_root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            self_review_instructions(
-                tasks=tasks, project_root=checkpoint.project_root, notes=checkpoint.notes
-            ),
-            encoding="utf-8",
-        )
+        try:
+            # Never through a link or pipe an agent planted at that name (workflows.files).
+            project_write_text(
+                root=checkpoint.project_root,
+                relative=relative,
+                text=self_review_instructions(
+                    tasks=tasks, project_root=checkpoint.project_root, notes=checkpoint.notes
+                ),
+            )
+        except OSError as exc:
+            raise InvalidInput(
+                f"The self-review instructions could not be written to {relative}: {exc}"
+            ) from None
         _event(checkpoint, Event.Kind.REVIEW_REQUESTED, {"instructions": relative})
         plan.answer = FinishedStepResponse(
             status=StepStatus.NEEDS_WORK,

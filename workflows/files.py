@@ -9,9 +9,16 @@ a regular file.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import io
 import os
+import secrets
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 _NOT_REGULAR = (
@@ -79,3 +86,264 @@ def read_regular_text(path: str | os.PathLike[str], *, encoding: str = "utf-8") 
     """
     with open_regular_file(path) as handle, io.TextIOWrapper(handle, encoding=encoding) as text:
         return text.read()
+
+
+# --- Files inside a project ------------------------------------------------------------------
+#
+# An agent works in the very folder the server reads from and writes into, so every entry on
+# the way to a project file may be swapped for a symbolic link, a pipe or a folder at any time,
+# including the project folder itself. One mechanism serves every read and write:
+#
+# 1. the root is opened component by component from ``/`` without following links, so it is the
+#    directory recorded (root paths are stored resolved), not wherever a link now points;
+# 2. the path below it is resolved once (links inside the project are fine) and must stay
+#    inside; then each directory is opened from the one before without following links, so an
+#    entry swapped after the resolution is refused, never followed out;
+# 3. files are opened non-blocking and used only when ``fstat`` says regular; writes go to a
+#    fresh exclusive temporary name and are renamed over the target, which replaces a planted
+#    link or pipe instead of writing through it.
+
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY)
+_DIR_FLAGS = _PATH_FLAGS | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_TMP_SUFFIX = ".tmp"
+
+
+class ProjectRootChanged(OSError):
+    """The recorded project root is no longer that directory (a link or a file took its place)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(
+            f"the project folder {root} is no longer the directory recorded for the project "
+            "(a symbolic link or another file took its place)"
+        )
+        self.root = root
+
+
+class OutsideProject(OSError):
+    """The path leads outside the project root (``..``, an absolute path, or a link)."""
+
+    def __init__(self, relative: str, reason: str) -> None:
+        super().__init__(f"'{relative}' {reason}")
+        self.relative = relative
+
+
+class FileTooLarge(OSError):
+    """A regular file over the byte cap of the read; nothing of it was decoded."""
+
+    def __init__(self, relative: str, size: int, limit: int) -> None:
+        super().__init__(f"'{relative}' is {size} bytes, over the limit of {limit} bytes")
+        self.relative = relative
+        self.size = size
+        self.limit = limit
+
+
+def file_kind(mode: int) -> str:
+    """'a regular file', 'a directory', 'a named pipe' …: what ``mode`` says the entry is."""
+    return "a regular file" if stat.S_ISREG(mode) else _kind(mode)
+
+
+def _open_root(root: Path) -> int:
+    if not root.is_absolute():
+        raise ValueError(f"project root must be absolute: {root}")
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        for part in root.parts[1:]:
+            try:
+                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise ProjectRootChanged(root) from None
+                raise
+            os.close(fd)
+            fd = inner
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _lexical(root: Path, relative: str) -> PurePosixPath:
+    """``relative`` (or an absolute path under ``root``) as clean parts below the root."""
+    if "\x00" in relative:
+        raise OutsideProject(relative.replace("\x00", "\\0"), "contains a NUL byte")
+    given = Path(relative)
+    if given.is_absolute():
+        normal = Path(os.path.normpath(given))
+        if not normal.is_relative_to(root):
+            raise OutsideProject(relative, "is an absolute path outside the project root")
+        inside = PurePosixPath(normal.relative_to(root).as_posix())
+    else:
+        inside = PurePosixPath(os.path.normpath(relative))
+        if inside.parts[:1] == ("..",):
+            raise OutsideProject(relative, "leads outside the project root with '..'")
+    if inside.parts in ((), (".",)):
+        raise OutsideProject(relative, "names the project root, not a file")
+    return inside
+
+
+def _resolved_inside(root: Path, inside: PurePosixPath, relative: str) -> PurePosixPath:
+    # ``Path.resolve`` follows links as the path stands now; whatever it answers, the walk
+    # below is made again without following anything, so a change in between is refused.
+    resolved = (root / inside).resolve()
+    if not resolved.is_relative_to(root):
+        raise OutsideProject(relative, "is a symbolic link to a file outside the project root")
+    return PurePosixPath(resolved.relative_to(root).as_posix())
+
+
+def _walk(fd: int, folders: tuple[str, ...], *, create: bool) -> int:
+    """Descriptor of ``folders`` below ``fd`` (which is consumed), links refused (ENOTDIR)."""
+    try:
+        for folder in folders:
+            if create:
+                # mkdirat never follows: a planted link here is EEXIST, then refused below.
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(folder, 0o755, dir_fd=fd)
+            inner = os.open(folder, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_below(root: Path, relative: PurePosixPath) -> BinaryIO:
+    """The regular file ``root/relative`` with no link anywhere on the way, root included.
+
+    ``relative`` must already name no link (it comes from a resolution): a directory on the way
+    that is now a link is ENOTDIR, a final link ELOOP, a pipe or device ``NotRegularFile`` at
+    once, and a root that is no longer the directory ``ProjectRootChanged``.
+    """
+    *folders, name = relative.parts or (".",)
+    fd = _walk(_open_root(root), tuple(folders), create=False)
+    try:
+        return open_regular_file(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
+def open_project_file(*, root: Path, relative: str) -> BinaryIO:
+    """The regular file ``relative`` of the project at ``root`` (resolved, as recorded).
+
+    Links inside the project are followed; anything leading outside raises ``OutsideProject``.
+    Raises ``ProjectRootChanged``, ``NotRegularFile``, ``FileNotFoundError`` and other
+    ``OSError`` (ELOOP or ENOTDIR when an entry on the way changed while it was opened).
+    """
+    inside = _lexical(root, relative)
+    os.close(_open_root(root))  # the root is checked before resolving anything below it
+    return open_below(root, _resolved_inside(root, inside, relative))
+
+
+@dataclass(frozen=True)
+class FileRead:
+    data: bytes  # at most the limit
+    size: int  # of the whole file, as fstat saw it (or as read, if it grew)
+    truncated: bool
+
+
+def read_project_file(*, root: Path, relative: str, limit: int) -> FileRead:
+    """At most ``limit`` bytes of the project file ``relative``; raises as ``open_project_file``."""
+    with open_project_file(root=root, relative=relative) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        data = handle.read(limit + 1)
+    truncated = len(data) > limit
+    return FileRead(data=data[:limit], size=max(size, len(data)), truncated=truncated)
+
+
+def read_project_text(*, root: Path, relative: str, limit: int) -> str:
+    """The project file ``relative`` decoded like ``Path.read_text``; ``FileTooLarge`` over
+    ``limit`` bytes (nothing past the limit is read), ``UnicodeDecodeError`` if not UTF-8."""
+    read = read_project_file(root=root, relative=relative, limit=limit)
+    if read.truncated:
+        raise FileTooLarge(relative, read.size, limit)
+    return io.TextIOWrapper(io.BytesIO(read.data), encoding="utf-8").read()
+
+
+@contextmanager
+def project_directory(*, root: Path, relative: str, create: bool = False) -> Iterator[int]:
+    """A descriptor of the project directory ``relative``, made (0755) when ``create`` says so.
+
+    Links inside the project are followed, never out of it; raises as ``open_project_file``.
+    """
+    inside = _lexical(root, relative)
+    os.close(_open_root(root))
+    resolved = _resolved_inside(root, inside, relative)
+    fd = _walk(_open_root(root), resolved.parts, create=create)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def open_regular_at(dir_fd: int, name: str, *, create: bool = False) -> int:
+    """A read-write descriptor of the regular file ``name`` in ``dir_fd`` (for locks and the
+    like), created when missing if ``create``; a link there is ELOOP, a pipe ``NotRegularFile``."""
+    flags = os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(name, flags | (os.O_CREAT if create else 0), 0o644, dir_fd=dir_fd)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFile(name, _kind(mode))
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_text_at(dir_fd: int, name: str, text: str) -> None:
+    """Put ``text`` (UTF-8) at ``name`` in ``dir_fd``: a new file renamed over the entry.
+
+    Whatever stood there (a link, a pipe, an older file) is replaced, never written through; a
+    directory there raises ``IsADirectoryError``. Readers see the old file or the new, whole.
+    """
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"not a file name: {name!r}")
+    # Named so that the stale-file sweep of the review scratch folder also removes orphans.
+    tmp = f".{name[:100]}.{secrets.token_hex(8)}{_TMP_SUFFIX}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(text.encode("utf-8"))
+        try:
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except IsADirectoryError:
+            raise IsADirectoryError(
+                errno.EISDIR, f"'{name}' is a directory; the file cannot be written there"
+            ) from None
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+
+
+def project_write_text(*, root: Path, relative: str, text: str) -> Path:
+    """Write ``text`` to the project file ``relative``, making its folders; the path written.
+
+    The one way the server writes into a project: see ``write_text_at`` for what happens to
+    whatever stood at the path; raises ``ProjectRootChanged``, ``OutsideProject`` and ``OSError``.
+    """
+    inside = _lexical(root, relative)
+    parent = inside.parent.as_posix()
+    if parent == ".":
+        with _root_descriptor(root) as fd:
+            write_text_at(fd, inside.name, text)
+        return root / inside
+    with project_directory(root=root, relative=parent, create=True) as fd:
+        write_text_at(fd, inside.name, text)
+    return root / inside
+
+
+def project_makedirs(*, root: Path, relative: str) -> None:
+    """Make the project folder ``relative`` and its parents, without following links out."""
+    with project_directory(root=root, relative=relative, create=True):
+        pass
+
+
+@contextmanager
+def _root_descriptor(root: Path) -> Iterator[int]:
+    fd = _open_root(root)
+    try:
+        yield fd
+    finally:
+        os.close(fd)

@@ -8,11 +8,13 @@ Messages echo what the caller sent, never the server's absolute paths.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from workflows.errors import InvalidInput
+from workflows.files import file_kind
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,20 @@ def _check_path(name: str, value: str, root: Path) -> None:
             f"Output '{name}': '{value}' is a symbolic link to a file outside the project root; "
             "outputs must be files inside the project"
         )
-    if resolved.is_dir():
-        raise InvalidInput(f"Output '{name}': '{value}' is a directory; outputs must be files")
-    if not resolved.exists():
-        raise InvalidInput(f"Output '{name}': file not found at '{value}'")
+    try:
+        # lstat: ``resolved`` names no link; a stat never waits on a pipe the way an open does.
+        mode = resolved.lstat().st_mode
+    except FileNotFoundError:
+        raise InvalidInput(f"Output '{name}': file not found at '{value}'") from None
+    except OSError as exc:
+        raise InvalidInput(
+            f"Output '{name}': '{value}' cannot be checked: {exc.strerror or exc}"
+        ) from None
+    if not stat.S_ISREG(mode):
+        # A pipe or device "exists" but cannot be read or reviewed; refused like a folder.
+        raise InvalidInput(
+            f"Output '{name}': '{value}' is {file_kind(mode)}; outputs must be files"
+        )
 
 
 def validate_outputs(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,9 +20,21 @@ import yaml
 from jsonschema import Draft7Validator
 from jsonschema.exceptions import best_match
 
+from workflows.files import (
+    FileTooLarge,
+    NotRegularFile,
+    OutsideProject,
+    ProjectRootChanged,
+    read_project_text,
+)
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "deepreview_schema.json"
 
 STRATEGIES = ("individual", "matches_together", "all_changed_files")
+
+# A rules file and an instructions file are prose and globs; anything larger is a mistake or an
+# attack, and is refused before it is read whole.
+MAX_RULES_FILE_BYTES = 1024 * 1024
 
 # A top-level key at the start of a line; the first hit for a name is its rule's line.
 _TOP_LEVEL_KEY = re.compile(r"^([a-zA-Z0-9_-]+)\s*:")
@@ -73,18 +86,47 @@ def _validator() -> Draft7Validator:
     return Draft7Validator(schema)
 
 
-def parse_deepreview_file(path: Path) -> list[ReviewRule]:
-    """Parse one ``.deepreview`` file; any problem with it raises ``ConfigError``."""
+def _read_text(path: Path, project_root: Path) -> str:
+    """``path`` read through ``workflows.files``: inside the project, regular, capped.
+
+    Raises ``ConfigError`` with just the reason (the caller says which file it was), or
+    ``FileNotFoundError``.
+    """
     try:
-        text = path.read_text(encoding="utf-8")
+        return read_project_text(root=project_root, relative=str(path), limit=MAX_RULES_FILE_BYTES)
+    except FileNotFoundError:
+        raise
+    except NotRegularFile as exc:
+        raise ConfigError(f"it is not a regular file (it is {exc.kind})") from None
+    except FileTooLarge as exc:
+        raise ConfigError(
+            f"it is {exc.size} bytes, over the limit of {exc.limit} bytes for review rule files"
+        ) from None
+    except (OutsideProject, ProjectRootChanged) as exc:
+        raise ConfigError(str(exc)) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def parse_deepreview_file(path: Path, *, project_root: Path | None = None) -> list[ReviewRule]:
+    """Parse one ``.deepreview`` file; any problem with it raises ``ConfigError``.
+
+    The file and its instruction files are read only inside ``project_root`` (by default the
+    file's own folder): a link out of the project is refused, never followed.
+    """
+    root = project_root or path.parent
+    try:
+        text = _read_text(path, root)
     except FileNotFoundError as exc:
         raise ConfigError(f"File not found: {path}") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Failed to parse {path}: {exc}") from exc
-    return parse_deepreview_text(text, path)
+    except ConfigError as exc:
+        raise ConfigError(f"Failed to parse {path}: {exc}") from None
+    return parse_deepreview_text(text, path, project_root=root)
 
 
-def parse_deepreview_text(text: str, path: Path) -> list[ReviewRule]:
+def parse_deepreview_text(
+    text: str, path: Path, *, project_root: Path | None = None
+) -> list[ReviewRule]:
     """Parse ``text`` as if read from ``path`` (which anchors instruction files and messages)."""
     data = _load_yaml(text, path)
     if data is None:
@@ -92,8 +134,10 @@ def parse_deepreview_text(text: str, path: Path) -> list[ReviewRule]:
     _validate(data, path)
     lines = _rule_lines(text)
     source_dir = path.parent
+    root = project_root or source_dir
     return [
-        _build_rule(name, body, path, source_dir, lines.get(name, 1)) for name, body in data.items()
+        _build_rule(name, body, path, source_dir, lines.get(name, 1), root)
+        for name, body in data.items()
     ]
 
 
@@ -154,7 +198,7 @@ def _rule_lines(text: str) -> dict[str, int]:
 
 
 def _build_rule(
-    name: str, body: Mapping[str, Any], path: Path, source_dir: Path, line: int
+    name: str, body: Mapping[str, Any], path: Path, source_dir: Path, line: int, root: Path
 ) -> ReviewRule:
     match = body["match"]
     review = body["review"]
@@ -166,7 +210,7 @@ def _build_rule(
         include=tuple(match["include"]),
         exclude=tuple(match.get("exclude") or ()),
         strategy=review["strategy"],
-        instructions=_instructions_text(review["instructions"], source_dir),
+        instructions=_instructions_text(review["instructions"], source_dir, root),
         source_file=path,
         source_dir=source_dir,
         source_line=line,
@@ -176,15 +220,15 @@ def _build_rule(
     )
 
 
-def _instructions_text(spec: str | Mapping[str, str], source_dir: Path) -> str:
+def _instructions_text(spec: str | Mapping[str, str], source_dir: Path, root: Path) -> str:
     if isinstance(spec, str):
         return spec
     # Read now rather than when a review runs, so a dangling reference shows up as a parse error
     # for the whole file instead of a half-written review.
     file_path = source_dir / spec["file"]
-    if not file_path.exists():
-        raise ConfigError(f"Instructions file not found: {file_path}")
     try:
-        return file_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Failed to read instructions file {file_path}: {exc}") from exc
+        return _read_text(Path(os.path.normpath(file_path)), root)
+    except FileNotFoundError:
+        raise ConfigError(f"Instructions file not found: {file_path}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"Failed to read instructions file {file_path}: {exc}") from None

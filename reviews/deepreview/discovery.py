@@ -67,7 +67,7 @@ def load_all_rules(project_root: Path) -> tuple[list[ReviewRule], list[ParseFail
     failures: list[ParseFailure] = []
     for path in find_deepreview_files(project_root):
         try:
-            rules.extend(parse_deepreview_file(path))
+            rules.extend(parse_deepreview_file(path, project_root=project_root))
         except ConfigError as exc:
             failures.append(ParseFailure(path, str(exc)))
         except Exception as exc:

@@ -20,8 +20,16 @@ while unrelated edits (other files, the rule's line number, the change set aroun
 The rule's file and the length prefixes keep two same-named rules in different directories, or
 content shifted from one file to another, from sharing an id.
 
-Concurrency: each call writes only its own tasks' files, each through a temp file and
-``os.replace``, so a reader sees a whole file or none. Nothing is wiped wholesale; only ``.md``
+Files under review are hashed up to ``HASH_BYTES``; past that, their size and modification time
+stand in for the rest, so a huge (or sparse) file costs a bounded read, never its whole size.
+
+Everything here goes through ``workflows.files``: the folder is opened inside the project without
+following links out, files are read only when regular (a pipe is "cannot be read", not a hang),
+and each instruction file is a fresh temporary file renamed over its name, which replaces a link
+or pipe an agent planted there instead of writing through it.
+
+Concurrency: each call writes only its own tasks' files, each through a temp file and a rename,
+so a reader sees a whole file or none. Nothing is wiped wholesale; only ``.md``
 files untouched for ``STALE_AFTER`` are removed, under an exclusive lock that writers hold shared,
 so a file being rewritten right now is never the one deleted.
 """
@@ -32,12 +40,19 @@ import contextlib
 import hashlib
 import os
 import re
-import tempfile
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from reviews.deepreview.config import ReviewTask
+from workflows.files import (
+    open_project_file,
+    open_regular_at,
+    project_directory,
+    project_write_text,
+    write_text_at,
+)
 
 try:
     import fcntl
@@ -47,6 +62,7 @@ except ImportError:  # pragma: no cover - Windows has no flock; cleanup then run
 INSTRUCTIONS_DIR = ".deepwork/tmp/review_instructions"
 STALE_AFTER = 24 * 60 * 60
 MAX_PART_LENGTH = 100
+HASH_BYTES = 16 * 1024 * 1024
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _DOTS = re.compile(r"\.{2,}")
@@ -75,11 +91,15 @@ def _content_hash(task: ReviewTask, project_root: Path) -> str:
     for path in sorted(task.files_to_review):
         digest.update(path.encode("utf-8", "surrogateescape") + b"\0")
         try:
-            data = (project_root / path).read_bytes()
-        except OSError:
+            with open_project_file(root=project_root, relative=path) as handle:
+                info = os.fstat(handle.fileno())
+                data = handle.read(HASH_BYTES)
+        except (OSError, ValueError):
             digest.update(b"-\0")
-        else:
-            digest.update(str(len(data)).encode() + b"\0" + data)
+            continue
+        digest.update(str(max(info.st_size, len(data))).encode() + b"\0" + data)
+        if info.st_size > HASH_BYTES:
+            digest.update(b"\0" + str(info.st_mtime_ns).encode())
     return digest.hexdigest()[:12]
 
 
@@ -138,23 +158,39 @@ def build_instruction_file(task: ReviewTask, review_id: str) -> str:
     return "\n".join(out)
 
 
+def _passed_name(review_id: str) -> str:
+    return f"{review_id}.passed"
+
+
+def _is_passed_at(dir_fd: int, review_id: str) -> bool:
+    try:
+        mode = os.stat(_passed_name(review_id), dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode)
+
+
 def is_passed(project_root: Path, review_id: str) -> bool:
-    return (instructions_dir(project_root) / f"{review_id}.passed").exists()
+    try:
+        with project_directory(root=project_root, relative=INSTRUCTIONS_DIR) as dir_fd:
+            return _is_passed_at(dir_fd, review_id)
+    except OSError:
+        return False
 
 
 def mark_passed(project_root: Path, review_id: str) -> None:
-    directory = instructions_dir(project_root)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{review_id}.passed").touch()
+    project_write_text(
+        root=project_root, relative=f"{INSTRUCTIONS_DIR}/{_passed_name(review_id)}", text=""
+    )
 
 
 @contextlib.contextmanager
-def _dir_lock(directory: Path, *, exclusive: bool) -> Iterator[bool]:
+def _dir_lock(dir_fd: int, *, exclusive: bool) -> Iterator[bool]:
     """Hold the directory's flock; yields False if an exclusive lock is not free right now."""
     if fcntl is None:
         yield True
         return
-    fd = os.open(directory / _LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_regular_at(dir_fd, _LOCK_NAME, create=True)
     try:
         if exclusive:
             try:
@@ -169,40 +205,38 @@ def _dir_lock(directory: Path, *, exclusive: bool) -> Iterator[bool]:
         os.close(fd)
 
 
+def _remove_stale_at(dir_fd: int, now: float | None) -> None:
+    cutoff = (time.time() if now is None else now) - STALE_AFTER
+    with _dir_lock(dir_fd, exclusive=True) as locked:
+        # Someone is writing; they will find the same stale files next time.
+        if not locked:
+            return
+        # Listed and unlinked through the descriptor: a link planted in place of the folder
+        # cannot point the sweep at files elsewhere.
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=dir_fd)
+        try:
+            names = [entry.name for entry in os.scandir(listing)]
+        finally:
+            os.close(listing)
+        for name in names:
+            if not name.endswith((".md", _TMP_SUFFIX)):
+                continue
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(name, dir_fd=dir_fd)
+
+
 def remove_stale_files(project_root: Path, *, now: float | None = None) -> None:
     """Delete instruction files (and orphaned temp files) untouched for ``STALE_AFTER``.
 
     Age, not "not written by this call", decides: another call's files are still being read by
     its agents, and a day is far longer than any review takes.
     """
-    directory = instructions_dir(project_root)
-    if not directory.is_dir():
-        return
-    cutoff = (time.time() if now is None else now) - STALE_AFTER
-    with _dir_lock(directory, exclusive=True) as locked:
-        # Someone is writing; they will find the same stale files next time.
-        if not locked:
-            return
-        for entry in os.scandir(directory):
-            if not entry.name.endswith((".md", _TMP_SUFFIX)):
-                continue
-            with contextlib.suppress(FileNotFoundError):
-                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
-                    os.unlink(entry.path)
-
-
-def _write_atomic(path: Path, content: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=_TMP_SUFFIX)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        # mkstemp creates 0600; the file is an ordinary project file for whoever runs the agent.
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+        with project_directory(root=project_root, relative=INSTRUCTIONS_DIR) as dir_fd:
+            _remove_stale_at(dir_fd, now)
+    except FileNotFoundError:
+        return
 
 
 def write_instruction_files(
@@ -212,15 +246,14 @@ def write_instruction_files(
 
     Raises OSError when the directory or a file cannot be written.
     """
-    directory = instructions_dir(project_root)
-    directory.mkdir(parents=True, exist_ok=True)
-    remove_stale_files(project_root)
     written: list[tuple[ReviewTask, str]] = []
-    with _dir_lock(directory, exclusive=False):
-        for task in tasks:
-            review_id = compute_review_id(task, project_root)
-            if is_passed(project_root, review_id):
-                continue
-            _write_atomic(directory / f"{review_id}.md", build_instruction_file(task, review_id))
-            written.append((task, review_id))
+    with project_directory(root=project_root, relative=INSTRUCTIONS_DIR, create=True) as dir_fd:
+        _remove_stale_at(dir_fd, None)
+        with _dir_lock(dir_fd, exclusive=False):
+            for task in tasks:
+                review_id = compute_review_id(task, project_root)
+                if _is_passed_at(dir_fd, review_id):
+                    continue
+                write_text_at(dir_fd, f"{review_id}.md", build_instruction_file(task, review_id))
+                written.append((task, review_id))
     return written

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from reviews.services import step_finish_gated
 from tests.factories import write_job
 from tests.reviews.test_gate import GATE_JOB, command_gate, start_session
 from tests.workflows.pipes import never_blocks_on
+from workflows.errors import InvalidInput
 
 
 def payload_for(root: Path, outputs: dict[str, str]) -> str:
@@ -53,9 +53,11 @@ def test_a_folder_output_is_an_error_line(tmp_path):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_reviewed_step_handed_in_as_a_pipe_is_reviewed_without_waiting(
+async def test_a_reviewed_step_handed_in_as_a_pipe_is_refused_without_waiting(
     project_dir, monkeypatch, tmp_path
 ):
+    # A pipe is refused at hand-in like a folder (issue 9); the payload tests above cover a
+    # pipe swapped in between the hand-in check and the review.
     from channels.db import database_sync_to_async
 
     log = tmp_path / "reviews"
@@ -65,14 +67,12 @@ async def test_a_reviewed_step_handed_in_as_a_pipe_is_reviewed_without_waiting(
     os.mkfifo(project_dir / "draft.md")
     project, agent = await database_sync_to_async(start_session)(project_dir, "gated")
 
-    with never_blocks_on(project_dir / "draft.md"):
-        response = await step_finish_gated(
+    with never_blocks_on(project_dir / "draft.md"), pytest.raises(InvalidInput) as info:
+        await step_finish_gated(
             project=project, agent=agent, gate=command_gate(), outputs={"draft.md": "draft.md"}
         )
 
-    assert response.status == "next_step"
-    [call] = [json.loads(p.read_text()) for p in log.glob("call-*.json")]
-    assert (
-        f"[Error reading file: {project_dir / 'draft.md'} is not a regular file "
-        "(it is a named pipe)]"
-    ) in call["prompt"]
+    assert str(info.value) == (
+        "Output 'draft.md': 'draft.md' is a named pipe; outputs must be files"
+    )
+    assert list(log.glob("call-*.json")) == []
