@@ -242,7 +242,8 @@ def review_plan(
             )
         except OSError as exc:
             raise InvalidInput(
-                f"The self-review instructions could not be written to {relative}: {exc}"
+                "The self-review instructions could not be written to "
+                f"{relative}: {exc.strerror or exc}"
             ) from None
         _event(checkpoint, Event.Kind.REVIEW_REQUESTED, {"instructions": relative})
         plan.answer = FinishedStepResponse(

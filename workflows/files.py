@@ -119,12 +119,16 @@ class ProjectRootChanged(OSError):
         self.root = root
 
 
+LINK_OUT = "is a symbolic link to a file outside the project root"
+
+
 class OutsideProject(OSError):
     """The path leads outside the project root (``..``, an absolute path, or a link)."""
 
     def __init__(self, relative: str, reason: str) -> None:
         super().__init__(f"'{relative}' {reason}")
         self.relative = relative
+        self.reason = reason
 
 
 class FileTooLarge(OSError):
@@ -186,7 +190,7 @@ def _resolved_inside(root: Path, inside: PurePosixPath, relative: str) -> PurePo
     # below is made again without following anything, so a change in between is refused.
     resolved = (root / inside).resolve()
     if not resolved.is_relative_to(root):
-        raise OutsideProject(relative, "is a symbolic link to a file outside the project root")
+        raise OutsideProject(relative, LINK_OUT)
     return PurePosixPath(resolved.relative_to(root).as_posix())
 
 

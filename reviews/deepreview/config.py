@@ -21,6 +21,7 @@ from jsonschema import Draft7Validator
 from jsonschema.exceptions import best_match
 
 from workflows.files import (
+    LINK_OUT,
     FileTooLarge,
     NotRegularFile,
     OutsideProject,
@@ -102,7 +103,10 @@ def _read_text(path: Path, project_root: Path) -> str:
         raise ConfigError(
             f"it is {exc.size} bytes, over the limit of {exc.limit} bytes for review rule files"
         ) from None
-    except (OutsideProject, ProjectRootChanged) as exc:
+    except OutsideProject as exc:
+        where = exc.reason if exc.reason == LINK_OUT else "is outside the project root"
+        raise ConfigError(f"it {where}") from None
+    except ProjectRootChanged as exc:
         raise ConfigError(str(exc)) from None
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError(str(exc)) from None

@@ -20,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 from django.db.migrations.executor import MigrationExecutor
 
+from workflows.files import project_makedirs
 from workflows.services import agents as agent_services
 
 logger = logging.getLogger("deepwork.mcpserve")
@@ -239,7 +240,10 @@ class Command(BaseCommand):
             raise CommandError(
                 "--quality-gate-timeout and --quality-gate-max-attempts must be >= 1"
             )
-        (root / ".deepwork" / "tmp").mkdir(parents=True, exist_ok=True)
+        try:
+            project_makedirs(root=root, relative=".deepwork/tmp")
+        except OSError as exc:
+            raise CommandError(f"Cannot create .deepwork/tmp in {root}: {exc}") from None
         _migrate_if_needed()
 
         from mcp_bridge.server import create_server
