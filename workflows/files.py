@@ -269,14 +269,17 @@ def project_directory(*, root: Path, relative: str, create: bool = False) -> Ite
 
     Links inside the project are followed, never out of it; raises as ``open_project_file``.
     """
-    inside = _lexical(root, relative)
-    os.close(_open_root(root))
-    resolved = _resolved_inside(root, inside, relative)
-    fd = _walk(_open_root(root), resolved.parts, create=create)
+    fd = _directory_fd(root, _lexical(root, relative), relative, create=create)
     try:
         yield fd
     finally:
         os.close(fd)
+
+
+def _directory_fd(root: Path, inside: PurePosixPath, relative: str, *, create: bool) -> int:
+    os.close(_open_root(root))
+    resolved = _resolved_inside(root, inside, relative)
+    return _walk(_open_root(root), resolved.parts, create=create)
 
 
 def open_regular_at(dir_fd: int, name: str, *, create: bool = False) -> int:
@@ -328,13 +331,14 @@ def project_write_text(*, root: Path, relative: str, text: str) -> Path:
     whatever stood at the path; raises ``ProjectRootChanged``, ``OutsideProject`` and ``OSError``.
     """
     inside = _lexical(root, relative)
-    parent = inside.parent.as_posix()
-    if parent == ".":
-        with _root_descriptor(root) as fd:
-            write_text_at(fd, inside.name, text)
-        return root / inside
-    with project_directory(root=root, relative=parent, create=True) as fd:
+    if inside.parent == PurePosixPath("."):
+        fd = _open_root(root)
+    else:
+        fd = _directory_fd(root, inside.parent, relative, create=True)
+    try:
         write_text_at(fd, inside.name, text)
+    finally:
+        os.close(fd)
     return root / inside
 
 
@@ -342,12 +346,3 @@ def project_makedirs(*, root: Path, relative: str) -> None:
     """Make the project folder ``relative`` and its parents, without following links out."""
     with project_directory(root=root, relative=relative, create=True):
         pass
-
-
-@contextmanager
-def _root_descriptor(root: Path) -> Iterator[int]:
-    fd = _open_root(root)
-    try:
-        yield fd
-    finally:
-        os.close(fd)

@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from tests.workflows.pipes import never_blocks_on
-from workflows.files import NotRegularFile, open_regular_file, read_regular_file, read_regular_text
+from workflows.files import (
+    NotRegularFile,
+    OutsideProject,
+    open_regular_file,
+    project_write_text,
+    read_project_file,
+    read_project_text,
+    read_regular_file,
+    read_regular_text,
+)
 
 
 def open_descriptors() -> int:
@@ -80,3 +89,56 @@ def test_without_following_a_symbolic_link_is_refused(tmp_path):
     with pytest.raises(OSError) as info:
         open_regular_file(tmp_path / "link.md", follow_symlinks=False)
     assert info.value.errno == errno.ELOOP
+
+
+# --- files inside a project: the one mechanism behind every project read and write ----------
+
+
+def test_project_writes_make_folders_and_replace_whole_files(tmp_path):
+    written = project_write_text(root=tmp_path, relative="a/b/c.md", text="first é")
+    assert written == tmp_path / "a" / "b" / "c.md"
+    assert written.read_text(encoding="utf-8") == "first é"
+    project_write_text(root=tmp_path, relative=str(tmp_path / "a/b/c.md"), text="second")
+    assert written.read_text() == "second"
+    project_write_text(root=tmp_path, relative="top.md", text="at the root")
+    assert (tmp_path / "top.md").read_text() == "at the root"
+    assert sorted(p.name for p in (tmp_path / "a" / "b").iterdir()) == ["c.md"]  # no temp left
+
+
+def test_project_paths_follow_links_inside_the_project_only(tmp_path):
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "alias")
+    project_write_text(root=tmp_path, relative="alias/f.md", text="via the alias")
+    assert (tmp_path / "real" / "f.md").read_text() == "via the alias"
+    assert read_project_text(root=tmp_path, relative="alias/f.md", limit=100) == "via the alias"
+
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    os.symlink(outside, tmp_path / "out")
+    for relative, reason in [
+        ("out/f.md", "is a symbolic link to a file outside the project root"),
+        ("../f.md", "leads outside the project root with '..'"),
+        ("/etc/passwd", "is an absolute path outside the project root"),
+        (".", "names the project root, not a file"),
+    ]:
+        with pytest.raises(OutsideProject) as info:
+            project_write_text(root=tmp_path, relative=relative, text="x")
+        assert str(info.value) == f"'{relative}' {reason}"
+        with pytest.raises(OutsideProject):
+            read_project_file(root=tmp_path, relative=relative, limit=10)
+    assert list(outside.iterdir()) == []
+
+
+def test_a_folder_in_the_way_of_a_write_is_refused_and_no_temp_is_left(tmp_path):
+    (tmp_path / "d" / "f.md").mkdir(parents=True)
+    with pytest.raises(IsADirectoryError) as info:
+        project_write_text(root=tmp_path, relative="d/f.md", text="x")
+    assert info.value.strerror == "'f.md' is a directory; the file cannot be written there"
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["f.md"]
+
+
+def test_a_file_in_the_way_of_a_folder_is_refused(tmp_path):
+    (tmp_path / "d").write_text("a file, not a folder")
+    with pytest.raises(NotADirectoryError):
+        project_write_text(root=tmp_path, relative="d/f.md", text="x")
+    assert (tmp_path / "d").read_text() == "a file, not a folder"
