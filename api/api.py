@@ -348,7 +348,7 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
 def override_review(request: HttpRequest, session_id: Name, step_id: Name, body: OverrideIn):
     """Pass the current step's review: the agent's next finish advances."""
     run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
-    return Status(201, review_override(step_run=run, reason=body.reason, user=request.user))
+    return Status(201, review_override(step_run=run, reason=body.reason, by=request.user))
 
 
 @api.post(
@@ -361,5 +361,5 @@ def request_changes(request: HttpRequest, session_id: Name, step_id: Name, body:
     """Send the current step back: the agent's next finish answers `needs_work` with this
     feedback."""
     run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
-    decision = review_request_changes(step_run=run, feedback=body.feedback, user=request.user)
+    decision = review_request_changes(step_run=run, feedback=body.feedback, by=request.user)
     return Status(201, decision)

@@ -16,7 +16,9 @@ from pathlib import Path
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from workflows import events
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
+from workflows.events import User
 from workflows.files import NotRegularFile, read_regular_text
 from workflows.models import (
     Agent,
@@ -71,7 +73,7 @@ class StepCheckpoint:
     steps: list[Step]
     outputs: dict[str, str | list[str]]
     notes: str | None
-    handed_in_by: str = ""  # the person handing in over the API; empty when the agent does
+    by: User | None = None  # the person handing in over the API; None when the agent does
 
     @property
     def project_root(self) -> Path:
@@ -147,20 +149,21 @@ def _begin_step(
     )
 
 
-def _start_runs(session: WorkflowSession, entry_index: int, entry: list[Step]) -> None:
+def _start_runs(
+    project: Project, agent: Agent, session: WorkflowSession, entry_index: int, entry: list[Step]
+) -> None:
     StepRun.objects.bulk_create(
         StepRun(session=session, step_def=step, step_id=step.step_id, entry_index=entry_index)
         for step in entry
     )
-    Event.objects.bulk_create(
-        Event(
-            project_id=session.project_id,
-            session=session,
-            agent_id=session.agent_id,
-            kind=Event.Kind.STEP_STARTED,
-            payload={"step_id": step.step_id, "entry_index": entry_index},
-        )
-        for step in entry
+    events.event_record_many(
+        kind=Event.Kind.STEP_STARTED,
+        project=project,
+        session=session,
+        agent=agent,
+        payloads=(
+            events.StepStarted(step_id=step.step_id, entry_index=entry_index) for step in entry
+        ),
     )
 
 
@@ -199,11 +202,6 @@ def _claim(session: WorkflowSession, **changes) -> None:
         f"Session '{session.session_id}' moved on while this call ran: its current step is now "
         f"'{current.current_step_id}'; nothing was changed"
     )
-
-
-def _by(user) -> dict[str, str]:
-    """The ``by`` entry of an event payload: who acted, when a person did rather than the agent."""
-    return {"by": user.get_username()} if user is not None else {}
 
 
 def _new_session_id() -> str:
@@ -277,20 +275,20 @@ def session_start(
                     goal=goal,
                     current_step_id=first[0].step_id,
                 )
-                Event.objects.create(
+                events.event_record(
+                    kind=Event.Kind.SESSION_STARTED,
                     project=project,
                     session=session,
                     agent=agent,
-                    kind=Event.Kind.SESSION_STARTED,
-                    payload={
-                        "job": job_name,
-                        "workflow": workflow.name,
-                        "goal": goal,
-                        "parent": parent.session_id if parent else None,
-                        **_by(acting_user),
-                    },
+                    by=acting_user,
+                    payload=events.SessionStarted(
+                        job=job_name,
+                        workflow=workflow.name,
+                        goal=goal,
+                        parent=parent.session_id if parent else None,
+                    ),
                 )
-                _start_runs(session, 0, first)
+                _start_runs(project, agent, session, 0, first)
             break
         except IntegrityError:
             # An 8-hex session id collided with an existing one; draw another.
@@ -343,15 +341,19 @@ def step_checkpoint(
         steps=entry,
         outputs=outputs,
         notes=notes,
-        handed_in_by=acting_user.get_username() if acting_user is not None else "",
+        by=acting_user,
     )
 
 
-def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
+def step_advance(
+    *, checkpoint: StepCheckpoint, on_claimed: Callable[[], None] | None = None
+) -> FinishedStepResponse:
     """Complete the checkpoint's entry and move to the next one (or complete the session).
 
     Compare-and-sets the session revision read by ``step_checkpoint``: if anything moved the
     session since (another finished_step, an abort, go_to_step), nothing changes here.
+    ``on_claimed`` writes what let the hand-in pass (a verdict, an override's delivery) in the
+    same transaction, once the claim has succeeded: a hand-in that loses leaves none of it.
     """
     project, agent, session = checkpoint.project, checkpoint.agent, checkpoint.session
     job, entries, entry = session.job, checkpoint.entries, checkpoint.steps
@@ -371,6 +373,8 @@ def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
                 current_entry_index=next_index,
                 current_step_id=next_entry[0].step_id,
             )
+        if on_claimed is not None:
+            on_claimed()
         for step in entry:
             own = {o["name"] for o in step.outputs}
             StepRun.objects.filter(
@@ -381,31 +385,27 @@ def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
                 notes=notes,
                 completed_at=now,
             )
-        Event.objects.bulk_create(
-            Event(
-                project=project,
-                session=session,
-                agent=agent,
-                kind=Event.Kind.STEP_FINISHED,
-                payload={
-                    "step_id": step.step_id,
-                    "outputs": outputs,
-                    "notes": notes,
-                    **({"by": checkpoint.handed_in_by} if checkpoint.handed_in_by else {}),
-                },
-            )
-            for step in entry
+        events.event_record_many(
+            kind=Event.Kind.STEP_FINISHED,
+            project=project,
+            session=session,
+            agent=agent,
+            by=checkpoint.by,
+            payloads=(
+                events.StepFinished(step_id=step.step_id, outputs=outputs, notes=notes)
+                for step in entry
+            ),
         )
         if finished:
-            Event.objects.create(
+            events.event_record(
+                kind=Event.Kind.SESSION_COMPLETED,
                 project=project,
                 session=session,
                 agent=agent,
-                kind=Event.Kind.SESSION_COMPLETED,
-                payload={"workflow": session.workflow_name},
+                payload=events.SessionCompleted(workflow=session.workflow_name),
             )
         else:
-            _start_runs(session, next_index, next_entry)
+            _start_runs(project, agent, session, next_index, next_entry)
 
     stack = stack_for_agent(agent=agent)
     if finished:
@@ -469,9 +469,6 @@ def session_abort(
         raise InvalidInput("A reason is required so the agent and the team know why")
     session = session_head(project=project, agent=agent, session_id=session_id)
     aborted_step = session.current_step_id
-    payload = {"step_id": aborted_step, "explanation": explanation}
-    if by_person:
-        payload["by"] = by_person
     now = timezone.now()
     with transaction.atomic():
         _claim(
@@ -491,12 +488,13 @@ def session_abort(
                     StepRun.Status.ACTIVE.value,
                 ],
             )
-        Event.objects.create(
-            project_id=session.project_id,
-            session=session,
-            agent_id=agent.pk,
+        events.event_record(
             kind=Event.Kind.SESSION_ABORTED,
-            payload=payload,
+            project=project,
+            session=session,
+            agent=agent,
+            by=decided_by,
+            payload=events.SessionAborted(step_id=aborted_step, explanation=explanation),
         )
         # Read before the commit: on SQLite the write lock is still held, so this is the stack
         # exactly as the commit leaves it; elsewhere it is as fresh as a read after it would be.
@@ -550,18 +548,15 @@ def session_go_to_step(
             dict.fromkeys(discarded.order_by("entry_index", "id").values_list("step_id", flat=True))
         )
         discarded.update(status=StepRun.Status.INVALIDATED)
-        Event.objects.create(
+        events.event_record(
+            kind=Event.Kind.STEP_REOPENED,
             project=project,
             session=session,
             agent=agent,
-            kind=Event.Kind.STEP_REOPENED,
-            payload={
-                "step_id": entry[0].step_id,
-                "invalidated_steps": invalidated,
-                **_by(acting_user),
-            },
+            by=acting_user,
+            payload=events.StepReopened(step_id=entry[0].step_id, invalidated_steps=invalidated),
         )
-        _start_runs(session, target, entry)
+        _start_runs(project, agent, session, target, entry)
     return GoToStepResponse(
         begin_step=_begin_step(
             session=session, job=session.job, entry=entry, instructions=instructions
