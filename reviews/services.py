@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -33,6 +32,7 @@ from reviews.gate import (
 )
 from reviews.models import HumanDecision, ReviewResult
 from workflows import events
+from workflows.db import db_sync_to_async
 from workflows.errors import Conflict, InvalidInput, WorkflowError
 from workflows.events import User
 from workflows.models import Agent, Event, Project, StepRun
@@ -478,7 +478,7 @@ async def step_finish_gated(
     acting_user=None,
 ) -> FinishedStepResponse:
     """``finished_step`` end to end, with the quality gate when ``gate`` is set."""
-    answer, checkpoint, plan = await database_sync_to_async(_finish_until_reviews)(
+    answer, checkpoint, plan = await db_sync_to_async(_finish_until_reviews)(
         project=project,
         agent=agent,
         gate=gate,
@@ -493,7 +493,7 @@ async def step_finish_gated(
     results = await run_reviews(
         checkpoint=checkpoint, gate=gate, tasks=plan.tasks, progress=progress
     )
-    return await database_sync_to_async(review_conclude)(
+    return await db_sync_to_async(review_conclude)(
         checkpoint=checkpoint, gate=gate, plan=plan, results=results
     )
 

@@ -23,6 +23,7 @@ from tests.live.conftest import (
     session_cookie,
     socket,
 )
+from workflows.events import event_record
 from workflows.models import Event
 from workflows.services import sessions
 from workflows.services.projects import project_ensure
@@ -331,7 +332,13 @@ async def test_an_event_that_commits_after_a_newer_one_still_arrives(watcher_coo
     def slow_writer() -> None:
         try:
             with transaction.atomic():
-                slow.append(Event.objects.create(project=project, kind=Event.Kind.STEP_FINISHED))
+                slow.append(
+                    event_record(
+                        project=project,
+                        kind=Event.Kind.STEP_FINISHED,
+                        payload={"step_id": "gather", "outputs": {}, "notes": None},
+                    )
+                )
                 inserted.set()
                 assert release.wait(10)
         finally:
