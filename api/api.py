@@ -61,7 +61,6 @@ from workflows.schemas import (
     GoToStepResponse,
     StartWorkflowResponse,
 )
-from workflows.services.agents import agent_ensure
 from workflows.services.sessions import session_abort, session_go_to_step, session_start
 
 MAX_ID = 2**63 - 1
@@ -257,12 +256,9 @@ def start_workflow(request: HttpRequest, body: StartIn):
     its first step, as `start_workflow` answers an agent."""
     project = project_get(project_id=body.project)
     catalog = project_catalog_view(project=project)
-    agent = agent_ensure(
-        project=project, agent_id=body.agent_id or f"api:{request.user.get_username()}"
-    )
     answer = session_start(
         project=project,
-        agent=agent,
+        agent_id=body.agent_id or f"api:{request.user.get_username()}",
         catalog=catalog,
         job_name=body.job_name,
         workflow_name=body.workflow_name,

@@ -31,7 +31,7 @@ from reviews.gate import (
     system_prompt,
 )
 from reviews.models import HumanDecision, ReviewResult
-from workflows import events
+from workflows import events, limits
 from workflows.db import db_sync_to_async
 from workflows.errors import Conflict, InvalidInput, WorkflowError
 from workflows.events import User
@@ -447,6 +447,7 @@ def _finish_until_reviews(
 ) -> tuple[FinishedStepResponse | None, StepCheckpoint, ReviewPlan | None]:
     """Everything before the reviews run, in one trip to the database thread: validate, plan,
     and, when no review has to run, advance straight away."""
+    limits.OVERRIDE_REASON.check("override_reason", override_reason)
     checkpoint = step_checkpoint(
         project=project,
         agent=agent,
@@ -498,9 +499,10 @@ async def step_finish_gated(
     )
 
 
-def _decide(*, step_run: StepRun, kind: str, by: User, reason: str) -> HumanDecision:
+def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) -> HumanDecision:
     if not reason or not reason.strip():
         raise InvalidInput("A reason is required so the agent and the team know why")
+    limits.DECISION_REASON.check(field, reason)
     with transaction.atomic():
         run = StepRun.objects.select_related("session__project", "session__agent").get(
             pk=step_run.pk
@@ -537,11 +539,17 @@ def _decide(*, step_run: StepRun, kind: str, by: User, reason: str) -> HumanDeci
 
 def review_override(*, step_run: StepRun, reason: str, by: User) -> HumanDecision:
     """A person passes the step's review; the agent's next ``finished_step`` advances."""
-    return _decide(step_run=step_run, kind=HumanDecision.Kind.OVERRIDE, by=by, reason=reason)
+    return _decide(
+        step_run=step_run, kind=HumanDecision.Kind.OVERRIDE, by=by, reason=reason, field="reason"
+    )
 
 
 def review_request_changes(*, step_run: StepRun, feedback: str, by: User) -> HumanDecision:
     """A person sends the step back; the agent's next ``finished_step`` gets the feedback."""
     return _decide(
-        step_run=step_run, kind=HumanDecision.Kind.REQUEST_CHANGES, by=by, reason=feedback
+        step_run=step_run,
+        kind=HumanDecision.Kind.REQUEST_CHANGES,
+        by=by,
+        reason=feedback,
+        field="feedback",
     )

@@ -174,14 +174,20 @@ def agent_release(*, agent: Agent, holder: ProcessHolder) -> None:
     Agent.objects.filter(pk=agent.pk, holder=holder.key).update(holder="")
 
 
+def agent_id_clean(agent_id: str) -> str:
+    """A caller-chosen agent id, stripped; refused unless 1 to 128 characters."""
+    agent_id = agent_id.strip()
+    if not agent_id or len(agent_id) > 128:
+        raise InvalidInput("agent_id must be 1 to 128 characters")
+    return agent_id
+
+
 def agent_ensure(*, project: Project, agent_id: str) -> Agent:
     """The named agent, created if new, for a program driving sessions over the REST API.
 
     No process holds it, and being explicit it is never adopted by an ``mcpserve`` process.
     """
-    agent_id = agent_id.strip()
-    if not agent_id or len(agent_id) > 128:
-        raise InvalidInput("agent_id must be 1 to 128 characters")
+    agent_id = agent_id_clean(agent_id)
     # The first connection and its event commit together (or, inside a caller's transaction,
     # roll back with it).
     with transaction.atomic():

@@ -16,7 +16,7 @@ from pathlib import Path
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from workflows import events
+from workflows import events, limits
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.events import User
 from workflows.files import NotRegularFile, read_regular_text
@@ -47,6 +47,7 @@ from workflows.selectors import (
     stack_for_agent,
     workflow_entries,
 )
+from workflows.services.agents import agent_ensure, agent_id_clean
 from workflows.services.catalog import CatalogView
 
 OUTPUT_SYNTAX = {"file": "filepath", "files": "array of filepaths for all individual files"}
@@ -226,7 +227,8 @@ def _resolve_workflow(job: Job, workflow_name: str) -> Workflow:
 def session_start(
     *,
     project: Project,
-    agent: Agent,
+    agent: Agent | None = None,
+    agent_id: str | None = None,
     catalog: CatalogView,
     job_name: str,
     workflow_name: str,
@@ -237,7 +239,17 @@ def session_start(
     """Start a workflow on top of the agent's stack and return its first step.
 
     ``acting_user`` is the person starting it over the REST API; it is recorded in the event.
+    Give ``agent``, or ``agent_id`` for the named agent, created with the session if new: a
+    start that fails leaves no agent behind.
     """
+    if (agent is None) == (agent_id is None):
+        raise TypeError("session_start needs exactly one of agent and agent_id")
+    if agent_id is not None:
+        agent_id = agent_id_clean(agent_id)
+    limits.JOB_NAME.check("job_name", job_name)
+    limits.WORKFLOW_NAME.check("workflow_name", workflow_name)
+    limits.GOAL.check("goal", goal)
+    limits.INSTANCE_ID.check("instance_id", instance_id)
     found = catalog.find(job_name)
     if found is None:
         broken = catalog.error_for(job_name)
@@ -255,6 +267,9 @@ def session_start(
     for _ in range(5):
         try:
             with transaction.atomic():
+                if agent_id is not None:
+                    agent = agent_ensure(project=project, agent_id=agent_id)
+                assert agent is not None
                 parent = (
                     WorkflowSession.objects.filter(
                         agent=agent, status=WorkflowSession.Status.ACTIVE
@@ -323,6 +338,8 @@ def step_checkpoint(
     Every member of a concurrent entry is finished together: the hand-in is checked against
     the union of the members' declared outputs.
     """
+    limits.check_outputs(outputs)
+    limits.NOTES.check("notes", notes)
     session = session_resolve(project=project, agent=agent, session_id=session_id)
     entries = workflow_entries(workflow=session.workflow)
     if session.current_entry_index >= len(entries):
@@ -464,6 +481,7 @@ def session_abort(
     ``decided_by`` is the person aborting it from the dashboard, admin or API; it is recorded
     with the reason. Without it the agent aborted its own session.
     """
+    limits.EXPLANATION.check("explanation", explanation)
     by_person = decided_by.get_username() if decided_by is not None else ""
     if by_person and not explanation.strip():
         raise InvalidInput("A reason is required so the agent and the team know why")
@@ -519,6 +537,7 @@ def session_go_to_step(
     acting_user=None,
 ) -> GoToStepResponse:
     """Return to an earlier step (or restart the current one), discarding later progress."""
+    limits.STEP_ID.check("step_id", step_id)
     session = session_resolve(project=project, agent=agent, session_id=session_id)
     entries = workflow_entries(workflow=session.workflow)
     target = next(
