@@ -264,7 +264,7 @@ def start_workflow(request: HttpRequest, body: StartIn):
         workflow_name=body.workflow_name,
         goal=body.goal,
         instance_id=body.instance_id,
-        acting_user=request.user,
+        by=request.user,
     )
     return Status(201, answer)
 
@@ -295,7 +295,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
         notes=body.notes,
         override_reason=body.override_reason,
         session_id=session.session_id,
-        acting_user=request.user,
+        by=request.user,
     )
 
 
@@ -313,7 +313,7 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
         agent=session.agent,
         explanation=body.reason,
         session_id=session.session_id,
-        decided_by=request.user,
+        by=request.user,
     )
 
 
@@ -331,7 +331,7 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
         agent=session.agent,
         step_id=body.step_id,
         session_id=session.session_id,
-        acting_user=request.user,
+        by=request.user,
     )
 
 

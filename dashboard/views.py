@@ -195,7 +195,7 @@ def session_abort_view(request: HttpRequest, session_id: str) -> HttpResponse:
             agent=session.agent,
             explanation=data["reason"],
             session_id=session.session_id,
-            decided_by=request.user,
+            by=request.user,
         )
         return f"Session '{session_id}' aborted"
 

@@ -59,6 +59,11 @@ Report your detailed findings."
 to describe the review outcome (e.g. 'Self-review passed: all criteria met')"""
 
 
+# How long one review may take, in seconds, unless the server is told otherwise
+# (``mcpserve --quality-gate-timeout``, ``create_server(quality_gate_timeout=...)``).
+REVIEW_TIMEOUT_SECONDS = 240
+
+
 class GateFailed(WorkflowError):
     """The reviews failed ``max_attempts`` times, or the reviewer itself broke."""
 
@@ -68,7 +73,7 @@ class GateConfig:
     """How a server reviews: ``reviewer`` None means the agent reviews itself."""
 
     reviewer: ClaudeReviewer | CommandReviewer | None = None
-    timeout: int = 120
+    timeout: int = REVIEW_TIMEOUT_SECONDS
     max_attempts: int = 3
     concurrency: int = 4
 
@@ -443,7 +448,7 @@ def _finish_until_reviews(
     notes: str | None,
     override_reason: str | None,
     session_id: str | None,
-    acting_user=None,
+    by: User | None = None,
 ) -> tuple[FinishedStepResponse | None, StepCheckpoint, ReviewPlan | None]:
     """Everything before the reviews run, in one trip to the database thread: validate, plan,
     and, when no review has to run, advance straight away."""
@@ -454,7 +459,7 @@ def _finish_until_reviews(
         outputs=outputs,
         notes=notes,
         session_id=session_id,
-        acting_user=acting_user,
+        by=by,
     )
     if gate is None:
         return step_advance(checkpoint=checkpoint), checkpoint, None
@@ -476,7 +481,7 @@ async def step_finish_gated(
     override_reason: str | None = None,
     session_id: str | None = None,
     progress: Progress | None = None,
-    acting_user=None,
+    by: User | None = None,
 ) -> FinishedStepResponse:
     """``finished_step`` end to end, with the quality gate when ``gate`` is set."""
     answer, checkpoint, plan = await db_sync_to_async(_finish_until_reviews)(
@@ -487,7 +492,7 @@ async def step_finish_gated(
         notes=notes,
         override_reason=override_reason,
         session_id=session_id,
-        acting_user=acting_user,
+        by=by,
     )
     if answer is not None:
         return answer

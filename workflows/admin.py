@@ -496,7 +496,7 @@ class WorkflowSessionAdmin(SessionSearch, ReadOnlyAdmin):
                 agent=session.agent,
                 session_id=session.session_id,
                 explanation=reason,
-                decided_by=request.user,
+                by=request.user,
             ),
             name=lambda session: f"Session {session.session_id}",
             done=lambda n: f"Aborted {plural(n, 'session')}.",

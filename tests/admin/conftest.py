@@ -10,6 +10,7 @@ from django.contrib.auth.models import Permission, User
 from reviews.gate import CommandReviewer, Verdict
 from reviews.models import ReviewResult
 from reviews.services import GateConfig, review_conclude, review_plan, review_request_changes
+from tests.driving import step_finish
 from tests.factories import write_job
 from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.services import sessions
@@ -42,7 +43,7 @@ class Driver:
         return WorkflowSession.objects.get(session_id=response.begin_step.session_id)
 
     def finish(self, session: WorkflowSession, outputs: dict) -> None:
-        sessions.step_finish(
+        step_finish(
             project=self.project,
             agent=self.agent,
             outputs=outputs,

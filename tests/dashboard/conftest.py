@@ -11,6 +11,7 @@ from django.test import Client
 
 from reviews.gate import CommandReviewer, Verdict
 from reviews.services import GateConfig, review_conclude, review_plan, review_request_changes
+from tests.driving import step_finish
 from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure
@@ -85,7 +86,7 @@ class Driver:
         return WorkflowSession.objects.get(session_id=response.begin_step.session_id)
 
     def finish(self, outputs: dict, notes: str | None = None):
-        return sessions.step_finish(
+        return step_finish(
             project=self.project, agent=self.agent, outputs=outputs, notes=notes
         )
 

@@ -12,6 +12,7 @@ from django.db import OperationalError, connection, transaction
 
 from dashboard import live
 from dashboard.origin import origin_matches_host
+from tests.driving import step_finish
 from tests.live.conftest import (
     add_event,
     assert_closed_with,
@@ -46,7 +47,7 @@ def start_session(project, agent, catalog, goal: str = "live") -> str:
 
 @database_sync_to_async
 def finish_first_step(project, agent, session_id: str) -> None:
-    sessions.step_finish(
+    step_finish(
         project=project, agent=agent, outputs={"first.md": "first.md"}, session_id=session_id
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.driving import step_finish
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.schemas import StepStatus
@@ -26,7 +27,7 @@ def start(project, agent, catalog, job="demo", workflow="main", **kwargs):
 
 
 def finish(project, agent, outputs, **kwargs):
-    return sessions.step_finish(project=project, agent=agent, outputs=outputs, **kwargs)
+    return step_finish(project=project, agent=agent, outputs=outputs, **kwargs)
 
 
 def test_start_returns_first_step_with_every_field(project, agent, catalog):

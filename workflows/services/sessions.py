@@ -81,10 +81,6 @@ class StepCheckpoint:
         return Path(self.project.root_path)
 
 
-# A synchronous quality gate: lets the checkpoint pass (None) or answers ``needs_work``.
-QualityGate = Callable[[StepCheckpoint], FinishedStepResponse | None]
-
-
 def _read_instructions(job: Job, step: Step) -> str:
     job_dir = Path(job.job_dir).resolve()
     path = (job_dir / step.instructions_file).resolve()
@@ -234,11 +230,11 @@ def session_start(
     workflow_name: str,
     goal: str,
     instance_id: str | None = None,
-    acting_user=None,
+    by: User | None = None,
 ) -> StartWorkflowResponse:
     """Start a workflow on top of the agent's stack and return its first step.
 
-    ``acting_user`` is the person starting it over the REST API; it is recorded in the event.
+    ``by`` is the person starting it over the REST API; it is recorded in the event.
     Give ``agent``, or ``agent_id`` for the named agent, created with the session if new: a
     start that fails leaves no agent behind.
     """
@@ -295,7 +291,7 @@ def session_start(
                     project=project,
                     session=session,
                     agent=agent,
-                    by=acting_user,
+                    by=by,
                     payload=events.SessionStarted(
                         job=job_name,
                         workflow=workflow.name,
@@ -331,7 +327,7 @@ def step_checkpoint(
     outputs: dict[str, str | list[str]],
     notes: str | None = None,
     session_id: str | None = None,
-    acting_user=None,
+    by: User | None = None,
 ) -> StepCheckpoint:
     """Resolve the session and validate the hand-in against the current entry's outputs.
 
@@ -358,7 +354,7 @@ def step_checkpoint(
         steps=entry,
         outputs=outputs,
         notes=notes,
-        by=acting_user,
+        by=by,
     )
 
 
@@ -448,41 +444,21 @@ def step_advance(
     )
 
 
-def step_finish(
-    *,
-    project: Project,
-    agent: Agent,
-    outputs: dict[str, str | list[str]],
-    notes: str | None = None,
-    session_id: str | None = None,
-    quality_gate: QualityGate | None = None,
-) -> FinishedStepResponse:
-    """Validate the hand-in, let ``quality_gate`` judge it, then advance the session."""
-    checkpoint = step_checkpoint(
-        project=project, agent=agent, outputs=outputs, notes=notes, session_id=session_id
-    )
-    if quality_gate is not None:
-        verdict = quality_gate(checkpoint)
-        if verdict is not None:
-            return verdict
-    return step_advance(checkpoint=checkpoint)
-
-
 def session_abort(
     *,
     project: Project,
     agent: Agent,
     explanation: str,
     session_id: str | None = None,
-    decided_by=None,
+    by: User | None = None,
 ) -> AbortWorkflowResponse:
     """Abort a session; the caller's stack resumes at its new top.
 
-    ``decided_by`` is the person aborting it from the dashboard, admin or API; it is recorded
+    ``by`` is the person aborting it from the dashboard, admin or API; it is recorded
     with the reason. Without it the agent aborted its own session.
     """
     limits.EXPLANATION.check("explanation", explanation)
-    by_person = decided_by.get_username() if decided_by is not None else ""
+    by_person = by.get_username() if by is not None else ""
     if by_person and not explanation.strip():
         raise InvalidInput("A reason is required so the agent and the team know why")
     session = session_head(project=project, agent=agent, session_id=session_id)
@@ -511,7 +487,7 @@ def session_abort(
             project=project,
             session=session,
             agent=agent,
-            by=decided_by,
+            by=by,
             payload=events.SessionAborted(step_id=aborted_step, explanation=explanation),
         )
         # Read before the commit: on SQLite the write lock is still held, so this is the stack
@@ -534,7 +510,7 @@ def session_go_to_step(
     agent: Agent,
     step_id: str,
     session_id: str | None = None,
-    acting_user=None,
+    by: User | None = None,
 ) -> GoToStepResponse:
     """Return to an earlier step (or restart the current one), discarding later progress."""
     limits.STEP_ID.check("step_id", step_id)
@@ -572,7 +548,7 @@ def session_go_to_step(
             project=project,
             session=session,
             agent=agent,
-            by=acting_user,
+            by=by,
             payload=events.StepReopened(step_id=entry[0].step_id, invalidated_steps=invalidated),
         )
         _start_runs(project, agent, session, target, entry)
