@@ -33,31 +33,17 @@ from reviews.gate import (
 from reviews.models import HumanDecision, ReviewResult
 from workflows import events, limits
 from workflows.db import db_sync_to_async
+from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, WorkflowError
 from workflows.events import User
 from workflows.models import Agent, Event, Project, StepRun
-from workflows.schemas import FinishedStepResponse, QualityCriteriaResult, StepStatus
-from workflows.schemas import ReviewResult as WireReviewResult
+from workflows.schemas import FinishedStepResponse
 from workflows.selectors import stack_for_agent
 from workflows.services.sessions import StepCheckpoint, step_advance, step_checkpoint
 
 logger = logging.getLogger(__name__)
 
 Progress = Callable[[float, float, str], Awaitable[None]]
-
-SELF_REVIEW_FEEDBACK = """\
-Quality review required. Review instructions have been written to: {path}
-
-Verify the quality of your work:
-1. Spawn a subagent with the prompt: "Read the file at {path} and follow the instructions in \
-it. Review the referenced output files and evaluate them against the criteria specified. \
-Report your detailed findings."
-2. Review the subagent's findings
-3. Fix any issues identified by the subagent
-4. Repeat steps 1-3 until all criteria pass
-5. Once all criteria pass, call finished_step again with quality_review_override_reason set \
-to describe the review outcome (e.g. 'Self-review passed: all criteria met')"""
-
 
 # How long one review may take, in seconds, unless the server is told otherwise
 # (``mcpserve --quality-gate-timeout``, ``create_server(quality_gate_timeout=...)``).
@@ -183,12 +169,8 @@ def review_plan(
                     events.ChangesDelivered(decision=changes.pk),
                 )
         if claimed:
-            plan.answer = FinishedStepResponse(
-                status=StepStatus.NEEDS_WORK,
-                feedback=feedback,
-                failed_reviews=[
-                    WireReviewResult(review_run_each="step", passed=False, feedback=feedback)
-                ],
+            plan.answer = deepwork.needs_work(
+                failed=[deepwork.FailedReview(run_each="step", feedback=feedback)],
                 stack=stack_for_agent(agent=checkpoint.agent),
             )
             return plan
@@ -238,10 +220,8 @@ def review_plan(
         _event(
             checkpoint, Event.Kind.REVIEW_REQUESTED, events.ReviewRequested(instructions=relative)
         )
-        plan.answer = FinishedStepResponse(
-            status=StepStatus.NEEDS_WORK,
-            feedback=SELF_REVIEW_FEEDBACK.format(path=relative),
-            stack=stack_for_agent(agent=checkpoint.agent),
+        plan.answer = deepwork.self_review_required(
+            instructions_path=relative, stack=stack_for_agent(agent=checkpoint.agent)
         )
         return plan
 
@@ -364,28 +344,21 @@ def review_conclude(
         record()
     if broken:
         raise GateFailed(str(broken[0]))
-    feedback = "; ".join(verdict.feedback for _, verdict in failed)
+    failed_reviews = [
+        deepwork.FailedReview(
+            run_each=task.run_each,
+            target_file=task.target_file,
+            feedback=verdict.feedback,
+            criteria_results=verdict.criteria_results,
+        )
+        for task, verdict in failed
+    ]
     if plan.attempt >= gate.max_attempts:
         raise GateFailed(
-            f"Quality gate failed after {gate.max_attempts} attempts. Feedback: {feedback}"
+            f"Quality gate failed after {gate.max_attempts} attempts. Feedback: "
+            f"{deepwork.joined_feedback(failed_reviews)}"
         )
-    return FinishedStepResponse(
-        status=StepStatus.NEEDS_WORK,
-        feedback=feedback,
-        failed_reviews=[
-            WireReviewResult(
-                review_run_each=task.run_each,
-                target_file=task.target_file,
-                passed=False,
-                feedback=verdict.feedback,
-                criteria_results=[
-                    QualityCriteriaResult(**item) for item in verdict.criteria_results
-                ],
-            )
-            for task, verdict in failed
-        ],
-        stack=stack_for_agent(agent=checkpoint.agent),
-    )
+    return deepwork.needs_work(failed=failed_reviews, stack=stack_for_agent(agent=checkpoint.agent))
 
 
 def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:

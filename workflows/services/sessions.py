@@ -17,6 +17,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from workflows import events, limits
+from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.events import User
 from workflows.files import NotRegularFile, read_regular_text
@@ -33,11 +34,8 @@ from workflows.models import (
 from workflows.outputs import DeclaredOutput, validate_outputs
 from workflows.schemas import (
     AbortWorkflowResponse,
-    ActiveStepInfo,
-    ExpectedOutput,
     FinishedStepResponse,
     GoToStepResponse,
-    ReviewInfo,
     StartWorkflowResponse,
     StepStatus,
 )
@@ -49,8 +47,6 @@ from workflows.selectors import (
 )
 from workflows.services.agents import agent_ensure, agent_id_clean
 from workflows.services.catalog import CatalogView
-
-OUTPUT_SYNTAX = {"file": "filepath", "files": "array of filepaths for all individual files"}
 
 _SESSIONS = WorkflowSession._meta.db_table
 _ABORT_RUNS_SQL = (
@@ -104,46 +100,9 @@ def _read_instructions(job: Job, step: Step) -> str:
         ) from None
 
 
-def _entry_instructions(job: Job, entry: list[Step]) -> str:
-    """The first step's instructions; a concurrent entry adds the note and its other members'
-    instructions, which DeepWork 0.9.1 never showed."""
-    text = _read_instructions(job, entry[0])
-    if len(entry) > 1:
-        ids = ", ".join(step.step_id for step in entry)
-        text += (
-            f"\n\n**CONCURRENT STEPS**: This entry has {len(entry)} steps that can run in "
-            f"parallel: {ids}\nUse the Task tool to execute them concurrently."
-        )
-        for other in entry[1:]:
-            text += (
-                f"\n\n---\n\n## Instructions for concurrent step '{other.step_id}'\n\n"
-                + _read_instructions(job, other)
-            )
-    return text
-
-
-def _begin_step(
-    *, session: WorkflowSession, job: Job, entry: list[Step], instructions: str
-) -> ActiveStepInfo:
-    return ActiveStepInfo(
-        session_id=session.session_id,
-        step_id=entry[0].step_id,
-        job_dir=job.job_dir,
-        step_expected_outputs=[
-            ExpectedOutput(
-                name=output["name"],
-                type=output["type"],
-                description=output["description"],
-                required=output["required"],
-                syntax_for_finished_step_tool=OUTPUT_SYNTAX[output["type"]],
-            )
-            for step in entry
-            for output in step.outputs
-        ],
-        step_reviews=[ReviewInfo(**review) for step in entry for review in step.reviews],
-        step_instructions=instructions,
-        common_job_info=job.common_info,
-    )
+def _entry_instructions(job: Job, entry: list[Step]) -> list[tuple[str, str]]:
+    """Each step's ``(step_id, instructions)``, read before any transaction opens."""
+    return [(step.step_id, _read_instructions(job, step)) for step in entry]
 
 
 def _start_runs(
@@ -307,7 +266,9 @@ def session_start(
     else:
         raise Conflict("Could not allocate a unique session id; try again")
     return StartWorkflowResponse(
-        begin_step=_begin_step(session=session, job=job, entry=first, instructions=instructions),
+        begin_step=deepwork.begin_step(
+            session=session, job=job, entry=first, instructions=instructions
+        ),
         stack=stack_for_agent(agent=agent),
     )
 
@@ -429,15 +390,12 @@ def step_advance(
             .values_list("outputs", flat=True)
         ):
             all_outputs.update(run_outputs)
-        return FinishedStepResponse(
-            status=StepStatus.WORKFLOW_COMPLETE,
-            summary=f"Workflow '{session.workflow_name}' completed successfully!",
-            all_outputs=all_outputs,
-            stack=stack,
+        return deepwork.workflow_complete(
+            workflow_name=session.workflow_name, all_outputs=all_outputs, stack=stack
         )
     return FinishedStepResponse(
         status=StepStatus.NEXT_STEP,
-        begin_step=_begin_step(
+        begin_step=deepwork.begin_step(
             session=session, job=job, entry=next_entry, instructions=instructions
         ),
         stack=stack,
@@ -553,7 +511,7 @@ def session_go_to_step(
         )
         _start_runs(project, agent, session, target, entry)
     return GoToStepResponse(
-        begin_step=_begin_step(
+        begin_step=deepwork.begin_step(
             session=session, job=session.job, entry=entry, instructions=instructions
         ),
         invalidated_steps=invalidated,
