@@ -61,7 +61,6 @@ from workflows.schemas import (
     GoToStepResponse,
     StartWorkflowResponse,
 )
-from workflows.services.agents import agent_ensure
 from workflows.services.sessions import session_abort, session_go_to_step, session_start
 
 MAX_ID = 2**63 - 1
@@ -257,18 +256,15 @@ def start_workflow(request: HttpRequest, body: StartIn):
     its first step, as `start_workflow` answers an agent."""
     project = project_get(project_id=body.project)
     catalog = project_catalog_view(project=project)
-    agent = agent_ensure(
-        project=project, agent_id=body.agent_id or f"api:{request.user.get_username()}"
-    )
     answer = session_start(
         project=project,
-        agent=agent,
+        agent_id=body.agent_id or f"api:{request.user.get_username()}",
         catalog=catalog,
         job_name=body.job_name,
         workflow_name=body.workflow_name,
         goal=body.goal,
         instance_id=body.instance_id,
-        acting_user=request.user,
+        by=request.user,
     )
     return Status(201, answer)
 
@@ -299,7 +295,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
         notes=body.notes,
         override_reason=body.override_reason,
         session_id=session.session_id,
-        acting_user=request.user,
+        by=request.user,
     )
 
 
@@ -317,7 +313,7 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
         agent=session.agent,
         explanation=body.reason,
         session_id=session.session_id,
-        decided_by=request.user,
+        by=request.user,
     )
 
 
@@ -335,7 +331,7 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
         agent=session.agent,
         step_id=body.step_id,
         session_id=session.session_id,
-        acting_user=request.user,
+        by=request.user,
     )
 
 
@@ -348,7 +344,7 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
 def override_review(request: HttpRequest, session_id: Name, step_id: Name, body: OverrideIn):
     """Pass the current step's review: the agent's next finish advances."""
     run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
-    return Status(201, review_override(step_run=run, reason=body.reason, user=request.user))
+    return Status(201, review_override(step_run=run, reason=body.reason, by=request.user))
 
 
 @api.post(
@@ -361,5 +357,5 @@ def request_changes(request: HttpRequest, session_id: Name, step_id: Name, body:
     """Send the current step back: the agent's next finish answers `needs_work` with this
     feedback."""
     run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
-    decision = review_request_changes(step_run=run, feedback=body.feedback, user=request.user)
+    decision = review_request_changes(step_run=run, feedback=body.feedback, by=request.user)
     return Status(201, decision)

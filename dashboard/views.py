@@ -155,7 +155,7 @@ def _decide(
 def session_override(request: HttpRequest, session_id: str) -> HttpResponse:
     def override(session: WorkflowSession, data: dict) -> str:
         run = selectors.session_current_run(session=session, step_id=data["step_id"])
-        review_override(step_run=run, reason=data["reason"], user=request.user)
+        review_override(step_run=run, reason=data["reason"], by=request.user)
         return (
             f"Review of step '{data['step_id']}' overridden: the agent's next finished_step "
             "passes it"
@@ -171,7 +171,7 @@ def session_override(request: HttpRequest, session_id: str) -> HttpResponse:
 def session_request_changes(request: HttpRequest, session_id: str) -> HttpResponse:
     def request_changes(session: WorkflowSession, data: dict) -> str:
         run = selectors.session_current_run(session=session, step_id=data["step_id"])
-        review_request_changes(step_run=run, feedback=data["feedback"], user=request.user)
+        review_request_changes(step_run=run, feedback=data["feedback"], by=request.user)
         return (
             f"Changes requested on step '{data['step_id']}': the agent gets your feedback on "
             "its next finished_step"
@@ -195,7 +195,7 @@ def session_abort_view(request: HttpRequest, session_id: str) -> HttpResponse:
             agent=session.agent,
             explanation=data["reason"],
             session_id=session.session_id,
-            decided_by=request.user,
+            by=request.user,
         )
         return f"Session '{session_id}' aborted"
 

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from channels.db import database_sync_to_async
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -21,6 +20,7 @@ from django.utils import timezone
 from reviews.gate import (
     ClaudeReviewer,
     CommandReviewer,
+    ReviewerCouldNotRun,
     ReviewerError,
     ReviewTask,
     Verdict,
@@ -31,11 +31,14 @@ from reviews.gate import (
     system_prompt,
 )
 from reviews.models import HumanDecision, ReviewResult
+from workflows import events, limits
+from workflows.db import db_sync_to_async
+from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, WorkflowError
+from workflows.events import User
 from workflows.files import project_write_text
 from workflows.models import Agent, Event, Project, StepRun
-from workflows.schemas import FinishedStepResponse, QualityCriteriaResult, StepStatus
-from workflows.schemas import ReviewResult as WireReviewResult
+from workflows.schemas import FinishedStepResponse
 from workflows.selectors import stack_for_agent
 from workflows.services.sessions import StepCheckpoint, step_advance, step_checkpoint
 
@@ -43,18 +46,9 @@ logger = logging.getLogger(__name__)
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 
-SELF_REVIEW_FEEDBACK = """\
-Quality review required. Review instructions have been written to: {path}
-
-Verify the quality of your work:
-1. Spawn a subagent with the prompt: "Read the file at {path} and follow the instructions in \
-it. Review the referenced output files and evaluate them against the criteria specified. \
-Report your detailed findings."
-2. Review the subagent's findings
-3. Fix any issues identified by the subagent
-4. Repeat steps 1-3 until all criteria pass
-5. Once all criteria pass, call finished_step again with quality_review_override_reason set \
-to describe the review outcome (e.g. 'Self-review passed: all criteria met')"""
+# How long one review may take, in seconds, unless the server is told otherwise
+# (``mcpserve --quality-gate-timeout``, ``create_server(quality_gate_timeout=...)``).
+REVIEW_TIMEOUT_SECONDS = 240
 
 
 class GateFailed(WorkflowError):
@@ -66,7 +60,7 @@ class GateConfig:
     """How a server reviews: ``reviewer`` None means the agent reviews itself."""
 
     reviewer: ClaudeReviewer | CommandReviewer | None = None
-    timeout: int = 120
+    timeout: int = REVIEW_TIMEOUT_SECONDS
     max_attempts: int = 3
     concurrency: int = 4
 
@@ -85,6 +79,7 @@ class ReviewPlan:
     attempt: int = 0
     run_ids: dict[str, int] = field(default_factory=dict)  # step_id -> StepRun pk
     override_decision: int | None = None  # a human override to mark consumed on success
+    override_reason: str | None = None  # the hand-in's reason for skipping the reviews
 
 
 def _active_runs(checkpoint: StepCheckpoint) -> dict[str, int]:
@@ -97,12 +92,15 @@ def _active_runs(checkpoint: StepCheckpoint) -> dict[str, int]:
     )
 
 
-def _event(checkpoint: StepCheckpoint, kind: str, payload: dict) -> None:
-    Event.objects.create(
+def _event(
+    checkpoint: StepCheckpoint, kind: str, payload: events.Payload, by: User | None = None
+) -> None:
+    events.event_record(
+        kind=kind,
         project=checkpoint.project,
         session=checkpoint.session,
         agent=checkpoint.agent,
-        kind=kind,
+        by=by,
         payload=payload,
     )
 
@@ -166,14 +164,14 @@ def review_plan(
                     reviewer_kind=ReviewResult.Reviewer.HUMAN,
                     reviewer=changes.decided_by_name,
                 )
-                _event(checkpoint, Event.Kind.CHANGES_DELIVERED, {"decision": changes.pk})
+                _event(
+                    checkpoint,
+                    Event.Kind.CHANGES_DELIVERED,
+                    events.ChangesDelivered(decision=changes.pk),
+                )
         if claimed:
-            plan.answer = FinishedStepResponse(
-                status=StepStatus.NEEDS_WORK,
-                feedback=feedback,
-                failed_reviews=[
-                    WireReviewResult(review_run_each="step", passed=False, feedback=feedback)
-                ],
+            plan.answer = deepwork.needs_work(
+                failed=[deepwork.FailedReview(run_each="step", feedback=feedback)],
                 stack=stack_for_agent(agent=checkpoint.agent),
             )
             return plan
@@ -190,29 +188,10 @@ def review_plan(
         return plan
 
     if override_reason:
-        # Over the REST API a person hands in with the override: the verdict is theirs, not the
-        # agent's self-review.
-        person = checkpoint.handed_in_by
-        with transaction.atomic():
-            for step_id, run_id in run_ids.items():
-                ReviewResult.objects.create(
-                    step_run_id=run_id,
-                    session=checkpoint.session,
-                    attempt=StepRun.objects.get(pk=run_id).quality_attempts,
-                    run_each="step",
-                    passed=True,
-                    feedback=override_reason,
-                    reviewer_kind=ReviewResult.Reviewer.HUMAN
-                    if person
-                    else ReviewResult.Reviewer.SELF,
-                    reviewer=person or checkpoint.agent.agent_id,
-                    override_reason=override_reason,
-                )
-                payload = {"step_id": step_id, "override_reason": override_reason}
-                if person:
-                    payload["by"] = person
-                _event(checkpoint, Event.Kind.REVIEW_PASSED, payload)
+        # Recorded by the advance, in its transaction: a hand-in that loses the race to another
+        # leaves no verdict behind (see ``_record_override_reason``).
         plan.passes = True
+        plan.override_reason = override_reason
         return plan
 
     tasks = expand_tasks(
@@ -245,11 +224,11 @@ def review_plan(
                 "The self-review instructions could not be written to "
                 f"{relative}: {exc.strerror or exc}"
             ) from None
-        _event(checkpoint, Event.Kind.REVIEW_REQUESTED, {"instructions": relative})
-        plan.answer = FinishedStepResponse(
-            status=StepStatus.NEEDS_WORK,
-            feedback=SELF_REVIEW_FEEDBACK.format(path=relative),
-            stack=stack_for_agent(agent=checkpoint.agent),
+        _event(
+            checkpoint, Event.Kind.REVIEW_REQUESTED, events.ReviewRequested(instructions=relative)
+        )
+        plan.answer = deepwork.self_review_required(
+            instructions_path=relative, stack=stack_for_agent(agent=checkpoint.agent)
         )
         return plan
 
@@ -303,6 +282,10 @@ async def run_reviews(
     return list(await asyncio.gather(*(one(task) for task in tasks)))
 
 
+def _not_run(results: list[Verdict | ReviewerError]) -> ReviewerCouldNotRun | None:
+    return next((r for r in results if isinstance(r, ReviewerCouldNotRun)), None)
+
+
 def review_conclude(
     *,
     checkpoint: StepCheckpoint,
@@ -310,10 +293,33 @@ def review_conclude(
     plan: ReviewPlan,
     results: list[Verdict | ReviewerError],
 ) -> FinishedStepResponse:
-    """Record every verdict, then advance, answer ``needs_work`` or fail the gate."""
-    failed: list[tuple[ReviewTask, Verdict]] = []
-    broken: list[ReviewerError] = []
-    with transaction.atomic():
+    """Record every verdict, then advance, answer ``needs_work`` or fail the gate.
+
+    A reviewer that could not run judged nothing: its hand-in gets its attempt back and no
+    verdict is recorded. Passing verdicts commit with the advance, or not at all.
+    """
+    assert gate.reviewer is not None
+    reviewer = gate.reviewer
+    not_run = _not_run(results)
+    if not_run is not None:
+        # Counted when the reviews started (so a crash mid-review still counts); give it back.
+        StepRun.objects.filter(pk__in=plan.run_ids.values(), quality_attempts__gt=0).update(
+            quality_attempts=F("quality_attempts") - 1
+        )
+        raise GateFailed(
+            f"The reviewer could not run, so the work was not reviewed and no attempt was "
+            f"used: {not_run}"
+        )
+
+    broken = [r for r in results if isinstance(r, ReviewerError)]
+    failed = [
+        (task, r)
+        for task, r in zip(plan.tasks, results, strict=True)
+        if not isinstance(r, ReviewerError) and not r.passed
+    ]
+    passed = not broken and not failed
+
+    def record() -> None:
         for task, result in zip(plan.tasks, results, strict=True):
             is_error = isinstance(result, ReviewerError)
             ReviewResult.objects.create(
@@ -326,58 +332,91 @@ def review_conclude(
                 feedback=str(result) if is_error else result.feedback,
                 criteria_results=[] if is_error else result.criteria_results,
                 reviewer_kind=ReviewResult.Reviewer.EXTERNAL,
-                reviewer=gate.reviewer.name,
+                reviewer=reviewer.name,
                 error=str(result) if is_error else None,
                 duration_ms=None if is_error else result.duration_ms,
             )
-            if is_error:
-                broken.append(result)
-            elif not result.passed:
-                failed.append((task, result))
-        passed = not failed and not broken
-        _event(
-            checkpoint,
-            Event.Kind.REVIEW_PASSED if passed else Event.Kind.REVIEW_FAILED,
-            {"attempt": plan.attempt, "reviews": len(plan.tasks), "failed": len(failed)},
-        )
+        counts = {"attempt": plan.attempt, "reviews": len(plan.tasks), "failed": len(failed)}
+        if passed:
+            _event(checkpoint, Event.Kind.REVIEW_PASSED, events.ReviewPassed(**counts))
+            # Attempts are counted per step run and start again once the step passes.
+            StepRun.objects.filter(pk__in=plan.run_ids.values()).update(quality_attempts=0)
+        else:
+            _event(checkpoint, Event.Kind.REVIEW_FAILED, events.ReviewFailed(**counts))
+
+    if passed:
+        return step_advance(checkpoint=checkpoint, on_claimed=record)
+
+    with transaction.atomic():
+        record()
     if broken:
         raise GateFailed(str(broken[0]))
-    if failed:
-        feedback = "; ".join(verdict.feedback for _, verdict in failed)
-        if plan.attempt >= gate.max_attempts:
-            raise GateFailed(
-                f"Quality gate failed after {gate.max_attempts} attempts. Feedback: {feedback}"
-            )
-        return FinishedStepResponse(
-            status=StepStatus.NEEDS_WORK,
-            feedback=feedback,
-            failed_reviews=[
-                WireReviewResult(
-                    review_run_each=task.run_each,
-                    target_file=task.target_file,
-                    passed=False,
-                    feedback=verdict.feedback,
-                    criteria_results=[
-                        QualityCriteriaResult(**item) for item in verdict.criteria_results
-                    ],
-                )
-                for task, verdict in failed
-            ],
-            stack=stack_for_agent(agent=checkpoint.agent),
+    failed_reviews = [
+        deepwork.FailedReview(
+            run_each=task.run_each,
+            target_file=task.target_file,
+            feedback=verdict.feedback,
+            criteria_results=verdict.criteria_results,
         )
-    # Attempts are counted per step run and start again once the step passes.
-    StepRun.objects.filter(pk__in=plan.run_ids.values()).update(quality_attempts=0)
-    return step_advance(checkpoint=checkpoint)
+        for task, verdict in failed
+    ]
+    if plan.attempt >= gate.max_attempts:
+        raise GateFailed(
+            f"Quality gate failed after {gate.max_attempts} attempts. Feedback: "
+            f"{deepwork.joined_feedback(failed_reviews)}"
+        )
+    return deepwork.needs_work(failed=failed_reviews, stack=stack_for_agent(agent=checkpoint.agent))
+
+
+def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:
+    """The hand-in's reason as each step's passing verdict. Over the REST API a person hands
+    in with it: the verdict is theirs, not the agent's self-review."""
+    assert plan.override_reason is not None
+    person = checkpoint.by.get_username() if checkpoint.by is not None else ""
+    for step_id, run_id in plan.run_ids.items():
+        ReviewResult.objects.create(
+            step_run_id=run_id,
+            session=checkpoint.session,
+            attempt=StepRun.objects.get(pk=run_id).quality_attempts,
+            run_each="step",
+            passed=True,
+            feedback=plan.override_reason,
+            reviewer_kind=ReviewResult.Reviewer.HUMAN if person else ReviewResult.Reviewer.SELF,
+            reviewer=person or checkpoint.agent.agent_id,
+            override_reason=plan.override_reason,
+        )
+        _event(
+            checkpoint,
+            Event.Kind.REVIEW_PASSED,
+            events.ReviewPassed(step_id=step_id, override_reason=plan.override_reason),
+            by=checkpoint.by,
+        )
+
+
+def _deliver_override(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:
+    assert plan.override_decision is not None
+    delivered = HumanDecision.objects.filter(
+        pk=plan.override_decision, consumed_at__isnull=True
+    ).update(consumed_at=timezone.now())
+    if delivered:
+        _event(
+            checkpoint,
+            Event.Kind.OVERRIDE_DELIVERED,
+            events.OverrideDelivered(decision=plan.override_decision),
+        )
 
 
 def _advance_after_pass(*, checkpoint: StepCheckpoint, plan: ReviewPlan) -> FinishedStepResponse:
-    response = step_advance(checkpoint=checkpoint)
-    if plan.override_decision is not None:
-        HumanDecision.objects.filter(pk=plan.override_decision, consumed_at__isnull=True).update(
-            consumed_at=timezone.now()
-        )
-        _event(checkpoint, Event.Kind.OVERRIDE_DELIVERED, {"decision": plan.override_decision})
-    return response
+    """Advance, recording in the same transaction what let the hand-in pass: if another call
+    moved the session first, neither the verdict nor the override's delivery is kept."""
+
+    def record() -> None:
+        if plan.override_reason is not None:
+            _record_override_reason(checkpoint, plan)
+        if plan.override_decision is not None:
+            _deliver_override(checkpoint, plan)
+
+    return step_advance(checkpoint=checkpoint, on_claimed=record)
 
 
 def _finish_until_reviews(
@@ -389,17 +428,18 @@ def _finish_until_reviews(
     notes: str | None,
     override_reason: str | None,
     session_id: str | None,
-    acting_user=None,
+    by: User | None = None,
 ) -> tuple[FinishedStepResponse | None, StepCheckpoint, ReviewPlan | None]:
     """Everything before the reviews run, in one trip to the database thread: validate, plan,
     and, when no review has to run, advance straight away."""
+    limits.OVERRIDE_REASON.check("override_reason", override_reason)
     checkpoint = step_checkpoint(
         project=project,
         agent=agent,
         outputs=outputs,
         notes=notes,
         session_id=session_id,
-        acting_user=acting_user,
+        by=by,
     )
     if gate is None:
         return step_advance(checkpoint=checkpoint), checkpoint, None
@@ -421,10 +461,10 @@ async def step_finish_gated(
     override_reason: str | None = None,
     session_id: str | None = None,
     progress: Progress | None = None,
-    acting_user=None,
+    by: User | None = None,
 ) -> FinishedStepResponse:
     """``finished_step`` end to end, with the quality gate when ``gate`` is set."""
-    answer, checkpoint, plan = await database_sync_to_async(_finish_until_reviews)(
+    answer, checkpoint, plan = await db_sync_to_async(_finish_until_reviews)(
         project=project,
         agent=agent,
         gate=gate,
@@ -432,28 +472,26 @@ async def step_finish_gated(
         notes=notes,
         override_reason=override_reason,
         session_id=session_id,
-        acting_user=acting_user,
+        by=by,
     )
     if answer is not None:
         return answer
     results = await run_reviews(
         checkpoint=checkpoint, gate=gate, tasks=plan.tasks, progress=progress
     )
-    return await database_sync_to_async(review_conclude)(
+    return await db_sync_to_async(review_conclude)(
         checkpoint=checkpoint, gate=gate, plan=plan, results=results
     )
 
 
-def _decide(
-    *, step_run: StepRun, kind: str, user, by_name: str | None, reason: str
-) -> HumanDecision:
+def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) -> HumanDecision:
     if not reason or not reason.strip():
         raise InvalidInput("A reason is required so the agent and the team know why")
-    name = by_name or (user.get_username() if user is not None else "")
-    if not name:
-        raise InvalidInput("Say who decided: give a user or a name")
+    limits.DECISION_REASON.check(field, reason)
     with transaction.atomic():
-        run = StepRun.objects.select_related("session").get(pk=step_run.pk)
+        run = StepRun.objects.select_related("session__project", "session__agent").get(
+            pk=step_run.pk
+        )
         if run.status != StepRun.Status.ACTIVE:
             raise Conflict(
                 f"Step '{run.step_id}' of session '{run.session.session_id}' is {run.status}; "
@@ -466,43 +504,37 @@ def _decide(
         decision = HumanDecision.objects.create(
             step_run=run,
             kind=kind,
-            decided_by=user,
-            decided_by_name=name,
+            decided_by=by,
+            decided_by_name=by.get_username(),
             reason=reason.strip(),
         )
-        Event.objects.create(
-            project_id=run.session.project_id,
+        is_override = kind == HumanDecision.Kind.OVERRIDE
+        events.event_record(
+            kind=Event.Kind.REVIEW_OVERRIDDEN if is_override else Event.Kind.CHANGES_REQUESTED,
+            project=run.session.project,
             session=run.session,
-            agent_id=run.session.agent_id,
-            kind=Event.Kind.REVIEW_OVERRIDDEN
-            if kind == HumanDecision.Kind.OVERRIDE
-            else Event.Kind.CHANGES_REQUESTED,
-            payload={"step_id": run.step_id, "by": name, "reason": decision.reason},
+            agent=run.session.agent,
+            by=by,
+            payload=(events.ReviewOverridden if is_override else events.ChangesRequested)(
+                step_id=run.step_id, reason=decision.reason
+            ),
         )
     return decision
 
 
-def review_override(
-    *, step_run: StepRun, reason: str, user=None, by_name: str | None = None
-) -> HumanDecision:
+def review_override(*, step_run: StepRun, reason: str, by: User) -> HumanDecision:
     """A person passes the step's review; the agent's next ``finished_step`` advances."""
     return _decide(
-        step_run=step_run,
-        kind=HumanDecision.Kind.OVERRIDE,
-        user=user,
-        by_name=by_name,
-        reason=reason,
+        step_run=step_run, kind=HumanDecision.Kind.OVERRIDE, by=by, reason=reason, field="reason"
     )
 
 
-def review_request_changes(
-    *, step_run: StepRun, feedback: str, user=None, by_name: str | None = None
-) -> HumanDecision:
+def review_request_changes(*, step_run: StepRun, feedback: str, by: User) -> HumanDecision:
     """A person sends the step back; the agent's next ``finished_step`` gets the feedback."""
     return _decide(
         step_run=step_run,
         kind=HumanDecision.Kind.REQUEST_CHANGES,
-        user=user,
-        by_name=by_name,
+        by=by,
         reason=feedback,
+        field="feedback",
     )

@@ -256,7 +256,7 @@ class ReviewDecisionActions:
             self,
             request,
             self.step_runs_of(queryset),
-            lambda run: review_override(step_run=run, reason=reason, user=request.user),
+            lambda run: review_override(step_run=run, reason=reason, by=request.user),
             name=lambda run: str(run),
             done=lambda n: f"Overrode the review of {plural(n, 'step run')}.",
         )
@@ -287,7 +287,7 @@ class ReviewDecisionActions:
             self,
             request,
             self.step_runs_of(queryset),
-            lambda run: review_request_changes(step_run=run, feedback=feedback, user=request.user),
+            lambda run: review_request_changes(step_run=run, feedback=feedback, by=request.user),
             name=lambda run: str(run),
             done=lambda n: f"Requested changes on {plural(n, 'step run')}.",
         )
@@ -496,7 +496,7 @@ class WorkflowSessionAdmin(SessionSearch, ReadOnlyAdmin):
                 agent=session.agent,
                 session_id=session.session_id,
                 explanation=reason,
-                decided_by=request.user,
+                by=request.user,
             ),
             name=lambda session: f"Session {session.session_id}",
             done=lambda n: f"Aborted {plural(n, 'session')}.",

@@ -6,7 +6,7 @@ Writes happen only in ``workflows.services``; reads that shape data for an inter
 
 from __future__ import annotations
 
-from django.db import models, transaction
+from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
@@ -303,30 +303,9 @@ class StepRun(models.Model):
         return f"{self.session.session_id}:{self.step_id} ({self.status})"
 
 
-class EventQuerySet(models.QuerySet):
-    """Every write to the outbox tells live listeners once its transaction commits."""
-
-    def create(self, **kwargs):
-        event = super().create(**kwargs)
-        _announce_after_commit(self.db)
-        return event
-
-    def bulk_create(self, objs, *args, **kwargs):
-        events = super().bulk_create(objs, *args, **kwargs)
-        if events:
-            _announce_after_commit(self.db)
-        return events
-
-
-def _announce_after_commit(using: str) -> None:
-    from workflows import outbox
-
-    if outbox.announcer_enabled():
-        transaction.on_commit(outbox.announce, using=using)
-
-
 class Event(models.Model):
-    """Append-only outbox of everything that happened; written in the transition's transaction.
+    """Append-only outbox of everything that happened; written in the transition's transaction,
+    only through ``workflows.events.event_record``.
 
     The dashboard tails it (``id > last_seen``) to push live updates across processes.
     """
@@ -358,8 +337,6 @@ class Event(models.Model):
     kind = models.CharField(max_length=32, choices=Kind.choices)
     payload = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
-
-    objects = EventQuerySet.as_manager()
 
     class Meta:
         indexes = [

@@ -10,6 +10,7 @@ from django.contrib.auth.models import Permission, User
 from reviews.gate import CommandReviewer, Verdict
 from reviews.models import ReviewResult
 from reviews.services import GateConfig, review_conclude, review_plan, review_request_changes
+from tests.driving import step_finish
 from tests.factories import write_job
 from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.services import sessions
@@ -42,7 +43,7 @@ class Driver:
         return WorkflowSession.objects.get(session_id=response.begin_step.session_id)
 
     def finish(self, session: WorkflowSession, outputs: dict) -> None:
-        sessions.step_finish(
+        step_finish(
             project=self.project,
             agent=self.agent,
             outputs=outputs,
@@ -109,7 +110,7 @@ def every_model(demo_project, driver, failed_run, admin_user):
         session_id=aborted.session_id,
         explanation="not needed",
     )
-    review_request_changes(step_run=failed_run, feedback="Cite the sources", user=admin_user)
+    review_request_changes(step_run=failed_run, feedback="Cite the sources", by=admin_user)
     return failed_run
 
 

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.http import QueryDict
 from django.urls import reverse
 
@@ -162,7 +163,11 @@ def test_step_run_search_by_session_or_step(admin_client, every_model):
 
 def test_decision_search_by_session(admin_client, driver, every_model):
     other = driver.fail_review(driver.start())
-    review_request_changes(step_run=other, feedback="Other", by_name="ann")
+    review_request_changes(
+        step_run=other,
+        feedback="Other",
+        by=get_user_model().objects.get_or_create(username="ann")[0],
+    )
 
     found = admin_client.get(
         url(HumanDecision, "changelist"), {"q": every_model.session.session_id}

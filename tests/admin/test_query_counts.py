@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from reviews.services import review_request_changes
@@ -57,7 +58,11 @@ def grow(driver, tmp_path, rounds: int) -> None:
         finished = driver.start(job="nested", workflow="only")
         driver.finish(finished, {"first.md": "first.md"})
         run = driver.fail_review(driver.start())
-        review_request_changes(step_run=run, feedback="More", by_name="ann")
+        review_request_changes(
+            step_run=run,
+            feedback="More",
+            by=get_user_model().objects.get_or_create(username="ann")[0],
+        )
 
 
 @pytest.fixture
@@ -107,7 +112,11 @@ def test_step_run_page_query_count_is_constant(admin_client, driver, django_asse
     first = driver.fail_review(session)
     other = driver.fail_review(driver.start())
     driver.hand_in_failing(other.session)
-    review_request_changes(step_run=other, feedback="More", by_name="ann")
+    review_request_changes(
+        step_run=other,
+        feedback="More",
+        by=get_user_model().objects.get_or_create(username="ann")[0],
+    )
     assert (first.reviews.count(), other.reviews.count()) == (1, 2)
 
     def page(run: StepRun) -> None:

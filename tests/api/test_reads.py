@@ -12,6 +12,7 @@ from asgiref.sync import async_to_sync
 from reviews.gate import CommandReviewer
 from reviews.services import GateConfig, review_override, step_finish_gated
 from tests.api.conftest import assert_error
+from tests.driving import step_finish
 from tests.factories import write_job
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions
@@ -286,7 +287,7 @@ def test_sessions_query_count_is_constant(viewer, project, django_assert_num_que
 def test_one_session_with_its_runs_reviews_and_decisions(viewer, operator, project):
     session_id = start(project, "a1", workflow="main")
     agent = agent_ensure(project=project, agent_id="a1")
-    sessions.step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
     detail = viewer.get(f"/api/sessions/{session_id}").json()
     assert detail["session_id"] == session_id
     assert (detail["status"], detail["current_step_id"]) == ("active", "part_a")
@@ -298,7 +299,7 @@ def test_one_session_with_its_runs_reviews_and_decisions(viewer, operator, proje
     assert detail["runs"][0]["outputs"] == {"notes.md": "notes.md"}
     assert detail["runs"][1]["reviews"] == []
     review_override(
-        step_run=StepRun.objects.get(step_id="part_a"), reason="fine", user=operator.user
+        step_run=StepRun.objects.get(step_id="part_a"), reason="fine", by=operator.user
     )
     decision = viewer.get(f"/api/sessions/{session_id}").json()["runs"][1]["decisions"][0]
     assert (decision["kind"], decision["decided_by"], decision["reason"]) == (
@@ -317,8 +318,8 @@ def test_external_review_verdicts_are_shown_per_criterion(viewer, project, monke
     monkeypatch.setenv("FAKE_REVIEW_LOG", str(tmp_path / "log"))
     session_id = start(project, "a1", workflow="main")
     agent = agent_ensure(project=project, agent_id="a1")
-    sessions.step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
-    sessions.step_finish(project=project, agent=agent, outputs={"a.md": "a.md", "b.md": "b.md"})
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    step_finish(project=project, agent=agent, outputs={"a.md": "a.md", "b.md": "b.md"})
     gate = GateConfig(reviewer=CommandReviewer(f"{sys.executable} {FAKE_REVIEWER}"))
     answer = async_to_sync(step_finish_gated)(
         project=project, agent=agent, gate=gate, outputs={"summary.md": "summary.md"}
@@ -350,12 +351,12 @@ def test_session_detail_query_count_is_constant(
     with django_assert_num_queries(expected):
         assert len(viewer.get(f"/api/sessions/{session_id}").json()["runs"]) == 1
     for _ in range(3):
-        sessions.step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+        step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
         for step in ("part_a", "part_b"):
             review_override(
                 step_run=StepRun.objects.get(step_id=step, status="active"),
                 reason="ok",
-                user=operator.user,
+                by=operator.user,
             )
         sessions.session_go_to_step(project=project, agent=agent, step_id="gather")
     with django_assert_num_queries(expected):

@@ -11,6 +11,7 @@ from django.test import Client
 
 from reviews.gate import CommandReviewer, Verdict
 from reviews.services import GateConfig, review_conclude, review_plan, review_request_changes
+from tests.driving import step_finish
 from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure
@@ -85,7 +86,7 @@ class Driver:
         return WorkflowSession.objects.get(session_id=response.begin_step.session_id)
 
     def finish(self, outputs: dict, notes: str | None = None):
-        return sessions.step_finish(
+        return step_finish(
             project=self.project, agent=self.agent, outputs=outputs, notes=notes
         )
 
@@ -113,7 +114,7 @@ class Driver:
         """A person requests changes on the current step; the agent's hand-in receives them."""
         top = WorkflowSession.objects.filter(agent=self.agent, status="active").latest("id")
         run = StepRun.objects.get(session=top, status="active")
-        review_request_changes(step_run=run, feedback=feedback, user=by)
+        review_request_changes(step_run=run, feedback=feedback, by=by)
         checkpoint = sessions.step_checkpoint(
             project=self.project, agent=self.agent, outputs=outputs
         )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
 from fastmcp import Client
 
 from reviews.services import review_override
@@ -61,7 +62,9 @@ async def test_needs_work_then_fixed_then_next_step_and_a_human_override(gated_p
         assert third["status"] == "needs_work"
         run = await StepRun.objects.aget(step_id="pages", status="active")
         await database_sync_to_async(review_override)(
-            step_run=run, by_name="reviewer-alice", reason="Page is acceptable as is"
+            step_run=run,
+            by=(await get_user_model().objects.aget_or_create(username="reviewer-alice"))[0],
+            reason="Page is acceptable as is",
         )
         reviews_before = len(list(log.glob("call-*.json")))
         fourth = await call(client, "finished_step", {"outputs": {"pages": ["page0.md"]}})

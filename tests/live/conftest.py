@@ -14,6 +14,7 @@ from django.test import Client
 
 from dashboard import live
 from deepwork_site.asgi import application
+from workflows.events import event_record
 from workflows.models import Event, Project
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -97,7 +98,7 @@ async def assert_closed_with(communicator: WebsocketCommunicator, code: int) -> 
 
 @database_sync_to_async
 def add_event(project: Project, kind: str = Event.Kind.CATALOG_SYNCED, **fields) -> Event:
-    return Event.objects.create(project=project, kind=kind, **fields)
+    return event_record(project=project, kind=kind, payload={"jobs": 1, "errors": 0}, **fields)
 
 
 @database_sync_to_async

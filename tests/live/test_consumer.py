@@ -12,6 +12,7 @@ from django.db import OperationalError, connection, transaction
 
 from dashboard import live
 from dashboard.origin import origin_matches_host
+from tests.driving import step_finish
 from tests.live.conftest import (
     add_event,
     assert_closed_with,
@@ -23,6 +24,7 @@ from tests.live.conftest import (
     session_cookie,
     socket,
 )
+from workflows.events import event_record
 from workflows.models import Event
 from workflows.services import sessions
 from workflows.services.projects import project_ensure
@@ -45,7 +47,7 @@ def start_session(project, agent, catalog, goal: str = "live") -> str:
 
 @database_sync_to_async
 def finish_first_step(project, agent, session_id: str) -> None:
-    sessions.step_finish(
+    step_finish(
         project=project, agent=agent, outputs={"first.md": "first.md"}, session_id=session_id
     )
 
@@ -331,7 +333,13 @@ async def test_an_event_that_commits_after_a_newer_one_still_arrives(watcher_coo
     def slow_writer() -> None:
         try:
             with transaction.atomic():
-                slow.append(Event.objects.create(project=project, kind=Event.Kind.STEP_FINISHED))
+                slow.append(
+                    event_record(
+                        project=project,
+                        kind=Event.Kind.STEP_FINISHED,
+                        payload={"step_id": "gather", "outputs": {}, "notes": None},
+                    )
+                )
                 inserted.set()
                 assert release.wait(10)
         finally:

@@ -13,6 +13,7 @@ from channels.layers import get_channel_layer
 from django.db import transaction
 
 from workflows import outbox
+from workflows.events import event_record, event_record_many
 from workflows.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -55,8 +56,11 @@ def announced(settings):
     return sent_so_far
 
 
+SYNCED = {"jobs": 1, "errors": 0}
+
+
 def write_event(project) -> Event:
-    return Event.objects.create(project=project, kind=Event.Kind.CATALOG_SYNCED)
+    return event_record(project=project, kind=Event.Kind.CATALOG_SYNCED, payload=SYNCED)
 
 
 def write_and_roll_back(project) -> None:
@@ -92,9 +96,7 @@ def test_a_write_inside_a_rolled_back_savepoint_announces_nothing(announced, pro
 
 def test_bulk_writes_are_announced_after_commit(announced, project):
     with transaction.atomic():
-        Event.objects.bulk_create(
-            [Event(project=project, kind=Event.Kind.CATALOG_SYNCED) for _ in range(3)]
-        )
+        event_record_many(project=project, kind=Event.Kind.CATALOG_SYNCED, payloads=[SYNCED] * 3)
         assert announced() == []
     # A burst needs one "look now"; never more than one per committed write.
     assert 1 <= len(announced_messages := announced()) <= 3

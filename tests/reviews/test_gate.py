@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
 
 from reviews.gate import ClaudeReviewer, CommandReviewer
 from reviews.models import HumanDecision, ReviewResult
@@ -24,6 +25,13 @@ from workflows.services.catalog import Catalog
 pytestmark = pytest.mark.django_db(transaction=True)
 
 FAKE = Path(__file__).with_name("fake_reviewer.py")
+
+
+async def person(username: str):
+    """A person who decides on reviews (decisions are always someone's)."""
+    user, _ = await get_user_model().objects.aget_or_create(username=username)
+    return user
+
 
 GATE_JOB = textwrap.dedent(
     """\
@@ -317,7 +325,7 @@ async def test_human_override_passes_the_next_hand_in_without_a_review(gated, re
     assert (await hand_in(gated, gate, {"draft.md": "draft.md"})).status == "needs_work"
     run = await StepRun.objects.aget(step_id="draft")
     await database_sync_to_async(review_override)(
-        step_run=run, by_name="alice", reason="The draft is fine for a first pass"
+        step_run=run, by=await person("alice"), reason="The draft is fine for a first pass"
     )
 
     response = await hand_in(gated, gate, {"draft.md": "draft.md"})
@@ -335,7 +343,7 @@ async def test_human_request_changes_reaches_the_agent(gated, reviewer_env):
     log = reviewer_env("pass")
     run = await StepRun.objects.aget(step_id="draft")
     await database_sync_to_async(review_request_changes)(
-        step_run=run, by_name="bob", feedback="Cite your sources"
+        step_run=run, by=await person("bob"), feedback="Cite your sources"
     )
 
     response = await hand_in(gated, command_gate(), {"draft.md": "draft.md"})
@@ -353,10 +361,14 @@ async def test_human_request_changes_reaches_the_agent(gated, reviewer_env):
 async def test_human_decisions_need_a_reason_and_a_current_step(gated):
     run = await StepRun.objects.aget(step_id="draft")
     with pytest.raises(InvalidInput, match="A reason is required"):
-        await database_sync_to_async(review_override)(step_run=run, by_name="alice", reason=" ")
+        await database_sync_to_async(review_override)(
+            step_run=run, by=await person("alice"), reason=" "
+        )
     await StepRun.objects.filter(pk=run.pk).aupdate(status="completed")
     with pytest.raises(Conflict, match="only the current step can be overridden"):
-        await database_sync_to_async(review_override)(step_run=run, by_name="a", reason="ok")
+        await database_sync_to_async(review_override)(
+            step_run=run, by=await person("a"), reason="ok"
+        )
 
 
 async def test_self_review_mode_writes_instructions_and_accepts_an_override(gated):

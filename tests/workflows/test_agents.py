@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.driving import step_finish
 from workflows.models import Agent
 from workflows.services import sessions
 from workflows.services.agents import (
@@ -53,7 +54,7 @@ def test_a_stack_left_by_a_dead_process_is_adopted(project, catalog):
     successor = agent_claim(project=project, holder=ProcessHolder.for_this_process())
 
     assert successor.pk == orphan.pk
-    response = sessions.step_finish(
+    response = step_finish(
         project=project, agent=successor, outputs={"notes.md": "notes.md"}
     )
     assert response.begin_step.step_id == "part_a"

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
+from tests.driving import step_finish
 from workflows.errors import Conflict, WorkflowError
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions
@@ -51,7 +52,7 @@ def finish_in_thread(project, agent, sid, gate):
     @in_thread
     def run(*_):
         try:
-            return sessions.step_finish(
+            return step_finish(
                 project=project,
                 agent=agent,
                 outputs={"notes.md": "notes.md"},
@@ -150,7 +151,7 @@ def test_many_agents_each_run_their_own_workflow_without_losing_a_transition(pro
             {"a.md": "a.md", "b.md": "b.md"},
             {"summary.md": "summary.md"},
         ):
-            last = sessions.step_finish(project=project, agent=agent, outputs=outputs)
+            last = step_finish(project=project, agent=agent, outputs=outputs)
         return last.status
 
     with ThreadPoolExecutor(8) as pool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.driving import step_finish
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.schemas import StepStatus
@@ -26,7 +27,7 @@ def start(project, agent, catalog, job="demo", workflow="main", **kwargs):
 
 
 def finish(project, agent, outputs, **kwargs):
-    return sessions.step_finish(project=project, agent=agent, outputs=outputs, **kwargs)
+    return step_finish(project=project, agent=agent, outputs=outputs, **kwargs)
 
 
 def test_start_returns_first_step_with_every_field(project, agent, catalog):
@@ -341,3 +342,106 @@ def test_optional_files_output_may_be_empty_or_listed(project, agent, catalog):
     assert response.status == StepStatus.NEXT_STEP
     run = StepRun.objects.get(step_id="gather")
     assert run.outputs == {"notes.md": "notes.md", "extras": ["extra1.md", "extra2.md"]}
+
+
+# One way to write an event (workflows.events): validated payloads, one shape per kind, and the
+# writes that must commit together with their event.
+
+
+def test_every_event_kind_has_one_payload_shape_and_unknown_keys_are_refused(project):
+    from pydantic import ValidationError
+
+    from workflows import events
+
+    assert set(events.PAYLOADS) == set(Event.Kind.values)
+    with pytest.raises(ValidationError):
+        events.event_record(
+            kind=Event.Kind.SESSION_ABORTED,
+            project=project,
+            payload={"step_id": "gather", "explanation": "x", "whom": "nobody"},
+        )
+    with pytest.raises(ValidationError):
+        events.event_record(
+            kind=Event.Kind.AGENT_CONNECTED, project=project, payload={"agent_id": "a"}
+        )
+    assert not Event.objects.exists()
+
+
+def test_review_passed_stores_only_the_keys_given_and_by_as_a_username(project, django_user_model):
+    from workflows import events
+
+    person = django_user_model.objects.create_user(username="olga")
+    skipped = events.event_record(
+        kind=Event.Kind.REVIEW_PASSED,
+        project=project,
+        by=person,
+        payload=events.ReviewPassed(step_id="wrap_up", override_reason="fine"),
+    )
+    reviewed = events.event_record(
+        kind=Event.Kind.REVIEW_PASSED,
+        project=project,
+        payload=events.ReviewPassed(attempt=2, reviews=3, failed=0),
+    )
+    skipped.refresh_from_db()
+    reviewed.refresh_from_db()
+    assert skipped.payload == {"step_id": "wrap_up", "override_reason": "fine", "by": "olga"}
+    assert reviewed.payload == {"attempt": 2, "reviews": 3, "failed": 0}
+
+
+def test_a_new_agent_and_its_connected_event_commit_together(project, monkeypatch):
+    from workflows import events
+    from workflows.models import Agent
+    from workflows.services.agents import agent_ensure
+
+    def broken(**_):
+        raise RuntimeError("the outbox write failed")
+
+    monkeypatch.setattr(events, "event_record", broken)
+    with pytest.raises(RuntimeError):
+        agent_ensure(project=project, agent_id="named")
+    assert not Agent.objects.filter(agent_id="named").exists()
+
+
+def test_an_override_is_consumed_with_its_event_and_the_advance_or_not_at_all(
+    project, agent, catalog, monkeypatch, django_user_model
+):
+    from reviews.models import HumanDecision
+    from reviews.services import GateConfig, _finish_until_reviews, review_override
+    from workflows import events
+
+    sid = start(project, agent, catalog).begin_step.session_id
+    finish(project, agent, {"notes.md": "notes.md"})
+    finish(project, agent, {"a.md": "a.md", "b.md": "b.md"})
+    run = StepRun.objects.get(step_id="wrap_up", status="active")
+    review_override(step_run=run, reason="fine", by=django_user_model.objects.create_user("ed"))
+    real = events.event_record
+
+    def failing_delivery(**kwargs):
+        if kwargs["kind"] == Event.Kind.OVERRIDE_DELIVERED:
+            raise RuntimeError("the outbox write failed")
+        return real(**kwargs)
+
+    monkeypatch.setattr(events, "event_record", failing_delivery)
+
+    def hand_in():
+        return _finish_until_reviews(
+            project=project,
+            agent=agent,
+            gate=GateConfig(),
+            outputs={"summary.md": "summary.md"},
+            notes=None,
+            override_reason=None,
+            session_id=sid,
+        )[0]
+
+    with pytest.raises(RuntimeError):
+        hand_in()
+    session = WorkflowSession.objects.get(session_id=sid)
+    assert (session.status, session.current_step_id) == ("active", "wrap_up")
+    assert HumanDecision.objects.get().consumed_at is None
+    assert not Event.objects.filter(kind=Event.Kind.SESSION_COMPLETED).exists()
+
+    monkeypatch.setattr(events, "event_record", real)
+    assert hand_in().status == StepStatus.WORKFLOW_COMPLETE
+    assert HumanDecision.objects.get().consumed_at is not None
+    assert Event.objects.filter(kind=Event.Kind.OVERRIDE_DELIVERED).count() == 1

@@ -13,6 +13,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
+from tests.driving import step_finish
 from workflows.errors import Conflict, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.selectors import session_head, session_resolve, stack_for_agent
@@ -42,7 +43,7 @@ def test_abort_query_count_stays_constant_as_the_stack_grows(
     project, agent, catalog, depth, django_assert_num_queries
 ):
     ids = [start(project, agent, catalog) for _ in range(depth)]
-    sessions.step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
 
     with django_assert_num_queries(ABORT_QUERIES):
         response = sessions.session_abort(project=project, agent=agent, explanation="enough")
@@ -67,7 +68,7 @@ def test_abort_below_the_top_records_everything_in_one_go(project, agent, catalo
     before = timezone.now()
 
     response = sessions.session_abort(
-        project=project, agent=agent, explanation="wrong job", session_id=below, decided_by=person
+        project=project, agent=agent, explanation="wrong job", session_id=below, by=person
     )
 
     assert response.model_dump() == {
@@ -97,7 +98,7 @@ def test_abort_below_the_top_records_everything_in_one_go(project, agent, catalo
 def test_lost_abort_race_changes_nothing(project, agent, catalog):
     sid = start(project, agent, catalog)
     stale = session_head(project=project, agent=agent, session_id=sid)
-    sessions.step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
 
     with pytest.raises(Conflict, match="its current step is now 'part_a'"):
         sessions._claim(stale, status=WorkflowSession.Status.ABORTED, completed_at=timezone.now())

@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
+from workflows import events
 from workflows.errors import InvalidInput
 from workflows.models import Agent, Event, Project, WorkflowSession
 
@@ -81,6 +82,15 @@ def holder_is_alive(agent: Agent, *, now=None) -> bool:
     return agent.heartbeat_at is not None and now - agent.heartbeat_at < HEARTBEAT_STALE_AFTER
 
 
+def _connected(project: Project, agent: Agent, *, adopted: bool) -> None:
+    events.event_record(
+        kind=Event.Kind.AGENT_CONNECTED,
+        project=project,
+        agent=agent,
+        payload=events.AgentConnected(agent_id=agent.agent_id, adopted=adopted),
+    )
+
+
 def _take(agent: Agent, holder: ProcessHolder, *, expected_holder: str) -> bool:
     taken = Agent.objects.filter(pk=agent.pk, holder=expected_holder).update(
         holder=holder.key,
@@ -113,12 +123,7 @@ def agent_claim(*, project: Project, holder: ProcessHolder, agent_id: str | None
                 heartbeat_at=timezone.now(),
             )
             agent.holder = holder.key
-            Event.objects.create(
-                project=project,
-                agent=agent,
-                kind=Event.Kind.AGENT_CONNECTED,
-                payload={"agent_id": agent.agent_id, "adopted": not created},
-            )
+            _connected(project, agent, adopted=not created)
         return agent
 
     active = WorkflowSession.objects.filter(agent=OuterRef("pk"), status="active")
@@ -130,13 +135,12 @@ def agent_claim(*, project: Project, holder: ProcessHolder, agent_id: str | None
     for candidate in candidates:
         if holder_is_alive(candidate):
             continue
-        if _take(candidate, holder, expected_holder=candidate.holder):
-            Event.objects.create(
-                project=project,
-                agent=candidate,
-                kind=Event.Kind.AGENT_CONNECTED,
-                payload={"agent_id": candidate.agent_id, "adopted": True},
-            )
+        # The take and its event commit together: no adopted agent without its record.
+        with transaction.atomic():
+            taken = _take(candidate, holder, expected_holder=candidate.holder)
+            if taken:
+                _connected(project, candidate, adopted=True)
+        if taken:
             logger.info("Adopted agent %s left by a process that is gone", candidate.agent_id)
             return candidate
 
@@ -151,12 +155,7 @@ def agent_claim(*, project: Project, holder: ProcessHolder, agent_id: str | None
                     pid=holder.pid,
                     heartbeat_at=timezone.now(),
                 )
-                Event.objects.create(
-                    project=project,
-                    agent=agent,
-                    kind=Event.Kind.AGENT_CONNECTED,
-                    payload={"agent_id": agent.agent_id, "adopted": False},
-                )
+                _connected(project, agent, adopted=False)
             return agent
         except IntegrityError:
             continue
@@ -175,22 +174,26 @@ def agent_release(*, agent: Agent, holder: ProcessHolder) -> None:
     Agent.objects.filter(pk=agent.pk, holder=holder.key).update(holder="")
 
 
+def agent_id_clean(agent_id: str) -> str:
+    """A caller-chosen agent id, stripped; refused unless 1 to 128 characters."""
+    agent_id = agent_id.strip()
+    if not agent_id or len(agent_id) > 128:
+        raise InvalidInput("agent_id must be 1 to 128 characters")
+    return agent_id
+
+
 def agent_ensure(*, project: Project, agent_id: str) -> Agent:
     """The named agent, created if new, for a program driving sessions over the REST API.
 
     No process holds it, and being explicit it is never adopted by an ``mcpserve`` process.
     """
-    agent_id = agent_id.strip()
-    if not agent_id or len(agent_id) > 128:
-        raise InvalidInput("agent_id must be 1 to 128 characters")
-    agent, created = Agent.objects.get_or_create(
-        project=project, agent_id=agent_id, defaults={"explicit": True}
-    )
-    if created:
-        Event.objects.create(
-            project=project,
-            agent=agent,
-            kind=Event.Kind.AGENT_CONNECTED,
-            payload={"agent_id": agent.agent_id, "adopted": False},
+    agent_id = agent_id_clean(agent_id)
+    # The first connection and its event commit together (or, inside a caller's transaction,
+    # roll back with it).
+    with transaction.atomic():
+        agent, created = Agent.objects.get_or_create(
+            project=project, agent_id=agent_id, defaults={"explicit": True}
         )
+        if created:
+            _connected(project, agent, adopted=False)
     return agent

@@ -16,7 +16,10 @@ from pathlib import Path
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from workflows import events, limits
+from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
+from workflows.events import User
 from workflows.files import NotRegularFile, read_regular_text
 from workflows.models import (
     Agent,
@@ -31,11 +34,8 @@ from workflows.models import (
 from workflows.outputs import DeclaredOutput, validate_outputs
 from workflows.schemas import (
     AbortWorkflowResponse,
-    ActiveStepInfo,
-    ExpectedOutput,
     FinishedStepResponse,
     GoToStepResponse,
-    ReviewInfo,
     StartWorkflowResponse,
     StepStatus,
 )
@@ -45,9 +45,8 @@ from workflows.selectors import (
     stack_for_agent,
     workflow_entries,
 )
+from workflows.services.agents import agent_ensure, agent_id_clean
 from workflows.services.catalog import CatalogView
-
-OUTPUT_SYNTAX = {"file": "filepath", "files": "array of filepaths for all individual files"}
 
 _SESSIONS = WorkflowSession._meta.db_table
 _ABORT_RUNS_SQL = (
@@ -71,15 +70,11 @@ class StepCheckpoint:
     steps: list[Step]
     outputs: dict[str, str | list[str]]
     notes: str | None
-    handed_in_by: str = ""  # the person handing in over the API; empty when the agent does
+    by: User | None = None  # the person handing in over the API; None when the agent does
 
     @property
     def project_root(self) -> Path:
         return Path(self.project.root_path)
-
-
-# A synchronous quality gate: lets the checkpoint pass (None) or answers ``needs_work``.
-QualityGate = Callable[[StepCheckpoint], FinishedStepResponse | None]
 
 
 def _read_instructions(job: Job, step: Step) -> str:
@@ -105,62 +100,26 @@ def _read_instructions(job: Job, step: Step) -> str:
         ) from None
 
 
-def _entry_instructions(job: Job, entry: list[Step]) -> str:
-    """The first step's instructions; a concurrent entry adds the note and its other members'
-    instructions, which DeepWork 0.9.1 never showed."""
-    text = _read_instructions(job, entry[0])
-    if len(entry) > 1:
-        ids = ", ".join(step.step_id for step in entry)
-        text += (
-            f"\n\n**CONCURRENT STEPS**: This entry has {len(entry)} steps that can run in "
-            f"parallel: {ids}\nUse the Task tool to execute them concurrently."
-        )
-        for other in entry[1:]:
-            text += (
-                f"\n\n---\n\n## Instructions for concurrent step '{other.step_id}'\n\n"
-                + _read_instructions(job, other)
-            )
-    return text
+def _entry_instructions(job: Job, entry: list[Step]) -> list[tuple[str, str]]:
+    """Each step's ``(step_id, instructions)``, read before any transaction opens."""
+    return [(step.step_id, _read_instructions(job, step)) for step in entry]
 
 
-def _begin_step(
-    *, session: WorkflowSession, job: Job, entry: list[Step], instructions: str
-) -> ActiveStepInfo:
-    return ActiveStepInfo(
-        session_id=session.session_id,
-        step_id=entry[0].step_id,
-        job_dir=job.job_dir,
-        step_expected_outputs=[
-            ExpectedOutput(
-                name=output["name"],
-                type=output["type"],
-                description=output["description"],
-                required=output["required"],
-                syntax_for_finished_step_tool=OUTPUT_SYNTAX[output["type"]],
-            )
-            for step in entry
-            for output in step.outputs
-        ],
-        step_reviews=[ReviewInfo(**review) for step in entry for review in step.reviews],
-        step_instructions=instructions,
-        common_job_info=job.common_info,
-    )
-
-
-def _start_runs(session: WorkflowSession, entry_index: int, entry: list[Step]) -> None:
+def _start_runs(
+    project: Project, agent: Agent, session: WorkflowSession, entry_index: int, entry: list[Step]
+) -> None:
     StepRun.objects.bulk_create(
         StepRun(session=session, step_def=step, step_id=step.step_id, entry_index=entry_index)
         for step in entry
     )
-    Event.objects.bulk_create(
-        Event(
-            project_id=session.project_id,
-            session=session,
-            agent_id=session.agent_id,
-            kind=Event.Kind.STEP_STARTED,
-            payload={"step_id": step.step_id, "entry_index": entry_index},
-        )
-        for step in entry
+    events.event_record_many(
+        kind=Event.Kind.STEP_STARTED,
+        project=project,
+        session=session,
+        agent=agent,
+        payloads=(
+            events.StepStarted(step_id=step.step_id, entry_index=entry_index) for step in entry
+        ),
     )
 
 
@@ -201,11 +160,6 @@ def _claim(session: WorkflowSession, **changes) -> None:
     )
 
 
-def _by(user) -> dict[str, str]:
-    """The ``by`` entry of an event payload: who acted, when a person did rather than the agent."""
-    return {"by": user.get_username()} if user is not None else {}
-
-
 def _new_session_id() -> str:
     return secrets.token_hex(4)
 
@@ -228,18 +182,29 @@ def _resolve_workflow(job: Job, workflow_name: str) -> Workflow:
 def session_start(
     *,
     project: Project,
-    agent: Agent,
+    agent: Agent | None = None,
+    agent_id: str | None = None,
     catalog: CatalogView,
     job_name: str,
     workflow_name: str,
     goal: str,
     instance_id: str | None = None,
-    acting_user=None,
+    by: User | None = None,
 ) -> StartWorkflowResponse:
     """Start a workflow on top of the agent's stack and return its first step.
 
-    ``acting_user`` is the person starting it over the REST API; it is recorded in the event.
+    ``by`` is the person starting it over the REST API; it is recorded in the event.
+    Give ``agent``, or ``agent_id`` for the named agent, created with the session if new: a
+    start that fails leaves no agent behind.
     """
+    if (agent is None) == (agent_id is None):
+        raise TypeError("session_start needs exactly one of agent and agent_id")
+    if agent_id is not None:
+        agent_id = agent_id_clean(agent_id)
+    limits.JOB_NAME.check("job_name", job_name)
+    limits.WORKFLOW_NAME.check("workflow_name", workflow_name)
+    limits.GOAL.check("goal", goal)
+    limits.INSTANCE_ID.check("instance_id", instance_id)
     found = catalog.find(job_name)
     if found is None:
         broken = catalog.error_for(job_name)
@@ -257,6 +222,9 @@ def session_start(
     for _ in range(5):
         try:
             with transaction.atomic():
+                if agent_id is not None:
+                    agent = agent_ensure(project=project, agent_id=agent_id)
+                assert agent is not None
                 parent = (
                     WorkflowSession.objects.filter(
                         agent=agent, status=WorkflowSession.Status.ACTIVE
@@ -277,20 +245,20 @@ def session_start(
                     goal=goal,
                     current_step_id=first[0].step_id,
                 )
-                Event.objects.create(
+                events.event_record(
+                    kind=Event.Kind.SESSION_STARTED,
                     project=project,
                     session=session,
                     agent=agent,
-                    kind=Event.Kind.SESSION_STARTED,
-                    payload={
-                        "job": job_name,
-                        "workflow": workflow.name,
-                        "goal": goal,
-                        "parent": parent.session_id if parent else None,
-                        **_by(acting_user),
-                    },
+                    by=by,
+                    payload=events.SessionStarted(
+                        job=job_name,
+                        workflow=workflow.name,
+                        goal=goal,
+                        parent=parent.session_id if parent else None,
+                    ),
                 )
-                _start_runs(session, 0, first)
+                _start_runs(project, agent, session, 0, first)
             break
         except IntegrityError:
             # An 8-hex session id collided with an existing one; draw another.
@@ -298,7 +266,9 @@ def session_start(
     else:
         raise Conflict("Could not allocate a unique session id; try again")
     return StartWorkflowResponse(
-        begin_step=_begin_step(session=session, job=job, entry=first, instructions=instructions),
+        begin_step=deepwork.begin_step(
+            session=session, job=job, entry=first, instructions=instructions
+        ),
         stack=stack_for_agent(agent=agent),
     )
 
@@ -318,13 +288,15 @@ def step_checkpoint(
     outputs: dict[str, str | list[str]],
     notes: str | None = None,
     session_id: str | None = None,
-    acting_user=None,
+    by: User | None = None,
 ) -> StepCheckpoint:
     """Resolve the session and validate the hand-in against the current entry's outputs.
 
     Every member of a concurrent entry is finished together: the hand-in is checked against
     the union of the members' declared outputs.
     """
+    limits.check_outputs(outputs)
+    limits.NOTES.check("notes", notes)
     session = session_resolve(project=project, agent=agent, session_id=session_id)
     entries = workflow_entries(workflow=session.workflow)
     if session.current_entry_index >= len(entries):
@@ -343,15 +315,19 @@ def step_checkpoint(
         steps=entry,
         outputs=outputs,
         notes=notes,
-        handed_in_by=acting_user.get_username() if acting_user is not None else "",
+        by=by,
     )
 
 
-def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
+def step_advance(
+    *, checkpoint: StepCheckpoint, on_claimed: Callable[[], None] | None = None
+) -> FinishedStepResponse:
     """Complete the checkpoint's entry and move to the next one (or complete the session).
 
     Compare-and-sets the session revision read by ``step_checkpoint``: if anything moved the
     session since (another finished_step, an abort, go_to_step), nothing changes here.
+    ``on_claimed`` writes what let the hand-in pass (a verdict, an override's delivery) in the
+    same transaction, once the claim has succeeded: a hand-in that loses leaves none of it.
     """
     project, agent, session = checkpoint.project, checkpoint.agent, checkpoint.session
     job, entries, entry = session.job, checkpoint.entries, checkpoint.steps
@@ -371,6 +347,8 @@ def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
                 current_entry_index=next_index,
                 current_step_id=next_entry[0].step_id,
             )
+        if on_claimed is not None:
+            on_claimed()
         for step in entry:
             own = {o["name"] for o in step.outputs}
             StepRun.objects.filter(
@@ -381,31 +359,27 @@ def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
                 notes=notes,
                 completed_at=now,
             )
-        Event.objects.bulk_create(
-            Event(
-                project=project,
-                session=session,
-                agent=agent,
-                kind=Event.Kind.STEP_FINISHED,
-                payload={
-                    "step_id": step.step_id,
-                    "outputs": outputs,
-                    "notes": notes,
-                    **({"by": checkpoint.handed_in_by} if checkpoint.handed_in_by else {}),
-                },
-            )
-            for step in entry
+        events.event_record_many(
+            kind=Event.Kind.STEP_FINISHED,
+            project=project,
+            session=session,
+            agent=agent,
+            by=checkpoint.by,
+            payloads=(
+                events.StepFinished(step_id=step.step_id, outputs=outputs, notes=notes)
+                for step in entry
+            ),
         )
         if finished:
-            Event.objects.create(
+            events.event_record(
+                kind=Event.Kind.SESSION_COMPLETED,
                 project=project,
                 session=session,
                 agent=agent,
-                kind=Event.Kind.SESSION_COMPLETED,
-                payload={"workflow": session.workflow_name},
+                payload=events.SessionCompleted(workflow=session.workflow_name),
             )
         else:
-            _start_runs(session, next_index, next_entry)
+            _start_runs(project, agent, session, next_index, next_entry)
 
     stack = stack_for_agent(agent=agent)
     if finished:
@@ -416,39 +390,16 @@ def step_advance(*, checkpoint: StepCheckpoint) -> FinishedStepResponse:
             .values_list("outputs", flat=True)
         ):
             all_outputs.update(run_outputs)
-        return FinishedStepResponse(
-            status=StepStatus.WORKFLOW_COMPLETE,
-            summary=f"Workflow '{session.workflow_name}' completed successfully!",
-            all_outputs=all_outputs,
-            stack=stack,
+        return deepwork.workflow_complete(
+            workflow_name=session.workflow_name, all_outputs=all_outputs, stack=stack
         )
     return FinishedStepResponse(
         status=StepStatus.NEXT_STEP,
-        begin_step=_begin_step(
+        begin_step=deepwork.begin_step(
             session=session, job=job, entry=next_entry, instructions=instructions
         ),
         stack=stack,
     )
-
-
-def step_finish(
-    *,
-    project: Project,
-    agent: Agent,
-    outputs: dict[str, str | list[str]],
-    notes: str | None = None,
-    session_id: str | None = None,
-    quality_gate: QualityGate | None = None,
-) -> FinishedStepResponse:
-    """Validate the hand-in, let ``quality_gate`` judge it, then advance the session."""
-    checkpoint = step_checkpoint(
-        project=project, agent=agent, outputs=outputs, notes=notes, session_id=session_id
-    )
-    if quality_gate is not None:
-        verdict = quality_gate(checkpoint)
-        if verdict is not None:
-            return verdict
-    return step_advance(checkpoint=checkpoint)
 
 
 def session_abort(
@@ -457,21 +408,19 @@ def session_abort(
     agent: Agent,
     explanation: str,
     session_id: str | None = None,
-    decided_by=None,
+    by: User | None = None,
 ) -> AbortWorkflowResponse:
     """Abort a session; the caller's stack resumes at its new top.
 
-    ``decided_by`` is the person aborting it from the dashboard, admin or API; it is recorded
+    ``by`` is the person aborting it from the dashboard, admin or API; it is recorded
     with the reason. Without it the agent aborted its own session.
     """
-    by_person = decided_by.get_username() if decided_by is not None else ""
+    limits.EXPLANATION.check("explanation", explanation)
+    by_person = by.get_username() if by is not None else ""
     if by_person and not explanation.strip():
         raise InvalidInput("A reason is required so the agent and the team know why")
     session = session_head(project=project, agent=agent, session_id=session_id)
     aborted_step = session.current_step_id
-    payload = {"step_id": aborted_step, "explanation": explanation}
-    if by_person:
-        payload["by"] = by_person
     now = timezone.now()
     with transaction.atomic():
         _claim(
@@ -491,12 +440,13 @@ def session_abort(
                     StepRun.Status.ACTIVE.value,
                 ],
             )
-        Event.objects.create(
-            project_id=session.project_id,
-            session=session,
-            agent_id=agent.pk,
+        events.event_record(
             kind=Event.Kind.SESSION_ABORTED,
-            payload=payload,
+            project=project,
+            session=session,
+            agent=agent,
+            by=by,
+            payload=events.SessionAborted(step_id=aborted_step, explanation=explanation),
         )
         # Read before the commit: on SQLite the write lock is still held, so this is the stack
         # exactly as the commit leaves it; elsewhere it is as fresh as a read after it would be.
@@ -518,9 +468,10 @@ def session_go_to_step(
     agent: Agent,
     step_id: str,
     session_id: str | None = None,
-    acting_user=None,
+    by: User | None = None,
 ) -> GoToStepResponse:
     """Return to an earlier step (or restart the current one), discarding later progress."""
+    limits.STEP_ID.check("step_id", step_id)
     session = session_resolve(project=project, agent=agent, session_id=session_id)
     entries = workflow_entries(workflow=session.workflow)
     target = next(
@@ -550,20 +501,17 @@ def session_go_to_step(
             dict.fromkeys(discarded.order_by("entry_index", "id").values_list("step_id", flat=True))
         )
         discarded.update(status=StepRun.Status.INVALIDATED)
-        Event.objects.create(
+        events.event_record(
+            kind=Event.Kind.STEP_REOPENED,
             project=project,
             session=session,
             agent=agent,
-            kind=Event.Kind.STEP_REOPENED,
-            payload={
-                "step_id": entry[0].step_id,
-                "invalidated_steps": invalidated,
-                **_by(acting_user),
-            },
+            by=by,
+            payload=events.StepReopened(step_id=entry[0].step_id, invalidated_steps=invalidated),
         )
-        _start_runs(session, target, entry)
+        _start_runs(project, agent, session, target, entry)
     return GoToStepResponse(
-        begin_step=_begin_step(
+        begin_step=deepwork.begin_step(
             session=session, job=session.job, entry=entry, instructions=instructions
         ),
         invalidated_steps=invalidated,

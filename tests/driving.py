@@ -1,0 +1,36 @@
+"""Finishing a step synchronously, without the quality gate: how tests drive sessions along.
+
+Production hands in through ``reviews.services.step_finish_gated``; tests that only need a
+session moved on (or a seam between validation and the advance) use this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from workflows.models import Agent, Project
+from workflows.schemas import FinishedStepResponse
+from workflows.services.sessions import StepCheckpoint, step_advance, step_checkpoint
+
+# Judges the checkpoint: None lets it pass, an answer stops it (e.g. ``needs_work``).
+QualityGate = Callable[[StepCheckpoint], FinishedStepResponse | None]
+
+
+def step_finish(
+    *,
+    project: Project,
+    agent: Agent,
+    outputs: dict[str, str | list[str]],
+    notes: str | None = None,
+    session_id: str | None = None,
+    quality_gate: QualityGate | None = None,
+) -> FinishedStepResponse:
+    """Validate the hand-in, let ``quality_gate`` judge it, then advance the session."""
+    checkpoint = step_checkpoint(
+        project=project, agent=agent, outputs=outputs, notes=notes, session_id=session_id
+    )
+    if quality_gate is not None:
+        verdict = quality_gate(checkpoint)
+        if verdict is not None:
+            return verdict
+    return step_advance(checkpoint=checkpoint)

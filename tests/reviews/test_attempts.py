@@ -1,0 +1,89 @@
+"""Issue 9 point 7, the accounting: a reviewer that could not run judged nothing.
+
+It uses up no quality attempt and records no verdict, and the agent is told the reviewer could
+not run and why. The reviewer here is a stand-in at the reviewer interface (``review``), so the
+test does not depend on which real failures the reviewers classify as "could not run".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from reviews.gate import ReviewerCouldNotRun, Verdict
+from reviews.models import ReviewResult
+from reviews.services import GateConfig, GateFailed, step_finish_gated
+from tests.factories import write_job
+from tests.reviews.test_gate import GATE_JOB, start_session
+from workflows.models import Event, StepRun
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class StandInReviewer:
+    """Answers from a script: an exception to raise or a verdict to give, in order."""
+
+    name = "stand-in"
+
+    def __init__(self, *answers: Verdict | Exception) -> None:
+        self.answers = list(answers)
+
+    async def review(self, **_: object) -> Verdict:
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+def gated(project_dir: Path, db):
+    write_job(project_dir, "gated", GATE_JOB, ["draft", "pages", "final"])
+    (project_dir / "draft.md").write_text("DRAFT BODY\n")
+    return start_session(project_dir, "gated")
+
+
+async def hand_in(gated, reviewer: StandInReviewer, max_attempts: int = 2):
+    project, agent = gated
+    return await step_finish_gated(
+        project=project,
+        agent=agent,
+        gate=GateConfig(reviewer=reviewer, max_attempts=max_attempts),  # type: ignore[arg-type]
+        outputs={"draft.md": "draft.md"},
+    )
+
+
+async def test_a_reviewer_that_could_not_run_uses_no_attempt_and_records_no_verdict(gated):
+    cannot = ReviewerCouldNotRun("Reviewer command could not be started: Argument list too long")
+    reviewer = StandInReviewer(
+        cannot,
+        cannot,
+        cannot,
+        Verdict(passed=False, feedback="Too short"),
+        Verdict(passed=True, feedback="Good"),
+    )
+
+    for _ in range(3):  # more than max_attempts: none of them counts
+        with pytest.raises(GateFailed) as excinfo:
+            await hand_in(gated, reviewer)
+        assert str(excinfo.value) == (
+            "The reviewer could not run, so the work was not reviewed and no attempt was used: "
+            "Reviewer command could not be started: Argument list too long"
+        )
+        run = await StepRun.objects.aget(step_id="draft")
+        assert (run.status, run.quality_attempts) == ("active", 0)
+    assert not await ReviewResult.objects.aexists()
+    assert not await Event.objects.filter(
+        kind__in=[Event.Kind.REVIEW_FAILED, Event.Kind.REVIEW_PASSED]
+    ).aexists()
+
+    # The first review that runs is attempt 1, and a failure is still needs_work, not
+    # "failed after 2 attempts".
+    failed = await hand_in(gated, reviewer)
+    assert (failed.status, failed.feedback) == ("needs_work", "Too short")
+    assert [r async for r in ReviewResult.objects.values_list("attempt", "passed")] == [(1, False)]
+    passed = await hand_in(gated, reviewer)
+    assert passed.status == "next_step"
+    assert [
+        r async for r in ReviewResult.objects.order_by("id").values_list("attempt", "passed")
+    ] == [(1, False), (2, True)]

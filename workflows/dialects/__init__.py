@@ -1,0 +1,1 @@
+"""Dialects: how each toolset words and shapes the engine's answers on its wire."""

@@ -1,0 +1,203 @@
+"""The one way to write to the ``Event`` outbox.
+
+Every event kind has one payload model: a write is validated against it, so each kind is
+stored in one shape whoever writes it. The person acting (``by``) is recorded the same way for
+every kind, as ``"by": <username>``, and only when a person rather than the agent acted.
+Listeners are told after the transaction commits (``outbox.announce``), never before: a rolled
+back transition must not show on the dashboard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from django.db import router, transaction
+from pydantic import BaseModel, ConfigDict
+
+from workflows import outbox
+from workflows.models import Agent, Event, Project, WorkflowSession
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AbstractBaseUser
+
+    User = AbstractBaseUser
+else:
+    User = Any
+
+
+class Payload(BaseModel):
+    """Base of every payload: no unknown keys, so a typo cannot invent a new shape."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SessionStarted(Payload):
+    job: str
+    workflow: str
+    goal: str
+    parent: str | None
+
+
+class StepStarted(Payload):
+    step_id: str
+    entry_index: int
+
+
+class StepFinished(Payload):
+    step_id: str
+    outputs: dict[str, str | list[str]]
+    notes: str | None
+
+
+class StepReopened(Payload):
+    step_id: str
+    invalidated_steps: list[str]
+
+
+class SessionCompleted(Payload):
+    workflow: str
+
+
+class SessionAborted(Payload):
+    step_id: str
+    explanation: str
+
+
+class ReviewRequested(Payload):
+    instructions: str
+
+
+class ReviewPassed(Payload):
+    """A step's reviews passed. Either external reviews ran (``attempt``, ``reviews``,
+    ``failed``: the whole entry) or a reason skipped them for one step (``step_id``,
+    ``override_reason``); only the keys given are stored."""
+
+    attempt: int | None = None
+    reviews: int | None = None
+    failed: int | None = None
+    step_id: str | None = None
+    override_reason: str | None = None
+
+
+class ReviewFailed(Payload):
+    attempt: int
+    reviews: int
+    failed: int
+
+
+class ReviewOverridden(Payload):
+    step_id: str
+    reason: str
+
+
+class ChangesRequested(Payload):
+    step_id: str
+    reason: str
+
+
+class OverrideDelivered(Payload):
+    decision: int
+
+
+class ChangesDelivered(Payload):
+    decision: int
+
+
+class CatalogSynced(Payload):
+    jobs: int
+    errors: int
+
+
+class AgentConnected(Payload):
+    agent_id: str
+    adopted: bool
+
+
+PAYLOADS: Mapping[str, type[Payload]] = {
+    Event.Kind.SESSION_STARTED: SessionStarted,
+    Event.Kind.STEP_STARTED: StepStarted,
+    Event.Kind.STEP_FINISHED: StepFinished,
+    Event.Kind.STEP_REOPENED: StepReopened,
+    Event.Kind.SESSION_COMPLETED: SessionCompleted,
+    Event.Kind.SESSION_ABORTED: SessionAborted,
+    Event.Kind.REVIEW_REQUESTED: ReviewRequested,
+    Event.Kind.REVIEW_PASSED: ReviewPassed,
+    Event.Kind.REVIEW_FAILED: ReviewFailed,
+    Event.Kind.REVIEW_OVERRIDDEN: ReviewOverridden,
+    Event.Kind.CHANGES_REQUESTED: ChangesRequested,
+    Event.Kind.OVERRIDE_DELIVERED: OverrideDelivered,
+    Event.Kind.CHANGES_DELIVERED: ChangesDelivered,
+    Event.Kind.CATALOG_SYNCED: CatalogSynced,
+    Event.Kind.AGENT_CONNECTED: AgentConnected,
+}
+assert set(PAYLOADS) == set(Event.Kind.values), "every event kind needs its payload model"
+
+
+def _stored(kind: str, payload: Payload | Mapping[str, Any], by: User | None) -> dict[str, Any]:
+    model = PAYLOADS[kind]
+    if not isinstance(payload, model):
+        # A mapping, or a model of another kind handed in by mistake: validate as this kind.
+        data = payload.model_dump(exclude_unset=True) if isinstance(payload, Payload) else payload
+        payload = model.model_validate(data)
+    # Only what was given: optional keys a writer left out stay out of the stored JSON.
+    stored = payload.model_dump(mode="json", exclude_unset=True)
+    if by is not None:
+        stored["by"] = by.get_username()
+    return stored
+
+
+def _announce_after_commit(using: str) -> None:
+    if outbox.announcer_enabled():
+        transaction.on_commit(outbox.announce, using=using)
+
+
+def event_record(
+    *,
+    kind: str,
+    project: Project,
+    session: WorkflowSession | None = None,
+    agent: Agent | None = None,
+    by: User | None = None,
+    payload: Payload | Mapping[str, Any],
+) -> Event:
+    """Append one event; listeners hear of it once the surrounding transaction commits."""
+    event = Event(
+        project_id=project.pk,
+        session=session,
+        agent=agent,
+        kind=kind,
+        payload=_stored(kind, payload, by),
+    )
+    using = router.db_for_write(Event)
+    event.save(force_insert=True, using=using)
+    _announce_after_commit(using)
+    return event
+
+
+def event_record_many(
+    *,
+    kind: str,
+    project: Project,
+    session: WorkflowSession | None = None,
+    agent: Agent | None = None,
+    by: User | None = None,
+    payloads: Iterable[Payload | Mapping[str, Any]],
+) -> list[Event]:
+    """Append several events of one kind in one INSERT (the members of a concurrent entry)."""
+    events = [
+        Event(
+            project_id=project.pk,
+            session=session,
+            agent=agent,
+            kind=kind,
+            payload=_stored(kind, payload, by),
+        )
+        for payload in payloads
+    ]
+    if not events:
+        return events
+    using = router.db_for_write(Event)
+    Event.objects.using(using).bulk_create(events)
+    _announce_after_commit(using)
+    return events
