@@ -217,5 +217,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
             self.tailer.unsubscribe(self.subscription)
         self.subscription = None
 
-    async def receive(self, text_data=None, bytes_data=None, **kwargs) -> None:
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: object
+    ) -> None:
         """The page only listens; anything it sends is ignored (not even decoded)."""

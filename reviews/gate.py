@@ -470,7 +470,7 @@ class ClaudeReviewer:
     kind = "claude"
     who = "Claude CLI"
 
-    def __init__(self, command: str = "claude"):
+    def __init__(self, command: str = "claude") -> None:
         self.command = command
 
     @property
@@ -544,7 +544,7 @@ class CommandReviewer:
     kind = "command"
     who = "Reviewer command"
 
-    def __init__(self, command: str):
+    def __init__(self, command: str) -> None:
         self.argv_base = shlex.split(command)
         if not self.argv_base:
             raise ValueError("the external reviewer command is empty")
