@@ -29,8 +29,8 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from dashboard import live
-from dashboard.access import WatchRight, may_watch, watch_right
+from dashboard import access, live
+from dashboard.access import WatchRight
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +95,7 @@ def _session_id(value: str | None) -> str | None:
     return value
 
 
-_may_watch = database_sync_to_async(may_watch)
-_watch_right = database_sync_to_async(watch_right)
+_may_watch = database_sync_to_async(access.may_watch)
 
 CLOSE_CODES = {WatchRight.LOGGED_OUT: CLOSE_LOGGED_OUT, WatchRight.FORBIDDEN: CLOSE_FORBIDDEN}
 
@@ -193,7 +192,9 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
         """The close code if the user may no longer watch; None while they may (or when the
         check itself failed: the database being down is no reason to cut every socket)."""
         try:
-            right = await _watch_right(session_key=self.session_key, user_id=self.user_id)
+            right = await database_sync_to_async(access.watch_right)(
+                session_key=self.session_key, user_id=self.user_id
+            )
         except Exception:
             logger.warning("Could not re-check a live socket's right; retrying", exc_info=True)
             self.checked_at = time.monotonic() - RECHECK_SECONDS + RECHECK_MIN_SECONDS

@@ -240,3 +240,34 @@ async def test_finished_step_with_200_kib_of_notes_is_reviewed_and_recorded(
     result = await ReviewResult.objects.aget()
     assert (result.passed, result.error, result.attempt) == (True, None, 1)
     assert notes in the_call(review_log)["prompt"]
+
+
+async def test_a_cancelled_review_leaves_no_reviewer_running(
+    tmp_path, review_log, private_tmp, monkeypatch
+):
+    """An abort or a server shutdown cancels the review: the reviewer process goes with it."""
+    import asyncio
+    import os
+
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    monkeypatch.setenv("FAKE_GATE", str(gate))
+    review = asyncio.create_task(
+        review_with(CommandReviewer(f"{sys.executable} {FAKE}"), tmp_path, "notes")
+    )
+    try:
+        for _ in range(3000):
+            held = await asyncio.to_thread(lambda: list(gate.glob("arrived-*")))
+            if held:
+                break
+            await asyncio.sleep(0.01)
+        (arrived,) = held
+        pid = int(arrived.name.removeprefix("arrived-"))
+        review.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await review
+        with pytest.raises(ProcessLookupError):  # killed and reaped, not left waiting
+            os.kill(pid, 0)
+        assert list(private_tmp.iterdir()) == []
+    finally:
+        await asyncio.to_thread((gate / "release").touch)
