@@ -49,6 +49,8 @@ RECHECK_SECONDS = 30.0
 # The least time between two checks made because a batch is about to be sent: a busy socket
 # costs a few queries every few seconds, not a few per batch.
 RECHECK_MIN_SECONDS = 5.0
+# After a check that failed (the database unreachable), the periodic one comes this much later.
+RECHECK_RETRY_SECONDS = 5.0
 
 
 class BadParameters(ValueError):
@@ -112,6 +114,7 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
     session_key: str | None = None
     user_id: object = None
     checked_at = 0.0
+    check_failures = 0
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -196,9 +199,13 @@ class EventsConsumer(AsyncJsonWebsocketConsumer):
                 session_key=self.session_key, user_id=self.user_id
             )
         except Exception:
-            logger.warning("Could not re-check a live socket's right; retrying", exc_info=True)
-            self.checked_at = time.monotonic() - RECHECK_SECONDS + RECHECK_MIN_SECONDS
+            # Once per outage with the traceback: every open socket retries on its own.
+            self.check_failures += 1
+            log = logger.warning if self.check_failures == 1 else logger.debug
+            log("Could not re-check a live socket's right; retrying", exc_info=True)
+            self.checked_at = time.monotonic() - RECHECK_SECONDS + RECHECK_RETRY_SECONDS
             return None
+        self.check_failures = 0
         self.checked_at = time.monotonic()
         return CLOSE_CODES.get(right)
 

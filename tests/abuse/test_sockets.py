@@ -199,3 +199,24 @@ def test_a_session_of_another_user_or_no_session_is_not_a_right(db):
     assert watch_right(session_key=session_cookie(bob), user_id=alice.pk) is WatchRight.LOGGED_OUT
     assert watch_right(session_key="no-such-session", user_id=alice.pk) is WatchRight.LOGGED_OUT
     assert watch_right(session_key=None, user_id=alice.pk) is WatchRight.LOGGED_OUT
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_failing_check_does_not_cut_the_socket(watcher_cookie, project, monkeypatch):
+    """The database failing the check is no proof the right is gone; the next check decides."""
+    from django.db import OperationalError
+
+    failures: list[str | None] = []
+
+    def unreachable(**kwargs):
+        failures.append(kwargs["session_key"])
+        raise OperationalError("database is locked")
+
+    communicator = await streaming_socket(watcher_cookie, project)
+    monkeypatch.setattr(consumers, "RECHECK_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(consumers, "RECHECK_RETRY_SECONDS", 3600.0)
+    monkeypatch.setattr(access, "watch_right", unreachable)
+    fresh = await add_event(project)
+    assert [event["id"] for event in await receive_events(communicator)] == [fresh.id]
+    assert failures == [watcher_cookie]
+    await communicator.disconnect()
