@@ -382,18 +382,17 @@ def _temporary_text(text: str, *, who: str, what: str) -> Iterator[Path]:
     """
     try:
         fd, name = tempfile.mkstemp(prefix="deepwork-review-", suffix=".md")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(_encoded(text))
+        except BaseException:
+            os.unlink(name)
+            raise
     except OSError as exc:
         raise ReviewerCouldNotRun(
             f"{who} could not run: the {what} could not be written to a temporary file: {exc}"
         ) from None
     try:
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(_encoded(text))
-        except OSError as exc:
-            raise ReviewerCouldNotRun(
-                f"{who} could not run: the {what} could not be written to a temporary file: {exc}"
-            ) from None
         yield Path(name)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -417,6 +416,12 @@ def _spawn_failure(exc: BaseException, *, argv: list[str], cwd: Path, who: str) 
     if isinstance(exc, PermissionError):
         return f"{who} could not run: command is not executable: {argv[0]}"
     return f"{who} could not run: {argv[0]}: {exc.strerror or exc}"
+
+
+async def _kill(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
+        process.kill()
+    await process.wait()
 
 
 async def _run(
@@ -444,14 +449,11 @@ async def _run(
     try:
         stdout, stderr = await asyncio.wait_for(process.communicate(stdin), timeout=timeout_seconds)
     except TimeoutError:
-        process.kill()
-        await process.wait()
+        await _kill(process)
         raise ReviewerError(f"{who} timed out after {timeout_seconds} seconds") from None
     except BaseException:
         # Cancelled (an abort won, the server is stopping): do not leave the reviewer running.
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+        await _kill(process)
         raise
     if process.returncode != 0:
         raise ReviewerError(

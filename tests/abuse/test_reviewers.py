@@ -271,3 +271,15 @@ async def test_a_cancelled_review_leaves_no_reviewer_running(
         assert list(private_tmp.iterdir()) == []
     finally:
         await asyncio.to_thread((gate / "release").touch)
+
+
+async def test_no_place_for_the_system_prompt_could_not_run(tmp_path, review_log, monkeypatch):
+    gone = tmp_path / "no-such-tmp"
+    monkeypatch.setattr(tempfile, "tempdir", str(gone))
+    with pytest.raises(ReviewerCouldNotRun) as raised:
+        await review_with(CommandReviewer(f"{sys.executable} {FAKE}"), tmp_path, "notes")
+    assert str(raised.value).startswith(
+        "Reviewer command could not run: the system prompt could not be written to a "
+        "temporary file: [Errno 2] No such file or directory"
+    )
+    assert not review_log.exists()
