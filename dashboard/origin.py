@@ -10,10 +10,17 @@ uses for forms behind a proxy).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
@@ -47,10 +54,10 @@ def origin_matches_host(*, origin: str, host: str, secure: bool) -> bool:
 class SameOriginWebsocket:
     """ASGI middleware: deny a WebSocket whose Origin is not this server's own address."""
 
-    def __init__(self, application):
+    def __init__(self, application: ASGIApp) -> None:
         self.application = application
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
             headers = dict(scope.get("headers") or [])
             origin = headers.get(b"origin", b"").decode("latin-1")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from deepwork_site.sqlite_files import private_folder
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("DEEPWORK_VAR_DIR", BASE_DIR / "var"))
 
@@ -59,7 +61,7 @@ def _secret_key() -> str:
     try:
         return key_file.read_text().strip()
     except FileNotFoundError:
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        private_folder(VAR_DIR)
         key = secrets.token_urlsafe(50)
         # O_EXCL so that two processes starting at once agree on one key.
         try:
@@ -133,7 +135,7 @@ SQLITE_OPTIONS = {
 def _database() -> dict:
     url = os.environ.get("DATABASE_URL")
     if not url:
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        private_folder(VAR_DIR)
         config = {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(VAR_DIR / "deepwork.sqlite3"),

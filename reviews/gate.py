@@ -9,11 +9,15 @@ promised.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import io
 import json
 import os
 import shlex
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -364,15 +368,73 @@ def _verdict_from(data: object, raw: str, *, who: str) -> Verdict:
     )
 
 
+def _encoded(text: str) -> bytes:
+    # A lone surrogate (possible in JSON input) has no UTF-8 form; it must not stop a review.
+    return text.encode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def _temporary_text(text: str, *, who: str, what: str) -> Iterator[Path]:
+    """``text`` in a private temporary file (0600) for the reviewer to read, removed after.
+
+    Text that may be long or hold NUL goes to a reviewer on stdin or in a file, never in its
+    argv or environment: exec refuses a string over 128 KiB (E2BIG) and cannot carry NUL.
+    """
+    try:
+        fd, name = tempfile.mkstemp(prefix="deepwork-review-", suffix=".md")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(_encoded(text))
+        except BaseException:
+            os.unlink(name)
+            raise
+    except OSError as exc:
+        raise ReviewerCouldNotRun(
+            f"{who} could not run: the {what} could not be written to a temporary file: {exc}"
+        ) from None
+    try:
+        yield Path(name)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(name)
+
+
+def _spawn_failure(exc: BaseException, *, argv: list[str], cwd: Path, who: str) -> str:
+    """Why ``argv`` could not be started, in words an operator can act on."""
+    if isinstance(exc, ValueError):  # "embedded null byte"
+        return f"{who} could not run: its command or environment contains a NUL byte"
+    assert isinstance(exc, OSError)
+    if exc.errno == errno.E2BIG:
+        return (
+            f"{who} could not run: its command line and environment are too large for the "
+            "system (E2BIG)"
+        )
+    if isinstance(exc, FileNotFoundError) and exc.filename == str(cwd):
+        return f"{who} could not run: its working folder does not exist: {cwd}"
+    if isinstance(exc, FileNotFoundError):
+        return f"{who} could not run: command not found: {argv[0]}"
+    if isinstance(exc, PermissionError):
+        return f"{who} could not run: command is not executable: {argv[0]}"
+    return f"{who} could not run: {argv[0]}: {exc.strerror or exc}"
+
+
+async def _kill(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it ended on its own meanwhile
+        process.kill()
+    await process.wait()
+
+
 async def _run(
     argv: list[str],
-    stdin: str,
+    stdin: bytes,
     *,
     timeout_seconds: int,
     cwd: Path,
     env: dict[str, str],
     who: str,
 ) -> str:
+    """Run a reviewer and return what it printed; ``ReviewerCouldNotRun`` if it never started,
+    ``ReviewerError`` if it ran and failed."""
     try:
         process = await asyncio.create_subprocess_exec(
             *argv,
@@ -382,18 +444,17 @@ async def _run(
             cwd=str(cwd),
             env=env,
         )
-    except FileNotFoundError:
-        raise ReviewerError(f"{who} command not found: {argv[0]}") from None
-    except PermissionError:
-        raise ReviewerError(f"{who} command is not executable: {argv[0]}") from None
+    except (OSError, ValueError) as exc:
+        raise ReviewerCouldNotRun(_spawn_failure(exc, argv=argv, cwd=cwd, who=who)) from None
     try:
-        stdout, stderr = await asyncio.wait_for(
-            process.communicate(stdin.encode("utf-8")), timeout=timeout_seconds
-        )
+        stdout, stderr = await asyncio.wait_for(process.communicate(stdin), timeout=timeout_seconds)
     except TimeoutError:
-        process.kill()
-        await process.wait()
+        await _kill(process)
         raise ReviewerError(f"{who} timed out after {timeout_seconds} seconds") from None
+    except BaseException:
+        # Cancelled (an abort won, the server is stopping): do not leave the reviewer running.
+        await _kill(process)
+        raise
     if process.returncode != 0:
         raise ReviewerError(
             f"{who} failed with exit code {process.returncode}:\n"
@@ -403,26 +464,29 @@ async def _run(
 
 
 class ClaudeReviewer:
-    """Runs `claude --print` exactly as DeepWork 0.9.1 does: prompt on stdin, verdict schema."""
+    """Runs `claude --print` as DeepWork 0.9.1 does (payload on stdin, the verdict schema), with
+    one difference: the system prompt, which carries the author's notes, is handed over in a
+    file (``--system-prompt-file``) instead of in argv, so long notes or notes holding NUL
+    still reach the reviewer."""
 
     kind = "claude"
     who = "Claude CLI"
 
-    def __init__(self, command: str = "claude"):
+    def __init__(self, command: str = "claude") -> None:
         self.command = command
 
     @property
     def name(self) -> str:
         return self.command
 
-    def argv(self, system: str) -> list[str]:
+    def argv(self, system_file: Path) -> list[str]:
         return [
             self.command,
             "--print",
             "--output-format",
             "json",
-            "--system-prompt",
-            system,
+            "--system-prompt-file",
+            str(system_file),
             "--json-schema",
             json.dumps(VERDICT_SCHEMA),
             "-p",
@@ -433,14 +497,15 @@ class ClaudeReviewer:
         self, *, system: str, payload: str, timeout_seconds: int, cwd: Path
     ) -> Verdict:
         started = time.monotonic()
-        raw = await _run(
-            self.argv(system),
-            payload,
-            timeout_seconds=timeout_seconds,
-            cwd=cwd,
-            env=dict(os.environ),
-            who=self.who,
-        )
+        with _temporary_text(system, who=self.who, what="system prompt") as system_file:
+            raw = await _run(
+                self.argv(system_file),
+                _encoded(payload),
+                timeout_seconds=timeout_seconds,
+                cwd=cwd,
+                env=dict(os.environ),
+                who=self.who,
+            )
         try:
             wrapper = json.loads(raw)
         except json.JSONDecodeError as exc:
@@ -471,15 +536,17 @@ class CommandReviewer:
     """Any reviewer program: the whole prompt on stdin, a JSON verdict on stdout.
 
     The verdict may be bare (``{"passed": ..., "feedback": ...}``) or wrapped the way
-    ``claude --output-format json`` wraps it (``{"structured_output": {...}}``). The system
-    prompt and the verdict schema are also given in the environment, for programs that want
-    them separately.
+    ``claude --output-format json`` wraps it (``{"structured_output": {...}}``). For programs
+    that want them separately, the system prompt is also in a file named by
+    ``DEEPWORK_REVIEW_SYSTEM_PROMPT_FILE`` and the verdict schema is in
+    ``DEEPWORK_REVIEW_JSON_SCHEMA`` (the prompt is not put in the environment itself: exec
+    refuses a string over 128 KiB and cannot carry NUL).
     """
 
     kind = "command"
     who = "Reviewer command"
 
-    def __init__(self, command: str):
+    def __init__(self, command: str) -> None:
         self.argv_base = shlex.split(command)
         if not self.argv_base:
             raise ValueError("the external reviewer command is empty")
@@ -493,19 +560,20 @@ class CommandReviewer:
         self, *, system: str, payload: str, timeout_seconds: int, cwd: Path
     ) -> Verdict:
         started = time.monotonic()
-        env = {
-            **os.environ,
-            "DEEPWORK_REVIEW_SYSTEM_PROMPT": system,
-            "DEEPWORK_REVIEW_JSON_SCHEMA": json.dumps(VERDICT_SCHEMA),
-        }
-        raw = await _run(
-            self.argv_base,
-            f"{system}\n\n{payload}",
-            timeout_seconds=timeout_seconds,
-            cwd=cwd,
-            env=env,
-            who=self.who,
-        )
+        with _temporary_text(system, who=self.who, what="system prompt") as system_file:
+            env = {
+                **os.environ,
+                "DEEPWORK_REVIEW_SYSTEM_PROMPT_FILE": str(system_file),
+                "DEEPWORK_REVIEW_JSON_SCHEMA": json.dumps(VERDICT_SCHEMA),
+            }
+            raw = await _run(
+                self.argv_base,
+                _encoded(f"{system}\n\n{payload}"),
+                timeout_seconds=timeout_seconds,
+                cwd=cwd,
+                env=env,
+                who=self.who,
+            )
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -223,7 +224,9 @@ async def test_a_broken_reviewer_is_reported_and_changes_nothing(
 
 async def test_missing_reviewer_program(gated):
     gate = GateConfig(reviewer=CommandReviewer("/nonexistent/reviewer --flag"))
-    with pytest.raises(GateFailed, match="Reviewer command command not found: /nonexistent"):
+    with pytest.raises(
+        GateFailed, match="Reviewer command could not run: command not found: /nonexistent"
+    ):
         await hand_in(gated, gate, {"draft.md": "draft.md"})
 
 
@@ -277,40 +280,76 @@ async def test_claude_runner_uses_deepworks_command_line(gated, reviewer_env, tm
     assert response.status == "next_step"
     (call,) = calls(log)
     argv = call["argv"][1:]
-    assert argv[:4] == ["--print", "--output-format", "json", "--system-prompt"]
+    # DeepWork 0.9.1's command line, but the system prompt (it carries the author's notes)
+    # comes in a file: argv cannot hold long notes or NUL.
+    assert argv[:4] == ["--print", "--output-format", "json", "--system-prompt-file"]
     assert argv[5] == "--json-schema"
     assert json.loads(argv[6])["required"] == ["passed", "feedback"]
     assert argv[-2:] == ["-p", "--"]
-    assert "- **Complete**" in argv[4]
+    assert "- **Complete**" in call["system"]
+    assert not await asyncio.to_thread(os.path.exists, argv[4])  # removed after the review
     assert call["prompt"].startswith("==================== BEGIN OUTPUTS")
 
 
-async def test_independent_reviews_run_at_the_same_time(gated, reviewer_env):
-    log = reviewer_env("pass", FAKE_SLEEP="0.5")
+def held(gate_dir: Path) -> int:
+    """How many gated fake reviewers have read their input and wait to be let go."""
+    return len(list(gate_dir.glob("arrived-*")))
+
+
+async def arrivals(gate_dir: Path, count: int, task: asyncio.Task) -> None:
+    """Wait until ``count`` gated fake reviewers are held."""
+    for _ in range(3000):
+        if held(gate_dir) >= count:
+            return
+        if task.done():
+            task.result()
+            pytest.fail(f"the hand-in ended with {held(gate_dir)} of {count} reviewers started")
+        await asyncio.sleep(0.01)
+    pytest.fail(f"only {held(gate_dir)} of {count} reviewers started within 30 s")
+
+
+@pytest.fixture
+def gate_dir(tmp_path):
+    """The folder FAKE_GATE points at; every held reviewer is let go at the end, whatever
+    happened."""
+    folder = tmp_path / "gate"
+    folder.mkdir()
+    yield folder
+    (folder / "release").touch()
+
+
+async def test_independent_reviews_run_at_the_same_time(gated, reviewer_env, gate_dir):
+    log = reviewer_env("pass")
     gate = command_gate()
     await hand_in(gated, gate, {"draft.md": "draft.md"})
-    await hand_in(gated, gate, {"pages": [f"page{n}.md" for n in range(4)]})
+    reviewer_env("pass", FAKE_GATE=str(gate_dir))
+    pages = [f"page{n}.md" for n in range(4)]
+    task = asyncio.create_task(hand_in(gated, gate, {"pages": pages}))
 
-    page_calls = calls(log)[1:]
-    # Overlapping intervals: every review had started before the first one finished.
-    first_end = min(c["end"] for c in page_calls)
-    assert all(c["start"] < first_end for c in page_calls)
+    await arrivals(gate_dir, 4, task)
+    # Four reviewers hold their input and none has answered: all four are in flight at once.
+    assert len(calls(log)) == 1
+    assert not task.done()
+    (gate_dir / "release").touch()
+
+    assert (await task).begin_step.step_id == "final"
+    assert len(calls(log)) == 5
 
 
-async def test_an_abort_during_the_review_wins_cleanly(gated, reviewer_env):
-    log = reviewer_env("pass", FAKE_SLEEP="1.5")
+async def test_an_abort_during_the_review_wins_cleanly(gated, reviewer_env, gate_dir):
+    log = reviewer_env("pass", FAKE_GATE=str(gate_dir))
     project, agent = gated
     task = asyncio.create_task(hand_in(gated, command_gate(), {"draft.md": "draft.md"}))
-    for _ in range(100):
-        await asyncio.sleep(0.05)
-        if (
-            await ReviewResult.objects.acount() == 0
-            and await StepRun.objects.filter(quality_attempts=1).aexists()
-        ):
-            break
+    await arrivals(gate_dir, 1, task)
+    # The review is running: the attempt is counted, no verdict is recorded yet.
+    assert await ReviewResult.objects.acount() == 0
+    assert await StepRun.objects.filter(quality_attempts=1).aexists()
+
     await database_sync_to_async(sessions.session_abort)(
         project=project, agent=agent, explanation="stop"
     )
+    (gate_dir / "release").touch()
+
     with pytest.raises(Conflict, match="was aborted by another call"):
         await task
     session = await WorkflowSession.objects.aget()

@@ -18,6 +18,7 @@
   var FIRST_RETRY_MS = 500;
   var MAX_RETRY_MS = 15000;
   var STABLE_MS = 5000; // an open socket that lasted this long resets the back-off
+  var CLOSE_LOGGED_OUT = 4401;
   var CLOSE_FORBIDDEN = 4403;
   var CLOSE_BAD_REQUEST = 4400;
 
@@ -100,7 +101,7 @@
       }
     });
     socket.addEventListener("close", function (event) {
-      if (event.code === CLOSE_FORBIDDEN) {
+      if (event.code === CLOSE_FORBIDDEN || event.code === CLOSE_LOGGED_OUT) {
         // Logged out or not allowed to watch: retrying cannot help; a reload shows why.
         setStatus("denied", "not live: reload the page");
         return;
