@@ -16,13 +16,15 @@ import pytest
 import yaml
 
 from workflows.jobdef import (
+    DICT_FORMAT,
     FileInput,
     JobDef,
     JobParseError,
     OutputSpec,
     ReviewSpec,
+    StepDef,
     UserParameterInput,
-    job_from_dict,
+    WorkflowDef,
     job_to_dict,
     parse_job_dir,
     parse_job_text,
@@ -582,6 +584,66 @@ def _rich_job() -> JobDef:
     return _parse(_job(steps=steps, workflows=workflows))
 
 
+def job_from_dict(data: dict[str, Any]) -> JobDef:
+    """Rebuild a JobDef from ``job_to_dict`` output: proof that the stored dict loses nothing.
+
+    A test helper: the server reads the stored rows, never this dict back into a JobDef.
+    """
+    if data.get("format") != DICT_FORMAT:
+        raise ValueError(f"Unsupported job dict format: {data.get('format')!r}")
+    return JobDef(
+        name=data["name"],
+        version=data["version"],
+        summary=data["summary"],
+        common_info=data["common_info"],
+        steps=tuple(_step_from_dict(s) for s in data["steps"]),
+        workflows=tuple(
+            WorkflowDef(
+                name=w["name"],
+                summary=w["summary"],
+                entries=tuple(tuple(e) for e in w["entries"]),
+                concurrent=tuple(w["concurrent"]),
+            )
+            for w in data["workflows"]
+        ),
+        job_dir=data["job_dir"],
+    )
+
+
+def _step_from_dict(data: dict[str, Any]) -> StepDef:
+    return StepDef(
+        id=data["id"],
+        name=data["name"],
+        description=data["description"],
+        instructions_file=data["instructions_file"],
+        inputs=tuple(
+            FileInput(file=i["file"], from_step=i["from_step"])
+            if "file" in i
+            else UserParameterInput(name=i["name"], description=i["description"])
+            for i in data["inputs"]
+        ),
+        outputs=tuple(
+            OutputSpec(
+                name=o["name"], type=o["type"], description=o["description"], required=o["required"]
+            )
+            for o in data["outputs"]
+        ),
+        reviews=tuple(
+            ReviewSpec(
+                run_each=r["run_each"],
+                quality_criteria=dict(r["quality_criteria"]),
+                additional_review_guidance=r["additional_review_guidance"],
+            )
+            for r in data["reviews"]
+        ),
+        dependencies=tuple(data["dependencies"]),
+        hooks={event: tuple(dict(a) for a in actions) for event, actions in data["hooks"]},
+        exposed=data["exposed"],
+        hidden=data["hidden"],
+        agent=data["agent"],
+    )
+
+
 def test_round_trip_is_equal() -> None:
     job = _rich_job()
     assert job_from_dict(job_to_dict(job)) == job
@@ -601,6 +663,7 @@ def test_round_trip_survives_json_with_reordered_keys() -> None:
 
 def test_from_dict_rejects_unknown_format() -> None:
     data = job_to_dict(_rich_job())
+    assert data["format"] == DICT_FORMAT
     data["format"] = 99
     with pytest.raises(ValueError, match="Unsupported job dict format: 99"):
         job_from_dict(data)
