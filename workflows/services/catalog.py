@@ -275,7 +275,7 @@ def _load_failure(job_file: JobFile, exc: BaseException) -> CatalogError:
     else:
         # Not a refusal the parser meant: keep the traceback for whoever runs the server, and
         # give the agent what went wrong without taking the other jobs down with this one.
-        logger.exception("Job %s failed to load", job_file.job_dir)
+        logger.error("Job %s failed to load", job_file.job_dir, exc_info=exc)
         text = (
             f"Failed to load job.yml: {job_file.yml_path} could not be read: "
             f"{type(exc).__name__}: {exc}"
