@@ -10,6 +10,7 @@ problem is, while every other job, ``get_workflows``, ``start_workflow`` (the st
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -326,3 +327,20 @@ def test_a_big_job_file_holds_no_lock_while_it_is_read(tmp_path, monkeypatch, te
         assert error.dir_name == "many"
         assert outcome in error.error
         assert [job.dir_name for job in view.jobs] == ["deepwork_jobs"]
+
+
+@pytest.mark.django_db
+def test_a_job_folder_named_in_bytes_that_are_not_utf8_is_a_load_error(project_dir):
+    write_job(project_dir, "demo", DEMO_JOB, ["gather", "part_a", "part_b", "wrap_up"])
+    jobs = bytes(project_dir / ".deepwork" / "jobs")
+    os.mkdir(jobs + b"/caf\xe9")
+    with open(jobs + b"/caf\xe9/job.yml", "w") as handle:
+        handle.write(NESTED_JOB)
+
+    view = catalog_view(project=project_ensure(root_path=project_dir))
+
+    (error,) = view.errors
+    assert error.dir_name == "caf\\xe9"
+    assert error.error.endswith("caf\\xe9 is not valid UTF-8")
+    assert JobLoadError.objects.get().dir_name == "caf\\xe9"
+    assert [job.dir_name for job in view.jobs] == ["demo", "deepwork_jobs"]

@@ -10,8 +10,9 @@ import pytest
 from tests.conftest import NESTED_JOB
 from tests.factories import write_job
 from workflows import jobdef
+from workflows.errors import ProjectUnavailable
 from workflows.models import Job, JobLoadError, WorkflowStep
-from workflows.services.catalog import STANDARD_JOBS_DIR, Catalog
+from workflows.services.catalog import STANDARD_JOBS_DIR, Catalog, catalog_view
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +191,26 @@ def test_workflow_entries_become_a_dag(project):
     assert sorted(d.step.step_id for d in nodes["wrap_up"].depends_on.all()) == ["part_a", "part_b"]
     assert [d.step.step_id for d in nodes["part_b"].depends_on.all()] == ["gather"]
     assert not nodes["gather"].depends_on.exists()
+
+
+def test_catalog_view_remembers_each_project_for_the_whole_process(
+    project, demo_project, parse_calls, django_assert_num_queries
+):
+    first = catalog_view(project=project)
+    # Another caller in the same process (another request) is served from memory.
+    with django_assert_num_queries(0):
+        assert catalog_view(project=project) is first
+    (demo_project / ".deepwork/jobs/nested/job.yml").write_text("steps: 3\n")
+    parse_calls.clear()
+    assert [e.dir_name for e in catalog_view(project=project).errors] == ["nested"]
+    assert parse_calls == ["nested"]
+
+
+def test_catalog_view_refuses_a_project_whose_folder_is_not_here(db, tmp_path):
+    from workflows.services.projects import project_ensure
+
+    gone = project_ensure(root_path=tmp_path / "elsewhere")
+    with pytest.raises(ProjectUnavailable, match="is not on this server"):
+        catalog_view(project=gone)
+    # Nothing was synced: the jobs of a folder that is elsewhere are not marked gone.
+    assert not Job.objects.filter(project=gone).exists()

@@ -154,14 +154,10 @@ def _error_text(text: str) -> str:
     return jobdef.bounded_error(text.replace("\x00", "\\x00"))
 
 
-def _storable(text: str) -> bool:
-    # Names from the file system may hold undecodable bytes (as surrogates), which no database
-    # driver can encode.
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return "\x00" not in text
+def _storable(name: str) -> str:
+    """``name`` as it can be stored: file names may hold bytes that are not UTF-8 (decoded
+    as lone surrogates), which no database driver can encode; those are shown escaped."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 @dataclass(frozen=True)
@@ -200,8 +196,10 @@ def _read(job_file: JobFile) -> bytes:
     return raw
 
 
-def _field_limit(model: type[Any], field: str) -> int:
-    return model._meta.get_field(field).max_length
+def _field_limit(model: type[Job | Step | Workflow], field: str) -> int:
+    limit = model._meta.get_field(field).max_length
+    assert limit is not None, f"{model.__name__}.{field} has no max_length"
+    return limit
 
 
 def _too_long(loc: str, value: str, limit: int) -> jobdef.JobParseError:
@@ -280,7 +278,9 @@ def _load_failure(job_file: JobFile, exc: BaseException) -> CatalogError:
             f"Failed to load job.yml: {job_file.yml_path} could not be read: "
             f"{type(exc).__name__}: {exc}"
         )
-    return CatalogError(job_file.dir_name, job_file.job_dir, _error_text(text))
+    return CatalogError(
+        _storable(job_file.dir_name), _storable(job_file.job_dir), _error_text(text)
+    )
 
 
 def _resolve(
@@ -294,7 +294,8 @@ def _resolve(
     known = {
         (job_dir, mtime_ns, size): pk
         for pk, job_dir, mtime_ns, size in Job.objects.filter(
-            project=project, job_dir__in=[f.job_dir for f in files]
+            project=project,
+            job_dir__in=[f.job_dir for f in files if _storable(f.job_dir) == f.job_dir],
         ).values_list("pk", "job_dir", "file_mtime_ns", "file_size")
     }
     # Every changed file is read (not parsed) first, so that revisions already stored under
@@ -306,9 +307,9 @@ def _resolve(
         if job_file.job_dir in raws:
             continue
         try:
-            if not (_storable(job_file.job_dir) and _storable(job_file.dir_name)):
+            if _storable(job_file.job_dir) != job_file.job_dir:
                 raise jobdef.JobParseError(
-                    f"Failed to load job.yml: the folder name {job_file.dir_name!a} is not "
+                    f"Failed to load job.yml: the path {_storable(job_file.job_dir)} is not "
                     "valid UTF-8"
                 )
             raws[job_file.job_dir] = _read(job_file)
@@ -319,12 +320,16 @@ def _resolve(
         for job_dir, raw in raws.items()
         if isinstance(raw, bytes)
     }
-    stored = {
-        (job_dir, content_hash): pk
-        for pk, job_dir, content_hash in Job.objects.filter(
-            project=project, job_dir__in=list(hashes), content_hash__in=set(hashes.values())
-        ).values_list("pk", "job_dir", "content_hash")
-    }
+    stored = (
+        {
+            (job_dir, content_hash): pk
+            for pk, job_dir, content_hash in Job.objects.filter(
+                project=project, job_dir__in=list(hashes), content_hash__in=set(hashes.values())
+            ).values_list("pk", "job_dir", "content_hash")
+        }
+        if hashes
+        else {}
+    )
 
     winners: list[_Winner] = []
     errors: list[CatalogError] = []
