@@ -155,7 +155,7 @@ class JobDef:
 
 
 @functools.cache
-def _validator():
+def _validator() -> Any:
     # Built once per process: syncing ~200 jobs would otherwise re-read and re-check the schema
     # 200 times. A concurrent first call may build it twice, which is harmless.
     # Imported here: jsonschema is only needed when a job.yml changed, not on every start-up.
@@ -197,6 +197,7 @@ def parse_job_bytes(raw: bytes, *, job_dir: Path, yml_path: Path) -> JobDef:
         # Universal newlines, as Path.read_text, so YAML error marks match 0.9.1's.
         text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()
     except UnicodeDecodeError as exc:
+        # 0.9.1 let this escape and took get_workflows down with it.
         raise JobParseError(
             f"Failed to load job.yml: {yml_path} is not valid UTF-8: {exc}"
         ) from exc
@@ -233,8 +234,8 @@ def _load_yaml(text: str, yml_path: Path) -> dict[str, Any]:
             f"Failed to load job.yml: Failed to parse YAML file {yml_path}: {exc}"
         ) from exc
     except (ValueError, TypeError, OverflowError) as exc:
-        # PyYAML's constructors let these through for scalars that look typed but are not
-        # (`2001-13-45`, `!!float x`); 0.9.1 crashed on them.
+        # PyYAML's constructors raise these, not YAMLError, for scalars that look typed but
+        # are not (`2001-13-45`, `!!float x`); they used to escape past the catalog.
         raise JobParseError(
             f"Failed to load job.yml: Failed to parse YAML file {yml_path}: "
             f"{type(exc).__name__}: {exc}"
@@ -272,11 +273,11 @@ class _BoundedLoader(yaml.SafeLoader):
         # anchor -> (nodes, chars, height) of the finished anchored node.
         self._costs: dict[str, tuple[int, int, int]] = {}
 
-    def compose_document(self) -> Node:
+    def compose_document(self) -> Node | None:
         self._costs = {}
         return super().compose_document()
 
-    def compose_node(self, parent: Node | None, index: object) -> Node:
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
         if self.check_event(AliasEvent):
             event = self.peek_event()
             if event.anchor in self.anchors and event.anchor not in self._costs:

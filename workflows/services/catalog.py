@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import CharField
 
 from workflows import jobdef
 from workflows.errors import ProjectUnavailable
@@ -109,7 +110,7 @@ class CatalogView:
 
 def job_folders(project_root: Path) -> list[tuple[str, Path]]:
     """Folders searched for jobs, in priority order: project, standard, then the env folders."""
-    folders = [
+    folders: list[tuple[str, Path]] = [
         (Job.Source.PROJECT, project_root / ".deepwork" / "jobs"),
         (Job.Source.STANDARD, STANDARD_JOBS_DIR),
     ]
@@ -197,9 +198,10 @@ def _read(job_file: JobFile) -> bytes:
 
 
 def _field_limit(model: type[Job | Step | Workflow], field: str) -> int:
-    limit = model._meta.get_field(field).max_length
-    assert limit is not None, f"{model.__name__}.{field} has no max_length"
-    return limit
+    column = model._meta.get_field(field)
+    assert isinstance(column, CharField), field
+    assert column.max_length is not None, field
+    return column.max_length
 
 
 def _too_long(loc: str, value: str, limit: int) -> jobdef.JobParseError:
@@ -441,7 +443,7 @@ def _create_revision(
             previous = level
     WorkflowStep.objects.bulk_create(nodes)
     through = WorkflowStep.depends_on.through
-    edges = []
+    edges: list[Any] = []
     for before, level in adjacent:
         edges.extend(
             through(from_workflowstep_id=node.pk, to_workflowstep_id=dependency.pk)
