@@ -29,8 +29,6 @@ from yaml.composer import ComposerError
 from yaml.events import AliasEvent
 from yaml.nodes import Node, ScalarNode
 
-from workflows.files import read_regular_file
-
 logger = logging.getLogger(__name__)
 
 SCHEMA_PATH = Path(__file__).with_name("job.schema.json")
@@ -166,23 +164,9 @@ def _validator() -> Any:
     return Draft7Validator(schema)
 
 
-def parse_job_dir(job_dir: Path) -> JobDef:
-    """Parse ``<job_dir>/job.yml``, raising JobParseError with 0.9.1's wording."""
-    job_dir = Path(job_dir)
-    if not job_dir.exists():
-        raise JobParseError(f"Job directory does not exist: {job_dir}")
-    if not job_dir.is_dir():
-        raise JobParseError(f"Job path is not a directory: {job_dir}")
-    yml_path = job_dir / "job.yml"
-    if not yml_path.exists():
-        raise JobParseError(f"job.yml not found in {job_dir}")
-    # One byte over the limit is enough to know the file is too large.
-    raw = read_regular_file(yml_path, limit=MAX_FILE_BYTES + 1)
-    return parse_job_bytes(raw, job_dir=job_dir, yml_path=yml_path)
-
-
 def too_large_error(yml_path: Path) -> JobParseError:
-    """The load error of a job.yml over ``MAX_FILE_BYTES`` (checked by whoever reads it)."""
+    """The load error of a job.yml over ``MAX_FILE_BYTES``: whoever reads the file reads at
+    most one byte more, and refuses it with this."""
     return JobParseError(
         f"Failed to load job.yml: {yml_path} is larger than {MAX_FILE_BYTES} bytes, "
         "the most a job file may be"

@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
+from workflows.files import read_regular_file
 from workflows.jobdef import (
     DICT_FORMAT,
+    MAX_FILE_BYTES,
     FileInput,
     JobDef,
     JobParseError,
@@ -26,7 +28,7 @@ from workflows.jobdef import (
     UserParameterInput,
     WorkflowDef,
     job_to_dict,
-    parse_job_dir,
+    parse_job_bytes,
     parse_job_text,
 )
 
@@ -75,6 +77,23 @@ def _write(job_dir: Path, data: dict[str, Any] | str | bytes) -> Path:
     else:
         path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return job_dir
+
+
+def parse_job_dir(job_dir: Path) -> JobDef:
+    """Parse ``<job_dir>/job.yml`` as the catalog does (a bounded read, then the bytes), with
+    0.9.1's wording for a folder that is missing or holds no job.yml.
+
+    A test helper: the catalog only ever lists folders that hold a job.yml.
+    """
+    if not job_dir.exists():
+        raise JobParseError(f"Job directory does not exist: {job_dir}")
+    if not job_dir.is_dir():
+        raise JobParseError(f"Job path is not a directory: {job_dir}")
+    yml_path = job_dir / "job.yml"
+    if not yml_path.exists():
+        raise JobParseError(f"job.yml not found in {job_dir}")
+    raw = read_regular_file(yml_path, limit=MAX_FILE_BYTES + 1)
+    return parse_job_bytes(raw, job_dir=job_dir, yml_path=yml_path)
 
 
 def _parse(data: dict[str, Any]) -> JobDef:
