@@ -53,7 +53,6 @@ from api.selectors import (
     session_page,
     step_run_latest,
 )
-from api.services import project_catalog_view
 from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
 from workflows.schemas import (
     AbortWorkflowResponse,
@@ -61,6 +60,7 @@ from workflows.schemas import (
     GoToStepResponse,
     StartWorkflowResponse,
 )
+from workflows.services.catalog import catalog_view
 from workflows.services.sessions import session_abort, session_go_to_step, session_start
 
 MAX_ID = 2**63 - 1
@@ -255,7 +255,7 @@ def start_workflow(request: HttpRequest, body: StartIn):
     """Start a workflow on an agent's stack (by default the agent `api:<username>`) and get
     its first step, as `start_workflow` answers an agent."""
     project = project_get(project_id=body.project)
-    catalog = project_catalog_view(project=project)
+    catalog = catalog_view(project=project)
     answer = session_start(
         project=project,
         agent_id=body.agent_id or f"api:{request.user.get_username()}",

@@ -17,7 +17,14 @@ from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
 from reviews.services import GateFailed
-from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound, WorkflowError
+from workflows.errors import (
+    Conflict,
+    InvalidInput,
+    JobBroken,
+    NotFound,
+    ProjectUnavailable,
+    WorkflowError,
+)
 
 logger = logging.getLogger("deepwork.api")
 
@@ -41,6 +48,8 @@ WORKFLOW_ERRORS: list[tuple[type[WorkflowError], int, str]] = [
     # succeeds, which is what 409 promises (a lost race is told apart by its code).
     (JobBroken, 409, "job_broken"),
     (Conflict, 409, "conflict"),
+    # Served by a machine without the project's folder; retrying where it is succeeds.
+    (ProjectUnavailable, 409, "project_unavailable"),
     # The reviews failed too often, or the reviewer broke: the step cannot pass as handed in.
     (GateFailed, 409, "gate_failed"),
 ]

@@ -1,22 +1,17 @@
-"""Writes of the API layer: tokens, and the catalog a REST start reads."""
+"""Writes of the API layer: tokens."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-import threading
 from datetime import timedelta
-from pathlib import Path
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from api.errors import ApiError
 from api.models import ApiToken
 from workflows.errors import InvalidInput
-from workflows.models import Project
-from workflows.services.catalog import Catalog, CatalogView
 
 TOKEN_SCHEME = "dwk_"
 PREFIX_LENGTH = len(TOKEN_SCHEME) + 8
@@ -91,30 +86,3 @@ def api_token_authenticate(*, secret: str) -> ApiToken | None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
-
-
-# One Catalog per project and folder: it remembers the last scan, so an unchanged folder costs
-# a directory listing and no query.
-_catalogs: dict[tuple[int, str], Catalog] = {}
-_catalogs_lock = threading.Lock()
-
-
-def project_catalog_view(*, project: Project) -> CatalogView:
-    """The project's job catalog as ``start_workflow`` sees it: rescanned, synced on change.
-
-    Syncing reads the project's folder, so the folder has to be on this server: a web server
-    elsewhere would otherwise mark every job of the project gone.
-    """
-    if not Path(project.root_path).is_dir():
-        raise ApiError(
-            409,
-            "project_unavailable",
-            f"Project folder {project.root_path} is not on this server; workflows of this "
-            "project can only be started where its folder is",
-        )
-    with _catalogs_lock:
-        key = (project.pk, project.root_path)
-        catalog = _catalogs.get(key)
-        if catalog is None:
-            catalog = _catalogs[key] = Catalog(project)
-    return catalog.view()

@@ -29,3 +29,7 @@ class JobBroken(WorkflowError):
 
 class Conflict(WorkflowError):
     """Another call changed the session first; nothing was changed by this one."""
+
+
+class ProjectUnavailable(WorkflowError):
+    """The project's folder is not on this machine, so its catalog cannot be read here."""

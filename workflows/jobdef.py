@@ -4,6 +4,13 @@ Pure Python on purpose: job discovery, the MCP bridge and the tests all parse jo
 them should need Django configured to do it. Every ``JobParseError`` text below reaches agents
 verbatim (``get_workflows.errors[].error``, ``start_workflow``), so the wording and the order in
 which checks run follow 0.9.1 exactly; see §1.8-§1.9 of the compatibility digest.
+
+A job.yml comes from anyone with commit access, so parsing is bounded before anything else
+runs: the file's size, the nesting depth and the number of nodes and characters *after* alias
+expansion (``&a``/``*a`` can make a 1.5 KB file stand for gigabytes), then the number of steps
+and workflows. Code after the YAML loader may recurse (jsonschema does) and may copy or print
+the data (error messages do), so those bounds are what keep one file from exhausting the
+stack or the memory. Every error text is cut to ``MAX_ERROR_CHARS``, keeping its location.
 """
 
 from __future__ import annotations
@@ -18,6 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.composer import ComposerError
+from yaml.events import AliasEvent
+from yaml.nodes import Node, ScalarNode
 
 logger = logging.getLogger(__name__)
 
@@ -27,9 +37,41 @@ SCHEMA_PATH = Path(__file__).with_name("job.schema.json")
 # are re-parsed from job.yml instead of being misread.
 DICT_FORMAT = 1
 
+# The limits below are far above any real job (the standard job is 12 KB, 8 steps, depth 7,
+# under 1,000 nodes) and low enough that a refused file costs milliseconds.
+MAX_FILE_BYTES = 1024 * 1024
+# Levels of nested collections, counted through aliases. jsonschema recurses a few frames per
+# level, so this keeps validation far from Python's recursion limit.
+MAX_DEPTH = 32
+# Nodes and scalar characters of the document as if every alias were written out in full.
+MAX_NODES = 100_000
+MAX_EXPANDED_CHARS = MAX_FILE_BYTES
+MAX_STEPS = 5000
+MAX_WORKFLOWS = 200
+# An error text is stored once per broken job and sent with every get_workflows: a few KB.
+MAX_ERROR_CHARS = 4000
+_ERROR_TAIL_CHARS = 1000
+
+
+def bounded_error(text: str) -> str:
+    """``text`` cut to at most ``MAX_ERROR_CHARS``, keeping its start and its end.
+
+    Error texts name the file and JSON path at the start and the YAML line/column at the end;
+    what is cut is the middle, typically the repr of a huge value.
+    """
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    head = MAX_ERROR_CHARS - _ERROR_TAIL_CHARS - 60
+    cut = len(text) - head - _ERROR_TAIL_CHARS
+    return f"{text[:head]} [... {cut} characters cut ...] {text[-_ERROR_TAIL_CHARS:]}"
+
 
 class JobParseError(Exception):
-    """A job directory or job.yml that cannot be used; str() is the client-facing text."""
+    """A job directory or job.yml that cannot be used; str() is the client-facing text,
+    bounded by ``MAX_ERROR_CHARS``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(bounded_error(message))
 
 
 @dataclass(frozen=True)
@@ -111,7 +153,7 @@ class JobDef:
 
 
 @functools.cache
-def _validator():
+def _validator() -> Any:
     # Built once per process: syncing ~200 jobs would otherwise re-read and re-check the schema
     # 200 times. A concurrent first call may build it twice, which is harmless.
     # Imported here: jsonschema is only needed when a job.yml changed, not on every start-up.
@@ -122,23 +164,24 @@ def _validator():
     return Draft7Validator(schema)
 
 
-def parse_job_dir(job_dir: Path) -> JobDef:
-    """Parse ``<job_dir>/job.yml``, raising JobParseError with 0.9.1's wording."""
-    job_dir = Path(job_dir)
-    if not job_dir.exists():
-        raise JobParseError(f"Job directory does not exist: {job_dir}")
-    if not job_dir.is_dir():
-        raise JobParseError(f"Job path is not a directory: {job_dir}")
-    yml_path = job_dir / "job.yml"
-    if not yml_path.exists():
-        raise JobParseError(f"job.yml not found in {job_dir}")
+def too_large_error(yml_path: Path) -> JobParseError:
+    """The load error of a job.yml over ``MAX_FILE_BYTES``: whoever reads the file reads at
+    most one byte more, and refuses it with this."""
+    return JobParseError(
+        f"Failed to load job.yml: {yml_path} is larger than {MAX_FILE_BYTES} bytes, "
+        "the most a job file may be"
+    )
+
+
+def parse_job_bytes(raw: bytes, *, job_dir: Path, yml_path: Path) -> JobDef:
+    """Parse the bytes of ``yml_path`` as read from disk: size, then UTF-8, then the text."""
+    if len(raw) > MAX_FILE_BYTES:
+        raise too_large_error(yml_path)
     try:
-        # Text mode (universal newlines) matches how 0.9.1 fed the file to PyYAML, so line and
-        # column numbers in YAML errors come out the same.
-        text = yml_path.read_text(encoding="utf-8")
+        # Universal newlines, as Path.read_text, so YAML error marks match 0.9.1's.
+        text = io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8").read()
     except UnicodeDecodeError as exc:
-        # 0.9.1 let this escape and took get_workflows down with it; one bad file must only
-        # produce one error entry.
+        # 0.9.1 let this escape and took get_workflows down with it.
         raise JobParseError(
             f"Failed to load job.yml: {yml_path} is not valid UTF-8: {exc}"
         ) from exc
@@ -147,7 +190,11 @@ def parse_job_dir(job_dir: Path) -> JobDef:
 
 def parse_job_text(text: str, *, job_dir: Path, yml_path: Path) -> JobDef:
     """Parse job.yml content already read from ``yml_path``; ``job_dir`` is recorded as given."""
+    # Characters never outnumber UTF-8 bytes, so this refuses only files over the byte limit.
+    if len(text) > MAX_FILE_BYTES:
+        raise too_large_error(yml_path)
     data = _load_yaml(text, yml_path)
+    _check_counts(data)
     _validate_schema(data)
     job = _build_job(data, job_dir)
     _check_dependencies(job.steps)
@@ -163,12 +210,22 @@ def _load_yaml(text: str, yml_path: Path) -> dict[str, Any]:
     # the file path there instead of "<unicode string>", as when 0.9.1 passed the open file.
     stream = io.StringIO(text)
     stream.name = str(yml_path)
+    loader = _BoundedLoader(stream)
     try:
-        data = yaml.safe_load(stream)
+        data = loader.get_single_data()
     except yaml.YAMLError as exc:
         raise JobParseError(
             f"Failed to load job.yml: Failed to parse YAML file {yml_path}: {exc}"
         ) from exc
+    except (ValueError, TypeError, OverflowError) as exc:
+        # PyYAML's constructors raise these, not YAMLError, for scalars that look typed but
+        # are not (`2001-13-45`, `!!float x`); they used to escape past the catalog.
+        raise JobParseError(
+            f"Failed to load job.yml: Failed to parse YAML file {yml_path}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        loader.dispose()
     # An empty file (or a bare `null`) is treated as an empty mapping, so it fails the schema
     # with "'name' is a required property" rather than getting a message of its own.
     if data is None:
@@ -179,6 +236,104 @@ def _load_yaml(text: str, yml_path: Path) -> dict[str, Any]:
             f"got {type(data).__name__}"
         )
     return data
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a document past ``MAX_DEPTH``, ``MAX_NODES`` or
+    ``MAX_EXPANDED_CHARS`` while composing it, before any Python object is built.
+
+    An alias costs what its anchored node cost, so these are the figures of the document with
+    every alias written out. An alias inside the node it names (``&a [*a]``) has no finite
+    size and is refused. Errors are ``ComposerError`` with the mark of the offending node.
+    """
+
+    def __init__(self, stream: io.StringIO) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self._nodes = 0
+        self._chars = 0
+        # Height (levels below and including it) of the node being composed at each depth.
+        self._heights: list[int] = [0]
+        # anchor -> (nodes, chars, height) of the finished anchored node.
+        self._costs: dict[str, tuple[int, int, int]] = {}
+
+    def compose_document(self) -> Node | None:
+        self._costs = {}
+        return super().compose_document()
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        if self.check_event(AliasEvent):
+            event = self.peek_event()
+            if event.anchor in self.anchors and event.anchor not in self._costs:
+                raise ComposerError(
+                    None,
+                    None,
+                    f"found alias {event.anchor!r} inside the node it names",
+                    event.start_mark,
+                )
+            node = super().compose_node(parent, index)
+            nodes, chars, height = self._costs[event.anchor]
+            self._charge(nodes, chars, event.start_mark)
+            self._report_height(height, event.start_mark)
+            return node
+        event = self.peek_event()
+        self._depth += 1
+        if self._depth > MAX_DEPTH:
+            raise ComposerError(
+                None, None, f"nesting deeper than {MAX_DEPTH} levels", event.start_mark
+            )
+        nodes_before, chars_before = self._nodes, self._chars
+        self._charge(1, 0, event.start_mark)
+        self._heights.append(0)
+        node = super().compose_node(parent, index)
+        if isinstance(node, ScalarNode):
+            self._charge(0, len(node.value), event.start_mark)
+        self._depth -= 1
+        height = 1 + self._heights.pop()
+        self._report_height(height, event.start_mark)
+        if event.anchor is not None:
+            self._costs[event.anchor] = (
+                self._nodes - nodes_before,
+                self._chars - chars_before,
+                height,
+            )
+        return node
+
+    def _charge(self, nodes: int, chars: int, mark: yaml.Mark) -> None:
+        self._nodes += nodes
+        self._chars += chars
+        if self._nodes > MAX_NODES:
+            raise ComposerError(
+                None,
+                None,
+                f"more than {MAX_NODES} nodes with aliases expanded",
+                mark,
+            )
+        if self._chars > MAX_EXPANDED_CHARS:
+            raise ComposerError(
+                None,
+                None,
+                f"more than {MAX_EXPANDED_CHARS} characters of values with aliases expanded",
+                mark,
+            )
+
+    def _report_height(self, height: int, mark: yaml.Mark) -> None:
+        # The parent sits at self._depth; through an alias a short path can reach a deep node.
+        if self._depth + height > MAX_DEPTH:
+            raise ComposerError(None, None, f"nesting deeper than {MAX_DEPTH} levels", mark)
+        self._heights[-1] = max(self._heights[-1], height)
+
+
+def _check_counts(data: dict[str, Any]) -> None:
+    # Before the schema: validating and storing are linear in these, and a job of 50,000 steps
+    # is a mistake or an attack, not a workflow.
+    for key, limit in (("steps", MAX_STEPS), ("workflows", MAX_WORKFLOWS)):
+        items = data.get(key)
+        if isinstance(items, list) and len(items) > limit:
+            raise JobParseError(
+                f"Job definition validation failed: Validation error at {key}: "
+                f"{len(items)} {key} given; a job may define at most {limit}"
+            )
 
 
 def _validate_schema(data: dict[str, Any]) -> None:
@@ -369,10 +524,12 @@ def _warn_orphans(job: JobDef) -> None:
     in_workflows = {step_id for w in job.workflows for step_id in w.steps}
     orphans = [s.id for s in job.steps if s.id not in in_workflows]
     if orphans:
+        # A few names say enough; a job of thousands of steps must not write a huge log line.
+        shown = ", ".join(orphans[:20]) + (
+            f" and {len(orphans) - 20} more" if len(orphans) > 20 else ""
+        )
         logger.warning(
-            "Job '%s' has steps in no workflow (unreachable through MCP): %s",
-            job.name,
-            ", ".join(orphans),
+            "Job '%s' has steps in no workflow (unreachable through MCP): %s", job.name, shown
         )
 
 
@@ -380,7 +537,7 @@ def _warn_orphans(job: JobDef) -> None:
 
 
 def job_to_dict(job: JobDef) -> dict[str, Any]:
-    """A JSON-safe dict that ``job_from_dict`` turns back into an equal JobDef.
+    """A JSON-safe dict holding everything in ``job`` (the tests rebuild an equal JobDef).
 
     Anything whose order matters is stored as a list, never as an object: PostgreSQL ``jsonb``
     does not keep object key order, and output order drives ``step_expected_outputs`` while
@@ -437,58 +594,3 @@ def _step_to_dict(step: StepDef) -> dict[str, Any]:
         "hidden": step.hidden,
         "agent": step.agent,
     }
-
-
-def job_from_dict(data: Mapping[str, Any]) -> JobDef:
-    """Rebuild a JobDef from ``job_to_dict`` output; ValueError if written by another format."""
-    if data.get("format") != DICT_FORMAT:
-        raise ValueError(f"Unsupported job dict format: {data.get('format')!r}")
-    return JobDef(
-        name=data["name"],
-        version=data["version"],
-        summary=data["summary"],
-        common_info=data["common_info"],
-        steps=tuple(_step_from_dict(s) for s in data["steps"]),
-        workflows=tuple(
-            WorkflowDef(
-                name=w["name"],
-                summary=w["summary"],
-                entries=tuple(tuple(e) for e in w["entries"]),
-                concurrent=tuple(w["concurrent"]),
-            )
-            for w in data["workflows"]
-        ),
-        job_dir=data["job_dir"],
-    )
-
-
-def _step_from_dict(data: Mapping[str, Any]) -> StepDef:
-    return StepDef(
-        id=data["id"],
-        name=data["name"],
-        description=data["description"],
-        instructions_file=data["instructions_file"],
-        inputs=tuple(_build_input(i) for i in data["inputs"]),
-        outputs=tuple(
-            OutputSpec(
-                name=o["name"],
-                type=o["type"],
-                description=o["description"],
-                required=o["required"],
-            )
-            for o in data["outputs"]
-        ),
-        reviews=tuple(
-            ReviewSpec(
-                run_each=r["run_each"],
-                quality_criteria=dict(r["quality_criteria"]),
-                additional_review_guidance=r["additional_review_guidance"],
-            )
-            for r in data["reviews"]
-        ),
-        dependencies=tuple(data["dependencies"]),
-        hooks={event: tuple(dict(a) for a in actions) for event, actions in data["hooks"]},
-        exposed=data["exposed"],
-        hidden=data["hidden"],
-        agent=data["agent"],
-    )

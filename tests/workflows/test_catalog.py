@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
+from django.db import connections
 
 from tests.conftest import NESTED_JOB
 from tests.factories import write_job
 from workflows import jobdef
+from workflows.errors import ProjectUnavailable
 from workflows.models import Job, JobLoadError, WorkflowStep
-from workflows.services.catalog import STANDARD_JOBS_DIR, Catalog
+from workflows.services.catalog import STANDARD_JOBS_DIR, Catalog, catalog_view
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +193,67 @@ def test_workflow_entries_become_a_dag(project):
     assert sorted(d.step.step_id for d in nodes["wrap_up"].depends_on.all()) == ["part_a", "part_b"]
     assert [d.step.step_id for d in nodes["part_b"].depends_on.all()] == ["gather"]
     assert not nodes["gather"].depends_on.exists()
+
+
+def test_catalog_view_remembers_each_project_for_the_whole_process(
+    project, demo_project, parse_calls, django_assert_num_queries
+):
+    first = catalog_view(project=project)
+    # Another caller in the same process (another request) is served from memory.
+    with django_assert_num_queries(0):
+        assert catalog_view(project=project) is first
+    (demo_project / ".deepwork/jobs/nested/job.yml").write_text("steps: 3\n")
+    parse_calls.clear()
+    assert [e.dir_name for e in catalog_view(project=project).errors] == ["nested"]
+    assert parse_calls == ["nested"]
+
+
+def test_catalog_view_refuses_a_project_whose_folder_is_not_here(db, tmp_path):
+    from workflows.services.projects import project_ensure
+
+    gone = project_ensure(root_path=tmp_path / "elsewhere")
+    with pytest.raises(ProjectUnavailable, match="is not on this server"):
+        catalog_view(project=gone)
+    # Nothing was synced: the jobs of a folder that is elsewhere are not marked gone.
+    assert not Job.objects.filter(project=gone).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_revision_stored_by_another_process_meanwhile_is_reused(project, monkeypatch):
+    """Parsing happens before the transaction, so another process can store the same new
+    revision in between; the slower sync then uses that row instead of failing on it."""
+    real = jobdef.parse_job_text
+    entered, release = threading.Event(), threading.Event()
+    first_call = threading.Lock()
+
+    def held_once(text, *, job_dir, yml_path):
+        if Path(job_dir).name == "nested" and first_call.acquire(blocking=False):
+            entered.set()
+            assert release.wait(timeout=60)
+        return real(text, job_dir=job_dir, yml_path=yml_path)
+
+    monkeypatch.setattr(jobdef, "parse_job_text", held_once)
+    result: dict[str, object] = {}
+
+    def slow_sync() -> None:
+        try:
+            result["view"] = Catalog(project).view()
+        except BaseException as exc:
+            result["error"] = exc
+        finally:
+            release.set()
+            connections.close_all()
+
+    worker = threading.Thread(target=slow_sync)
+    worker.start()
+    try:
+        assert entered.wait(timeout=60)
+        fast = Catalog(project).view()  # the other process: parses nested and stores it
+    finally:
+        release.set()
+        worker.join(timeout=60)
+
+    assert "error" not in result, result.get("error")
+    slow = result["view"]
+    assert [job.pk for job in slow.jobs] == [job.pk for job in fast.jobs]
+    assert Job.objects.filter(project=project, dir_name="nested").count() == 1

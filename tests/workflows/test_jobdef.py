@@ -15,16 +15,20 @@ from typing import Any
 import pytest
 import yaml
 
+from workflows.files import read_regular_file
 from workflows.jobdef import (
+    DICT_FORMAT,
+    MAX_FILE_BYTES,
     FileInput,
     JobDef,
     JobParseError,
     OutputSpec,
     ReviewSpec,
+    StepDef,
     UserParameterInput,
-    job_from_dict,
+    WorkflowDef,
     job_to_dict,
-    parse_job_dir,
+    parse_job_bytes,
     parse_job_text,
 )
 
@@ -73,6 +77,23 @@ def _write(job_dir: Path, data: dict[str, Any] | str | bytes) -> Path:
     else:
         path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return job_dir
+
+
+def parse_job_dir(job_dir: Path) -> JobDef:
+    """Parse ``<job_dir>/job.yml`` as the catalog does (a bounded read, then the bytes), with
+    0.9.1's wording for a folder that is missing or holds no job.yml.
+
+    A test helper: the catalog only ever lists folders that hold a job.yml.
+    """
+    if not job_dir.exists():
+        raise JobParseError(f"Job directory does not exist: {job_dir}")
+    if not job_dir.is_dir():
+        raise JobParseError(f"Job path is not a directory: {job_dir}")
+    yml_path = job_dir / "job.yml"
+    if not yml_path.exists():
+        raise JobParseError(f"job.yml not found in {job_dir}")
+    raw = read_regular_file(yml_path, limit=MAX_FILE_BYTES + 1)
+    return parse_job_bytes(raw, job_dir=job_dir, yml_path=yml_path)
 
 
 def _parse(data: dict[str, Any]) -> JobDef:
@@ -582,6 +603,66 @@ def _rich_job() -> JobDef:
     return _parse(_job(steps=steps, workflows=workflows))
 
 
+def job_from_dict(data: dict[str, Any]) -> JobDef:
+    """Rebuild a JobDef from ``job_to_dict`` output: proof that the stored dict loses nothing.
+
+    A test helper: the server reads the stored rows, never this dict back into a JobDef.
+    """
+    if data.get("format") != DICT_FORMAT:
+        raise ValueError(f"Unsupported job dict format: {data.get('format')!r}")
+    return JobDef(
+        name=data["name"],
+        version=data["version"],
+        summary=data["summary"],
+        common_info=data["common_info"],
+        steps=tuple(_step_from_dict(s) for s in data["steps"]),
+        workflows=tuple(
+            WorkflowDef(
+                name=w["name"],
+                summary=w["summary"],
+                entries=tuple(tuple(e) for e in w["entries"]),
+                concurrent=tuple(w["concurrent"]),
+            )
+            for w in data["workflows"]
+        ),
+        job_dir=data["job_dir"],
+    )
+
+
+def _step_from_dict(data: dict[str, Any]) -> StepDef:
+    return StepDef(
+        id=data["id"],
+        name=data["name"],
+        description=data["description"],
+        instructions_file=data["instructions_file"],
+        inputs=tuple(
+            FileInput(file=i["file"], from_step=i["from_step"])
+            if "file" in i
+            else UserParameterInput(name=i["name"], description=i["description"])
+            for i in data["inputs"]
+        ),
+        outputs=tuple(
+            OutputSpec(
+                name=o["name"], type=o["type"], description=o["description"], required=o["required"]
+            )
+            for o in data["outputs"]
+        ),
+        reviews=tuple(
+            ReviewSpec(
+                run_each=r["run_each"],
+                quality_criteria=dict(r["quality_criteria"]),
+                additional_review_guidance=r["additional_review_guidance"],
+            )
+            for r in data["reviews"]
+        ),
+        dependencies=tuple(data["dependencies"]),
+        hooks={event: tuple(dict(a) for a in actions) for event, actions in data["hooks"]},
+        exposed=data["exposed"],
+        hidden=data["hidden"],
+        agent=data["agent"],
+    )
+
+
 def test_round_trip_is_equal() -> None:
     job = _rich_job()
     assert job_from_dict(job_to_dict(job)) == job
@@ -601,6 +682,7 @@ def test_round_trip_survives_json_with_reordered_keys() -> None:
 
 def test_from_dict_rejects_unknown_format() -> None:
     data = job_to_dict(_rich_job())
+    assert data["format"] == DICT_FORMAT
     data["format"] = 99
     with pytest.raises(ValueError, match="Unsupported job dict format: 99"):
         job_from_dict(data)

@@ -2,6 +2,25 @@
 
 A job.yml is parsed only when its file changed (size, mtime or inode) and stored as a new
 ``Job`` revision only when its content changed. Sessions point at the revision they started on.
+
+One name per concept:
+
+- ``JobFile``: a job folder found on disk, with the stat of its job.yml (nothing read yet).
+- ``catalog_scan``: list the ``JobFile``s of a project in catalog order; a directory listing.
+- ``catalog_sync``: read and parse the files that changed, *then* reconcile the rows in one
+  short transaction; returns a ``CatalogView``.
+- ``CatalogView``: what the catalog serves at one moment: ``CatalogJob``s in order, then the
+  load errors (``CatalogError``, stored as ``JobLoadError`` rows).
+- ``Catalog``: one process's memory of one project's catalog: the last scan and its view, so an
+  unchanged folder costs a directory listing and no query.
+- ``catalog_view``: the view of a project through this process's ``Catalog`` for it; what
+  interfaces call.
+
+Reading a job.yml is the one thing here that can be slow or hostile (a huge, deeply nested or
+alias-bombed file), so it happens before the transaction: the write lock (SQLite's is the whole
+database) is held only to insert rows that are already built. Any failure to read, parse,
+validate or convert one job becomes that job's load error, bounded in size; it never stops the
+rest of the catalog.
 """
 
 from __future__ import annotations
@@ -10,12 +29,16 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.db import transaction
+from django.db.models import CharField
 
-from workflows import jobdef
+from workflows import events, jobdef
+from workflows.errors import ProjectUnavailable
 from workflows.files import NotRegularFile, read_regular_file
 from workflows.models import Event, Job, JobLoadError, Project, Step, Workflow, WorkflowStep
 
@@ -87,7 +110,7 @@ class CatalogView:
 
 def job_folders(project_root: Path) -> list[tuple[str, Path]]:
     """Folders searched for jobs, in priority order: project, standard, then the env folders."""
-    folders = [
+    folders: list[tuple[str, Path]] = [
         (Job.Source.PROJECT, project_root / ".deepwork" / "jobs"),
         (Job.Source.STANDARD, STANDARD_JOBS_DIR),
     ]
@@ -126,20 +149,227 @@ def catalog_scan(*, project_root: Path) -> tuple[JobFile, ...]:
     return tuple(found)
 
 
-def _parse(job_file: JobFile, raw: bytes) -> jobdef.JobDef:
+def _error_text(text: str) -> str:
+    # Stored in a text column and sent to every client: bounded, and without NUL, which
+    # PostgreSQL refuses in text.
+    return jobdef.bounded_error(text.replace("\x00", "\\x00"))
+
+
+def _storable(name: str) -> str:
+    """``name`` as it can be stored: file names may hold bytes that are not UTF-8 (decoded
+    as lone surrogates), which no database driver can encode; those are shown escaped."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+@dataclass(frozen=True)
+class _Revision:
+    """A job.yml parsed and converted before any transaction: the rows of a new ``Job``."""
+
+    definition: jobdef.JobDef
+    as_dict: dict[str, Any]
+    steps: tuple[jobdef.StepDef, ...]
+
+
+@dataclass(frozen=True)
+class _Winner:
+    """The job a folder name resolves to: a stored row (``pk``) or a revision to store."""
+
+    job_file: JobFile
+    content_hash: str | None = None
+    pk: int | None = None
+    revision: _Revision | None = None
+    # A stored revision found by content whose file stat is stale.
+    touch: bool = False
+
+
+def _read(job_file: JobFile) -> bytes:
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
+        # One byte over the limit is enough to know the file is too large; no more is read.
+        raw = read_regular_file(job_file.yml_path, limit=jobdef.MAX_FILE_BYTES + 1)
+    except NotRegularFile as exc:
         raise jobdef.JobParseError(
-            f"Failed to load job.yml: {job_file.yml_path} is not valid UTF-8: {exc}"
+            f"Failed to load job.yml: job.yml is not a regular file (it is {exc.kind})"
         ) from exc
-    return jobdef.parse_job_text(text, job_dir=Path(job_file.job_dir), yml_path=job_file.yml_path)
+    except OSError as exc:
+        raise jobdef.JobParseError(f"Failed to load job.yml: {exc}") from exc
+    if len(raw) > jobdef.MAX_FILE_BYTES:
+        raise jobdef.too_large_error(job_file.yml_path)
+    return raw
+
+
+def _field_limit(model: type[Job | Step | Workflow], field: str) -> int:
+    column = model._meta.get_field(field)
+    assert isinstance(column, CharField), field
+    assert column.max_length is not None, field
+    return column.max_length
+
+
+def _too_long(loc: str, value: str, limit: int) -> jobdef.JobParseError:
+    return jobdef.JobParseError(
+        "Job definition validation failed: Validation error at "
+        f"{loc}: {len(value)} characters given; at most {limit} can be stored"
+    )
+
+
+def _strings(value: Any, loc: str) -> Iterator[tuple[str, str]]:
+    # The dict is job_to_dict's fixed shape, a few levels deep: recursion is bounded.
+    if isinstance(value, str):
+        yield loc, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, f"{loc} -> {key}" if loc else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings(item, f"{loc} -> {index}" if loc else str(index))
+
+
+def _convert(job_file: JobFile, raw: bytes) -> _Revision:
+    """Parse ``raw`` and check that its rows can be stored, all outside any transaction."""
+    definition = jobdef.parse_job_bytes(
+        raw, job_dir=Path(job_file.job_dir), yml_path=job_file.yml_path
+    )
+    # Columns the schema leaves unbounded: an over-long value would fail the insert, and with
+    # it the whole sync, on PostgreSQL.
+    checks = [
+        ("name", definition.name, _field_limit(Job, "name")),
+        ("version", definition.version, _field_limit(Job, "version")),
+        ("summary", definition.summary, _field_limit(Job, "summary")),
+    ]
+    for i, step in enumerate(definition.steps):
+        checks += [
+            (f"steps -> {i} -> id", step.id, _field_limit(Step, "step_id")),
+            (f"steps -> {i} -> name", step.name, _field_limit(Step, "name")),
+            (
+                f"steps -> {i} -> instructions_file",
+                step.instructions_file,
+                _field_limit(Step, "instructions_file"),
+            ),
+        ]
+    for i, workflow in enumerate(definition.workflows):
+        checks += [
+            (f"workflows -> {i} -> name", workflow.name, _field_limit(Workflow, "name")),
+            (f"workflows -> {i} -> summary", workflow.summary, _field_limit(Workflow, "summary")),
+        ]
+    for loc, value, limit in checks:
+        if len(value) > limit:
+            raise _too_long(loc, value, limit)
+    as_dict = jobdef.job_to_dict(definition)
+    for loc, value in _strings(as_dict, ""):
+        if "\x00" in value:
+            raise jobdef.JobParseError(
+                f"Job definition validation failed: Validation error at {loc}: "
+                "a NUL character cannot be stored"
+            )
+    # 0.9.1 accepts a repeated step id and always uses the first step of that id; only that
+    # one gets a row (a row per id is what the database enforces).
+    first_of_id: dict[str, jobdef.StepDef] = {}
+    for step in definition.steps:
+        first_of_id.setdefault(step.id, step)
+    return _Revision(definition=definition, as_dict=as_dict, steps=tuple(first_of_id.values()))
+
+
+def _load_failure(job_file: JobFile, exc: BaseException) -> CatalogError:
+    if isinstance(exc, jobdef.JobParseError):
+        text = str(exc)
+        logger.warning("Job %s failed to load: %s", job_file.job_dir, text)
+    else:
+        # Not a refusal the parser meant: keep the traceback for whoever runs the server, and
+        # give the agent what went wrong without taking the other jobs down with this one.
+        logger.error("Job %s failed to load", job_file.job_dir, exc_info=exc)
+        text = (
+            f"Failed to load job.yml: {job_file.yml_path} could not be read: "
+            f"{type(exc).__name__}: {exc}"
+        )
+    return CatalogError(
+        _storable(job_file.dir_name), _storable(job_file.job_dir), _error_text(text)
+    )
+
+
+def _resolve(
+    *, project: Project, files: tuple[JobFile, ...]
+) -> tuple[list[_Winner], list[CatalogError]]:
+    """Which job each folder name serves, and the load errors; no transaction, no write.
+
+    Dedup follows DeepWork: by folder name, the first folder that *parses* wins; a broken
+    folder is reported but does not hide a same-named job further down the search path.
+    """
+    known = {
+        (job_dir, mtime_ns, size): pk
+        for pk, job_dir, mtime_ns, size in Job.objects.filter(
+            project=project,
+            job_dir__in=[f.job_dir for f in files if _storable(f.job_dir) == f.job_dir],
+        ).values_list("pk", "job_dir", "file_mtime_ns", "file_size")
+    }
+    # Every changed file is read (not parsed) first, so that revisions already stored under
+    # its content are found with one query, whatever the number of jobs.
+    raws: dict[str, bytes | BaseException] = {}
+    for job_file in files:
+        if (job_file.job_dir, job_file.mtime_ns, job_file.size) in known:
+            continue
+        if job_file.job_dir in raws:
+            continue
+        try:
+            if _storable(job_file.job_dir) != job_file.job_dir:
+                raise jobdef.JobParseError(
+                    f"Failed to load job.yml: the path {_storable(job_file.job_dir)} is not "
+                    "valid UTF-8"
+                )
+            raws[job_file.job_dir] = _read(job_file)
+        except Exception as exc:
+            raws[job_file.job_dir] = exc
+    hashes = {
+        job_dir: hashlib.sha256(raw).hexdigest()
+        for job_dir, raw in raws.items()
+        if isinstance(raw, bytes)
+    }
+    stored = (
+        {
+            (job_dir, content_hash): pk
+            for pk, job_dir, content_hash in Job.objects.filter(
+                project=project, job_dir__in=list(hashes), content_hash__in=set(hashes.values())
+            ).values_list("pk", "job_dir", "content_hash")
+        }
+        if hashes
+        else {}
+    )
+
+    winners: list[_Winner] = []
+    errors: list[CatalogError] = []
+    seen: set[str] = set()
+    for job_file in files:
+        if job_file.dir_name in seen:
+            continue
+        pk = known.get((job_file.job_dir, job_file.mtime_ns, job_file.size))
+        if pk is not None:
+            winners.append(_Winner(job_file, pk=pk))
+            seen.add(job_file.dir_name)
+            continue
+        raw = raws[job_file.job_dir]
+        if isinstance(raw, BaseException):
+            errors.append(_load_failure(job_file, raw))
+            continue
+        content_hash = hashes[job_file.job_dir]
+        pk = stored.get((job_file.job_dir, content_hash))
+        if pk is not None:
+            winners.append(_Winner(job_file, content_hash=content_hash, pk=pk, touch=True))
+            seen.add(job_file.dir_name)
+            continue
+        try:
+            revision = _convert(job_file, raw)
+        except Exception as exc:
+            # RecursionError and MemoryError included: whatever one file does to the parser
+            # is that file's error.
+            errors.append(_load_failure(job_file, exc))
+            continue
+        winners.append(_Winner(job_file, content_hash=content_hash, revision=revision))
+        seen.add(job_file.dir_name)
+    return winners, errors
 
 
 def _create_revision(
-    *, project: Project, job_file: JobFile, definition: jobdef.JobDef, content_hash: str
+    *, project: Project, job_file: JobFile, revision: _Revision, content_hash: str
 ) -> Job:
-    as_dict = jobdef.job_to_dict(definition)
+    definition, as_dict = revision.definition, revision.as_dict
     job = Job.objects.create(
         project=project,
         source=job_file.source,
@@ -159,6 +389,7 @@ def _create_revision(
         Workflow(job=job, name=wf.name, summary=wf.summary, position=i)
         for i, wf in enumerate(definition.workflows)
     )
+    step_dicts = {step["id"]: step for step in reversed(as_dict["steps"])}
     steps = Step.objects.bulk_create(
         Step(
             job=job,
@@ -183,10 +414,10 @@ def _create_revision(
                 }
                 for r in step.reviews
             ],
-            inputs=as_dict["steps"][i].get("inputs", []),
+            inputs=step_dicts[step.id].get("inputs", []),
             position=i,
         )
-        for i, step in enumerate(definition.steps)
+        for i, step in enumerate(revision.steps)
     )
     step_by_id = {step.step_id: step for step in steps}
     nodes: list[WorkflowStep] = []
@@ -212,7 +443,7 @@ def _create_revision(
             previous = level
     WorkflowStep.objects.bulk_create(nodes)
     through = WorkflowStep.depends_on.through
-    edges = []
+    edges: list[Any] = []
     for before, level in adjacent:
         edges.extend(
             through(from_workflowstep_id=node.pk, to_workflowstep_id=dependency.pk)
@@ -226,68 +457,52 @@ def _create_revision(
 def catalog_sync(*, project: Project, files: tuple[JobFile, ...]) -> CatalogView:
     """Bring the catalog rows in line with ``files`` and return what the catalog now serves.
 
-    Dedup follows DeepWork: by folder name, the first folder that *parses* wins; a broken
-    folder is reported but does not hide a same-named job further down the search path.
+    Files are read, parsed and converted first, with no transaction open; the transaction
+    only writes rows already built, so it is as short as the number of changed rows.
     """
+    resolved, errors = _resolve(project=project, files=files)
     changed = False
     with transaction.atomic():
         # Serialises catalog syncs of one project across processes (SQLite's IMMEDIATE
         # transactions already do; on PostgreSQL this row lock does).
         Project.objects.select_for_update().filter(pk=project.pk).exists()
-        known = {
-            (row.job_dir, row.file_mtime_ns, row.file_size): row
-            for row in Job.objects.filter(
-                project=project, job_dir__in=[f.job_dir for f in files]
-            ).only("id", "job_dir", "file_mtime_ns", "file_size", "dir_name", "is_current")
-        }
-        winners: list[Job] = []
-        errors: list[CatalogError] = []
-        seen: set[str] = set()
-        for job_file in files:
-            if job_file.dir_name in seen:
-                continue
-            row = known.get((job_file.job_dir, job_file.mtime_ns, job_file.size))
-            if row is None:
-                try:
-                    raw = read_regular_file(job_file.yml_path, limit=None)
-                except OSError as exc:
-                    reason = (
-                        f"job.yml is not a regular file (it is {exc.kind})"
-                        if isinstance(exc, NotRegularFile)
-                        else str(exc)
-                    )
-                    errors.append(
-                        CatalogError(
-                            job_file.dir_name, job_file.job_dir, f"Failed to load job.yml: {reason}"
-                        )
-                    )
-                    continue
-                content_hash = hashlib.sha256(raw).hexdigest()
-                row = Job.objects.filter(
-                    project=project, job_dir=job_file.job_dir, content_hash=content_hash
-                ).first()
-                if row is not None:
-                    Job.objects.filter(pk=row.pk).update(
-                        file_mtime_ns=job_file.mtime_ns, file_size=job_file.size
-                    )
-                else:
-                    try:
-                        definition = _parse(job_file, raw)
-                    except jobdef.JobParseError as exc:
-                        logger.warning("Job %s failed to load: %s", job_file.job_dir, exc)
-                        errors.append(CatalogError(job_file.dir_name, job_file.job_dir, str(exc)))
-                        continue
-                    row = _create_revision(
+        new = [w for w in resolved if w.revision is not None]
+        # Another process may have stored the same revision since it was looked up.
+        stored = (
+            {
+                (job_dir, content_hash): pk
+                for pk, job_dir, content_hash in Job.objects.filter(
+                    project=project,
+                    job_dir__in=[w.job_file.job_dir for w in new],
+                    content_hash__in={w.content_hash for w in new},
+                ).values_list("pk", "job_dir", "content_hash")
+            }
+            if new
+            else {}
+        )
+        winner_ids: list[int] = []
+        for winner in resolved:
+            pk = winner.pk
+            if winner.revision is not None:
+                assert winner.content_hash is not None
+                pk = stored.get((winner.job_file.job_dir, winner.content_hash))
+                if pk is None:
+                    pk = _create_revision(
                         project=project,
-                        job_file=job_file,
-                        definition=definition,
-                        content_hash=content_hash,
-                    )
+                        job_file=winner.job_file,
+                        revision=winner.revision,
+                        content_hash=winner.content_hash,
+                    ).pk
                     changed = True
-            seen.add(job_file.dir_name)
-            winners.append(row)
+                else:
+                    winner = _Winner(winner.job_file, pk=pk, touch=True)
+            if winner.touch:
+                Job.objects.filter(pk=pk).update(
+                    file_mtime_ns=winner.job_file.mtime_ns, file_size=winner.job_file.size
+                )
+            assert pk is not None
+            winner_ids.append(pk)
 
-        winner_ids = {row.pk for row in winners}
         if (
             Job.objects.filter(project=project, is_current=True)
             .exclude(pk__in=winner_ids)
@@ -297,20 +512,20 @@ def catalog_sync(*, project: Project, files: tuple[JobFile, ...]) -> CatalogView
         current = dict(
             Job.objects.filter(pk__in=winner_ids, is_current=True).values_list("pk", "position")
         )
-        for position, row in enumerate(winners):
-            if current.get(row.pk) != position:
-                Job.objects.filter(pk=row.pk).update(is_current=True, position=position)
+        for position, pk in enumerate(winner_ids):
+            if current.get(pk) != position:
+                Job.objects.filter(pk=pk).update(is_current=True, position=position)
                 changed = True
 
         error_dirs = [e.job_dir for e in errors]
         if JobLoadError.objects.filter(project=project).exclude(job_dir__in=error_dirs).delete()[0]:
             changed = True
-        stored = {
+        stored_errors = {
             e.job_dir: e
             for e in JobLoadError.objects.filter(project=project, job_dir__in=error_dirs)
         }
         for position, error in enumerate(errors):
-            existing = stored.get(error.job_dir)
+            existing = stored_errors.get(error.job_dir)
             if existing is None:
                 JobLoadError.objects.create(
                     project=project,
@@ -326,10 +541,10 @@ def catalog_sync(*, project: Project, files: tuple[JobFile, ...]) -> CatalogView
                 )
                 changed = True
         if changed:
-            Event.objects.create(
-                project=project,
+            events.event_record(
                 kind=Event.Kind.CATALOG_SYNCED,
-                payload={"jobs": len(winners), "errors": len(errors)},
+                project=project,
+                payload=events.CatalogSynced(jobs=len(winner_ids), errors=len(errors)),
             )
         workflows_by_job: dict[int, list[tuple[str, str]]] = {pk: [] for pk in winner_ids}
         for job_id, name, summary in (
@@ -346,13 +561,13 @@ def catalog_sync(*, project: Project, files: tuple[JobFile, ...]) -> CatalogView
         }
     jobs = tuple(
         CatalogJob(
-            pk=row.pk,
-            name=details[row.pk][0],
-            dir_name=details[row.pk][1],
-            summary=details[row.pk][2],
-            workflows=tuple(workflows_by_job[row.pk]),
+            pk=pk,
+            name=details[pk][0],
+            dir_name=details[pk][1],
+            summary=details[pk][2],
+            workflows=tuple(workflows_by_job[pk]),
         )
-        for row in winners
+        for pk in winner_ids
     )
     return CatalogView(jobs=jobs, errors=tuple(errors))
 
@@ -379,3 +594,28 @@ class Catalog:
         with self._lock:
             self._signature, self._view = files, view
         return view
+
+
+# One Catalog per project and folder in this process: each remembers its last scan. Keyed by
+# the folder too, so a project whose root_path changed is not served its old folder's view.
+_catalogs: dict[tuple[int, str], Catalog] = {}
+_catalogs_lock = threading.Lock()
+
+
+def catalog_view(*, project: Project) -> CatalogView:
+    """The project's job catalog as this process serves it: rescanned, synced on change.
+
+    Syncing reads the project's folder, so the folder has to be on this machine: a server
+    without it would otherwise mark every job of the project gone.
+    """
+    if not Path(project.root_path).is_dir():
+        raise ProjectUnavailable(
+            f"Project folder {project.root_path} is not on this server; workflows of this "
+            "project can only be started where its folder is"
+        )
+    key = (project.pk, project.root_path)
+    with _catalogs_lock:
+        catalog = _catalogs.get(key)
+        if catalog is None:
+            catalog = _catalogs[key] = Catalog(project)
+    return catalog.view()
