@@ -87,7 +87,9 @@ def _security_log(exc: SuspiciousOperation) -> None:
 def install(api: NinjaAPI) -> None:
     """Answer every exception an endpoint (or ninja itself) raises in the one error shape."""
 
-    def answer(request: HttpRequest, status: int, code: str, message: str, details=None):
+    def answer(
+        request: HttpRequest, status: int, code: str, message: str, details: list | None = None
+    ) -> HttpResponse:
         return api.create_response(
             request, error_body(status, code, message, details), status=status
         )
