@@ -107,7 +107,7 @@ def _event(
 
 def _inputs_by_step(checkpoint: StepCheckpoint) -> dict[str, tuple[tuple[str, str], ...]]:
     """Each step's file inputs, resolved to the paths its producing step handed in."""
-    produced: dict[str, dict] = {}
+    produced: dict[str, dict[str, str | list[str]]] = {}
     for step_id, outputs in (
         StepRun.objects.filter(session=checkpoint.session, status=StepRun.Status.COMPLETED)
         .order_by("id")
