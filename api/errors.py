@@ -9,6 +9,7 @@ keep their exact messages, the same an agent reads over MCP.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
@@ -32,7 +33,7 @@ logger = logging.getLogger("deepwork.api")
 class ApiError(Exception):
     """An answer the API refuses with, raised by endpoints and authentication."""
 
-    def __init__(self, status: int, code: str, message: str, details: list | None = None):
+    def __init__(self, status: int, code: str, message: str, details: list[Any] | None = None):
         super().__init__(message)
         self.status = status
         self.code = code
@@ -66,7 +67,9 @@ HTTP_CODES = {
 }
 
 
-def error_body(status: int, code: str, message: str, details: list | None = None) -> dict:
+def error_body(
+    status: int, code: str, message: str, details: list[Any] | None = None
+) -> dict[str, Any]:
     return {"error": {"status": status, "code": code, "message": message, "details": details}}
 
 
@@ -77,7 +80,7 @@ def classify(exc: WorkflowError) -> tuple[int, str]:
     return 400, "invalid_input"
 
 
-def _validation_details(errors: list[dict]) -> list[dict]:
+def _validation_details(errors: list[dict[str, Any]]) -> list[dict[str, Any]]:
     # ninja's error dicts may carry the raising exception in ``ctx``; keep what is readable.
     return [
         {
@@ -96,7 +99,9 @@ def _security_log(exc: SuspiciousOperation) -> None:
 def install(api: NinjaAPI) -> None:
     """Answer every exception an endpoint (or ninja itself) raises in the one error shape."""
 
-    def answer(request: HttpRequest, status: int, code: str, message: str, details=None):
+    def answer(
+        request: HttpRequest, status: int, code: str, message: str, details: list[Any] | None = None
+    ) -> HttpResponse:
         return api.create_response(
             request, error_body(status, code, message, details), status=status
         )

@@ -12,8 +12,11 @@ a group by hand stay.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.apps import AppConfig
 from django.apps import apps as global_apps
+from django.apps.registry import Apps
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models.signals import post_migrate
 
@@ -25,7 +28,7 @@ DECIDER_PERMISSIONS = (
 )
 
 
-def ensure_groups(using: str = DEFAULT_DB_ALIAS, apps=global_apps, **kwargs) -> None:
+def ensure_groups(using: str = DEFAULT_DB_ALIAS, apps: Apps = global_apps, **kwargs: Any) -> None:
     """Create the Watchers and Deciders groups and give them their permissions; idempotent."""
     try:
         group_model = apps.get_model("auth", "Group")
@@ -42,6 +45,7 @@ def ensure_groups(using: str = DEFAULT_DB_ALIAS, apps=global_apps, **kwargs) -> 
     for app_label, codename in DECIDER_PERMISSIONS:
         one = permissions.filter(content_type__app_label=app_label, codename=codename)
         decide_filter = one if decide_filter is None else decide_filter | one
+    assert decide_filter is not None  # DECIDER_PERMISSIONS is not empty
     decide = list(decide_filter.values_list("pk", flat=True))
 
     watchers, _ = group_model.objects.using(using).get_or_create(name="Watchers")
@@ -61,6 +65,8 @@ class DashboardConfig(AppConfig):
         post_migrate.connect(_on_post_migrate, dispatch_uid="dashboard.ensure_groups")
 
 
-def _on_post_migrate(sender, using: str = DEFAULT_DB_ALIAS, apps=global_apps, **kwargs) -> None:
+def _on_post_migrate(
+    sender: AppConfig, using: str = DEFAULT_DB_ALIAS, apps: Apps = global_apps, **kwargs: Any
+) -> None:
     if sender.label in WATCHED_APPS:
         ensure_groups(using=using, apps=apps)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
+from django.http import HttpRequest, HttpResponse
 
 # Pages load only this server's own scripts, styles and sockets: an injected <script> or a
 # handler attribute would not run even if escaping ever failed. Inline styles stay allowed
@@ -23,11 +26,11 @@ DEFAULT_POLICY = "; ".join(
 
 
 class ContentSecurityPolicyMiddleware:
-    def __init__(self, get_response):
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
         self.policy = getattr(settings, "CONTENT_SECURITY_POLICY", DEFAULT_POLICY)
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
         if self.policy:
             response.headers.setdefault("Content-Security-Policy", self.policy)

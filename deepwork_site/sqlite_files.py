@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.signals import connection_created
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,9 @@ def database_file(settings_dict: dict[str, Any]) -> Path | None:
     return Path(name)
 
 
-def private_database_files(*, sender: Any, connection: Any, **kwargs: Any) -> None:
+def private_database_files(
+    *, sender: type[BaseDatabaseWrapper], connection: BaseDatabaseWrapper, **kwargs: Any
+) -> None:
     """``connection_created`` receiver: make a SQLite database's files 0600."""
     if connection.vendor != "sqlite":
         return

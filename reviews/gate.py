@@ -20,8 +20,10 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from workflows.files import NotRegularFile, read_project_file
+from workflows.schemas import CriterionResult
 
 MARK = "=" * 20
 RULE = "-" * 20
@@ -67,7 +69,7 @@ class ReviewTask:
 class Verdict:
     passed: bool
     feedback: str
-    criteria_results: list[dict] = field(default_factory=list)
+    criteria_results: list[CriterionResult] = field(default_factory=list)
     duration_ms: int | None = None
 
 
@@ -84,7 +86,7 @@ class ReviewerCouldNotRun(ReviewerError):
 
 def expand_tasks(
     *,
-    steps: list[dict],
+    steps: list[dict[str, Any]],
     submitted: dict[str, str | list[str]],
     inputs_by_step: dict[str, tuple[tuple[str, str], ...]] | None = None,
 ) -> list[ReviewTask]:
@@ -351,7 +353,7 @@ def review_timeout(base_seconds: int, task: ReviewTask) -> int:
 def _verdict_from(data: object, raw: str, *, who: str) -> Verdict:
     if not isinstance(data, dict):
         raise ReviewerError(f"{who} answered with JSON that is not an object: {raw[:500]}")
-    results = []
+    results: list[CriterionResult] = []
     for item in data.get("criteria_results") or []:
         item = item if isinstance(item, dict) else {}
         results.append(

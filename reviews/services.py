@@ -107,7 +107,7 @@ def _event(
 
 def _inputs_by_step(checkpoint: StepCheckpoint) -> dict[str, tuple[tuple[str, str], ...]]:
     """Each step's file inputs, resolved to the paths its producing step handed in."""
-    produced: dict[str, dict] = {}
+    produced: dict[str, dict[str, str | list[str]]] = {}
     for step_id, outputs in (
         StepRun.objects.filter(session=checkpoint.session, status=StepRun.Status.COMPLETED)
         .order_by("id")
@@ -236,6 +236,8 @@ def review_plan(
     StepRun.objects.filter(pk__in=run_ids.values()).update(
         quality_attempts=F("quality_attempts") + 1
     )
+    # Every step of the checkpoint has an active run, so there is a first one.
+    assert first_run is not None
     plan.attempt = StepRun.objects.get(pk=first_run).quality_attempts
     plan.tasks = tasks
     return plan
@@ -249,15 +251,17 @@ async def run_reviews(
     progress: Progress | None = None,
 ) -> list[Verdict | ReviewerError]:
     """Run independent reviews concurrently (at most ``gate.concurrency`` at once)."""
-    assert gate.reviewer is not None
+    reviewer = gate.reviewer
+    assert reviewer is not None
     limit = asyncio.Semaphore(gate.concurrency)
     done = 0
 
     async def one(task: ReviewTask) -> Verdict | ReviewerError:
         nonlocal done
         async with limit:
+            verdict: Verdict | ReviewerError
             try:
-                verdict = await gate.reviewer.review(
+                verdict = await reviewer.review(
                     system=system_prompt(task, checkpoint.notes),
                     payload=build_payload(
                         task=task,
@@ -321,28 +325,36 @@ def review_conclude(
 
     def record() -> None:
         for task, result in zip(plan.tasks, results, strict=True):
-            is_error = isinstance(result, ReviewerError)
+            verdict = None if isinstance(result, ReviewerError) else result
             ReviewResult.objects.create(
                 step_run_id=plan.run_ids[task.step_id],
                 session=checkpoint.session,
                 attempt=plan.attempt,
                 run_each=task.run_each,
                 target_file=task.target_file,
-                passed=False if is_error else result.passed,
-                feedback=str(result) if is_error else result.feedback,
-                criteria_results=[] if is_error else result.criteria_results,
+                passed=False if verdict is None else verdict.passed,
+                feedback=str(result) if verdict is None else verdict.feedback,
+                criteria_results=[] if verdict is None else verdict.criteria_results,
                 reviewer_kind=ReviewResult.Reviewer.EXTERNAL,
                 reviewer=reviewer.name,
-                error=str(result) if is_error else None,
-                duration_ms=None if is_error else result.duration_ms,
+                error=str(result) if verdict is None else None,
+                duration_ms=None if verdict is None else verdict.duration_ms,
             )
-        counts = {"attempt": plan.attempt, "reviews": len(plan.tasks), "failed": len(failed)}
+        attempt, reviews = plan.attempt, len(plan.tasks)
         if passed:
-            _event(checkpoint, Event.Kind.REVIEW_PASSED, events.ReviewPassed(**counts))
+            _event(
+                checkpoint,
+                Event.Kind.REVIEW_PASSED,
+                events.ReviewPassed(attempt=attempt, reviews=reviews, failed=len(failed)),
+            )
             # Attempts are counted per step run and start again once the step passes.
             StepRun.objects.filter(pk__in=plan.run_ids.values()).update(quality_attempts=0)
         else:
-            _event(checkpoint, Event.Kind.REVIEW_FAILED, events.ReviewFailed(**counts))
+            _event(
+                checkpoint,
+                Event.Kind.REVIEW_FAILED,
+                events.ReviewFailed(attempt=attempt, reviews=reviews, failed=len(failed)),
+            )
 
     if passed:
         return step_advance(checkpoint=checkpoint, on_claimed=record)
@@ -476,6 +488,9 @@ async def step_finish_gated(
     )
     if answer is not None:
         return answer
+    # Without a gate, or with a plan that settled the hand-in, there is always an answer.
+    assert gate is not None
+    assert plan is not None
     results = await run_reviews(
         checkpoint=checkpoint, gate=gate, tasks=plan.tasks, progress=progress
     )

@@ -19,9 +19,7 @@ from workflows import outbox
 from workflows.models import Agent, Event, Project, WorkflowSession
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
-
-    User = AbstractBaseUser
+    from django.contrib.auth.models import User as User
 else:
     User = Any
 

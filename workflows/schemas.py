@@ -7,6 +7,7 @@ present, ``null`` where unset.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -71,6 +72,15 @@ class StackEntry(BaseModel):
 class StartWorkflowResponse(BaseModel):
     begin_step: ActiveStepInfo
     stack: list[StackEntry]
+
+
+class CriterionResult(TypedDict):
+    """One criterion's verdict as a reviewer gave it and ``ReviewResult.criteria_results``
+    stores it; ``QualityCriteriaResult`` is its wire form."""
+
+    criterion: str
+    passed: bool
+    feedback: str | None
 
 
 class QualityCriteriaResult(BaseModel):

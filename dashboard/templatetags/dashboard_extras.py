@@ -84,7 +84,7 @@ def duration(ms: int | None) -> str:
 
 
 @register.filter
-def filesize(size: int) -> str:
+def filesize(size: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if size < 1024 or unit == "GiB":
             return f"{size} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from workflows.models import Job, Step, WorkflowSession
 from workflows.schemas import (
     ActiveStepInfo,
+    CriterionResult,
     ExpectedOutput,
     FinishedStepResponse,
     QualityCriteriaResult,
@@ -47,7 +48,7 @@ class FailedReview:
     run_each: str
     feedback: str
     target_file: str | None = None
-    criteria_results: list[dict] = field(default_factory=list)
+    criteria_results: list[CriterionResult] = field(default_factory=list)
 
 
 def entry_instructions(instructions: Sequence[tuple[str, str]]) -> str:

@@ -12,7 +12,7 @@ import os
 import secrets
 import socket
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
@@ -65,7 +65,7 @@ class ProcessHolder:
         return f"{self.hostname}:{self.pid}:{self.start_ticks}:{self.token}"
 
 
-def holder_is_alive(agent: Agent, *, now=None) -> bool:
+def holder_is_alive(agent: Agent, *, now: datetime | None = None) -> bool:
     """Whether the process recorded as holding ``agent`` still runs."""
     if not agent.holder:
         return False

@@ -12,8 +12,10 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from workflows import events, limits
@@ -123,14 +125,21 @@ def _start_runs(
     )
 
 
-def _claim(session: WorkflowSession, **changes) -> None:
+def _column(name: str) -> Field[Any, Any]:
+    field = WorkflowSession._meta.get_field(name)
+    # Only the session's own columns are claimed, never a reverse relation.
+    assert isinstance(field, Field)
+    return field
+
+
+def _claim(session: WorkflowSession, **changes: object) -> None:
     """Compare-and-set the session forward; raise ``Conflict`` if another call got there first.
 
     ``changes`` are plain values for the session's own columns (no expressions, no instances).
     """
     now = timezone.now()
     values = {"updated_at": now, **changes}
-    fields = [WorkflowSession._meta.get_field(name) for name in values]
+    fields = [_column(name) for name in values]
     # One UPDATE ... WHERE revision = <what we read>, written out: it runs on every transition
     # and the ORM's update() costs several times what the database takes for it. Values are
     # prepared by their fields exactly as update() would.
@@ -333,13 +342,12 @@ def step_advance(
     job, entries, entry = session.job, checkpoint.entries, checkpoint.steps
     outputs, notes = checkpoint.outputs, checkpoint.notes
     next_index = session.current_entry_index + 1
-    finished = next_index >= len(entries)
-    next_entry = None if finished else entries[next_index]
-    instructions = None if next_entry is None else _entry_instructions(job, next_entry)
+    next_entry = None if next_index >= len(entries) else entries[next_index]
+    instructions = [] if next_entry is None else _entry_instructions(job, next_entry)
     now = timezone.now()
 
     with transaction.atomic():
-        if finished:
+        if next_entry is None:
             _claim(session, status=WorkflowSession.Status.COMPLETED, completed_at=now)
         else:
             _claim(
@@ -370,7 +378,7 @@ def step_advance(
                 for step in entry
             ),
         )
-        if finished:
+        if next_entry is None:
             events.event_record(
                 kind=Event.Kind.SESSION_COMPLETED,
                 project=project,
@@ -382,7 +390,7 @@ def step_advance(
             _start_runs(project, agent, session, next_index, next_entry)
 
     stack = stack_for_agent(agent=agent)
-    if finished:
+    if next_entry is None:
         all_outputs: dict[str, str | list[str]] = {}
         for run_outputs in (
             StepRun.objects.filter(session=session, status=StepRun.Status.COMPLETED)

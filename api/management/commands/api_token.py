@@ -6,8 +6,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from api.selectors import api_token_find, api_token_list
 from api.services import api_token_create, api_token_revoke
@@ -17,7 +19,7 @@ from workflows.errors import WorkflowError
 class Command(BaseCommand):
     help = "Create, list or revoke REST API tokens."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         commands = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         create = commands.add_parser("create", help="Make a token; prints its secret once.")
         create.add_argument("--user", required=True, help="Username the token acts as.")
@@ -27,13 +29,13 @@ class Command(BaseCommand):
         revoke = commands.add_parser("revoke", help="Revoke a token at once.")
         revoke.add_argument("token", help="The token's id or its whole prefix as listed.")
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         try:
             getattr(self, f"_{options['action']}")(options)
         except WorkflowError as exc:
             raise CommandError(str(exc)) from None
 
-    def _create(self, options) -> None:
+    def _create(self, options: dict[str, Any]) -> None:
         user = get_user_model().objects.filter(username=options["user"]).first()
         if user is None:
             raise CommandError(f"No user named '{options['user']}'")
@@ -44,7 +46,7 @@ class Command(BaseCommand):
         )
         self.stdout.write(secret)
 
-    def _list(self, options) -> None:
+    def _list(self, options: dict[str, Any]) -> None:
         for token in api_token_list(username=options["user"]):
             state = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.is_revoked else "live"
             used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "never"
@@ -53,7 +55,7 @@ class Command(BaseCommand):
                 f"last used {used}\t{state}"
             )
 
-    def _revoke(self, options) -> None:
+    def _revoke(self, options: dict[str, Any]) -> None:
         token = api_token_find(ref=options["token"])
         if api_token_revoke(token=token):
             self.stdout.write(f"Revoked {token.prefix}… '{token.name}' of {token.user}")

@@ -6,18 +6,19 @@ Run by ``make run``. If any superuser exists it does nothing, so it is safe to r
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 
 class Command(BaseCommand):
     help = "Create a local 'admin' superuser with a random password if there is no superuser yet."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", default="admin")
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         user_model = get_user_model()
         if user_model.objects.filter(is_superuser=True).exists():
             return
