@@ -496,11 +496,12 @@ def catalog_sync(*, project: Project, files: tuple[JobFile, ...]) -> CatalogView
                     changed = True
                 else:
                     winner = _Winner(winner.job_file, pk=pk, touch=True)
+            # Every branch above found or created the revision's row.
+            assert pk is not None
             if winner.touch:
                 Job.objects.filter(pk=pk).update(
                     file_mtime_ns=winner.job_file.mtime_ns, file_size=winner.job_file.size
                 )
-            assert pk is not None
             winner_ids.append(pk)
 
         if (
