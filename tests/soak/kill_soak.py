@@ -208,6 +208,9 @@ class Tally:
     violations: list[str] = field(default_factory=list)
 
     def violate(self, text: str) -> None:
+        # A broken row is found again by every later check until it is repaired: once is enough.
+        if text in self.violations:
+            return
         self.violations.append(text)
         print(f"VIOLATION: {text}", file=sys.stderr, flush=True)
 
@@ -577,6 +580,7 @@ class Life:
     number: int
     external: bool
     calls_before_kill: int  # how many calls run to the end before the one the watchdog arms on
+    kill_between_calls: bool  # kill after that call's answer instead of during the call
     startup_kill: bool
 
 
@@ -595,7 +599,7 @@ class Soak:
         self.agent_id: str | None = None
         # Running means of how long each kind of call takes, so that most kills land inside
         # one; the rest land just after it, between two calls.
-        self.call_seconds: dict[tuple[str, str, bool], float] = {}
+        self.call_seconds: dict[tuple[str, str, bool, bool], float] = {}
         self.startup_seconds = 1.5
         self.deadline = time.monotonic() + options.max_seconds
         self.pending: Call | None = None  # the call a kill may have interrupted
@@ -618,6 +622,7 @@ class Soak:
             number=number,
             external=self.rng.random() < 0.5,
             calls_before_kill=self.rng.randint(0, max(0, 2 * mean - 1)),
+            kill_between_calls=self.rng.random() < 0.2,
             startup_kill=number > 0 and self.rng.random() < 0.1,
         )
 
@@ -649,10 +654,15 @@ class Soak:
         client = Client(self.transport(life.external), mode="legacy")
         watchdog: asyncio.Task | None = None
         killed = asyncio.Event()
+        server: list[int] = []  # the server's pid, once it answered (scanning /proc is slow)
 
-        async def kill_after(delay: float, where: str) -> None:
+        async def kill_after(delay: float, where: str | None = None) -> None:
             await asyncio.sleep(delay)
-            for pid in children_serving(self.project):
+            # Counted by where the server was when the signal went: inside a call (its answer
+            # not yet read), between two calls, or still starting.
+            if where is None:
+                where = "kills_between_calls" if self.pending is None else "kills_mid_call"
+            for pid in server or children_serving(self.project):
                 with suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                     killed.set()
@@ -670,8 +680,8 @@ class Soak:
                     watchdog.cancel()
                     if killed.is_set():
                         return True
-                pids = children_serving(self.project)
-                await self.serve(client, life, pids[0] if pids else None, kill_after, killed)
+                server.extend(children_serving(self.project))
+                await self.serve(client, life, server[0] if server else None, kill_after, killed)
         except Exception as exc:  # the client sees the dead server as a broken connection
             if not killed.is_set():
                 self.tally.violate(f"server life {life.number} failed: {exc!r}")
@@ -685,7 +695,7 @@ class Soak:
         client,
         life: Life,
         pid: int | None,
-        kill_after: Callable[[float, str], Awaitable[None]],
+        kill_after: Callable[[float], Awaitable[None]],
         killed: asyncio.Event,
     ) -> None:
         loop = asyncio.get_running_loop()
@@ -695,10 +705,11 @@ class Soak:
                 return
             call = await self.driver.next_call(life.external)
             watchdog = None
-            kind = (call.tool, call.expect, life.external)
-            if index == life.calls_before_kill:
-                delay = self.rng.uniform(0, 1.25 * self.call_seconds.get(kind, 0.2))
-                watchdog = asyncio.create_task(kill_after(delay, "kills_mid_call"))
+            # A server's first call also opens its database connection: timed apart.
+            kind = (call.tool, call.expect, life.external, index == 0)
+            if index == life.calls_before_kill and not life.kill_between_calls:
+                delay = self.rng.uniform(0, self.call_seconds.get(kind, 0.2))
+                watchdog = asyncio.create_task(kill_after(delay))
             self.pending = call
             self.tally.transitions += 1
             self.tally.by_tool[call.tool] += 1
@@ -733,12 +744,12 @@ class Soak:
             if first:
                 await self.check_adoption(pid)
                 first = False
-            if watchdog is not None:
-                # The call ended before the watchdog fired: the kill lands between two calls.
-                if not watchdog.done():
-                    watchdog.cancel()
-                    await asyncio.sleep(self.rng.uniform(0, self.call_seconds[kind]))
-                    await kill_after(0, "kills_between_calls")
+            if index == life.calls_before_kill:
+                if watchdog is None or not watchdog.done():
+                    # Planned between calls, or the call beat the watchdog: kill while idle.
+                    if watchdog is not None:
+                        watchdog.cancel()
+                    await kill_after(self.rng.uniform(0, self.call_seconds[kind]))
                 return
 
     async def check_adoption(self, pid: int | None) -> None:
