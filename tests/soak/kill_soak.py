@@ -23,7 +23,8 @@ which fails a hand-in whose file says FORCE_FAIL) or by self-review, so both the
 verdicts and ``quality_review_override_reason`` are exercised. The summary goes to stdout; the
 exit status is 0 when nothing was violated, 1 on any violation, 3 when the time cap stopped the
 run before the requested number of transitions. Only public behaviour is used: the MCP tools
-and the models' fields.
+and the models' fields. The seed fixes every choice; where a kill lands also depends on timing,
+so two runs with one seed differ in their figures.
 
     python tests/soak/kill_soak.py [--transitions 1000] [--seed N] [--max-seconds 1800]
                                    [--mean-calls-between-kills 3] [--database-url URL]
