@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-db lint format bench conformance migrate clean setup browser
+.PHONY: run test test-db lint format bench conformance migrate clean setup browser soak
 
 setup: $(STAMP)
 
@@ -58,6 +58,12 @@ bench: $(STAMP) browser
 	$(PY) tests/bench/run_bench.py
 	$(PY) tests/bench/gate_bench.py
 	$(PY) tests/bench/dashboard_bench.py
+
+## kill -9 mcpserve at random moments over 1,000 transitions (reviews included) and check every
+## session, step run, review and event after each restart. Not part of `make test`; pass
+## SOAK_ARGS="--transitions N --seed S --max-seconds T [--database-url postgres://...]".
+soak: $(STAMP)
+	$(PY) tests/soak/kill_soak.py $(SOAK_ARGS)
 
 ## The official MCP conformance suite against `mcpserve --transport http`.
 conformance: $(STAMP)

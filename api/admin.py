@@ -9,11 +9,11 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.template.response import TemplateResponse
 from django.utils.cache import add_never_cache_headers
 
 from api.models import ApiToken
 from api.services import api_token_create, api_token_revoke
+from deepwork_site.admin_helpers import admin_page, plural
 
 
 class ApiTokenAddForm(forms.ModelForm):
@@ -92,16 +92,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def response_add(self, request, obj, post_url_continue=None):
         # The secret goes out in this one response, not in a flash message: the default
         # message storage keeps messages in a cookie, readable by anything that sees it.
-        response = TemplateResponse(
+        response = admin_page(
+            self,
             request,
             self.secret_template,
-            {
-                **self.admin_site.each_context(request),
-                "title": "Copy the token's secret",
-                "opts": self.opts,
-                "token": obj,
-                "secret": obj.secret,
-            },
+            "Copy the token's secret",
+            token=obj,
+            secret=obj.secret,
         )
         add_never_cache_headers(response)
         return response
@@ -109,4 +106,4 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request, queryset) -> None:
         revoked = sum(api_token_revoke(token=token, revoked_by=request.user) for token in queryset)
-        self.message_user(request, f"Revoked {revoked} token(s).", messages.SUCCESS)
+        self.message_user(request, f"Revoked {plural(revoked, 'token')}.", messages.SUCCESS)

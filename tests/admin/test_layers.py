@@ -1,0 +1,88 @@
+"""The apps import in one direction: the engine never imports an interface, ``workflows`` never
+imports ``reviews``, and the admin helpers every app shares import no app's interface.
+
+Read from the source (every import statement, at module level or inside a function), so a
+lazy import hidden in a function body counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+INTERFACES = ("api", "dashboard", "mcp_bridge")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every absolute module name ``path`` imports, and every name given to ``import_module``."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names.add(node.args[0].value)
+    return names
+
+
+def sources(app: str) -> list[Path]:
+    files = [p for p in (ROOT / app).rglob("*.py") if "migrations" not in p.parts]
+    assert files, f"no Python files under {app}/"
+    return sorted(files)
+
+
+def offending(paths: list[Path], forbidden: tuple[str, ...], root: Path = ROOT) -> list[str]:
+    """``file: module`` for each import of a forbidden package (or any module inside it)."""
+    found = []
+    for path in paths:
+        for name in sorted(imported_modules(path)):
+            if any(name == pkg or name.startswith(f"{pkg}.") for pkg in forbidden):
+                found.append(f"{path.relative_to(root)}: {name}")
+    return found
+
+
+def test_workflows_does_not_import_reviews():
+    assert offending(sources("workflows"), ("reviews",)) == []
+
+
+@pytest.mark.parametrize("app", ["workflows", "reviews"])
+def test_the_engine_does_not_import_an_interface(app):
+    assert offending(sources(app), INTERFACES) == []
+
+
+def test_the_shared_admin_helpers_import_no_app_interface():
+    helpers = [ROOT / "deepwork_site" / "admin_helpers.py"]
+    assert offending(helpers, ("reviews", *INTERFACES, "workflows.admin")) == []
+
+
+def test_the_scan_finds_every_kind_of_import(tmp_path):
+    """The checks above would pass on an empty scan; this shows the scan sees what they forbid."""
+    module = tmp_path / "module.py"
+    module.write_text(
+        "import dashboard.live\n"
+        "from reviews import services\n"
+        "from . import sibling\n"
+        "def later():\n"
+        "    from mcp_bridge.server import create_server\n"
+        "    importlib.import_module('api.api')\n"
+    )
+    found = offending([module], ("reviews", *INTERFACES), root=tmp_path)
+    assert found == [
+        "module.py: api.api",
+        "module.py: dashboard.live",
+        "module.py: mcp_bridge.server",
+        "module.py: mcp_bridge.server.create_server",
+        "module.py: reviews",
+        "module.py: reviews.services",
+    ]
