@@ -13,7 +13,10 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
+from workflows.models import Job, StepRun, WorkflowSession
 from workflows.schemas import ReviewInfo
+from workflows.selectors.catalog import entries_of
+from workflows.selectors.sessions import SESSION_CURSOR_PATTERN
 
 
 def _encodable(value: str) -> str:
@@ -45,7 +48,7 @@ AgentId = Annotated[
 Outputs = dict[str, Name | list[Name]]
 # A page position in the session list: microseconds since 1970 and an id, as handed out in
 # ``next_cursor``. Declared exactly, so that every value the schema allows is one to honour.
-Cursor = Annotated[str, StringConstraints(pattern=r"^-?[0-9]{1,16}\.[0-9]{1,18}$")]
+Cursor = Annotated[str, StringConstraints(pattern=SESSION_CURSOR_PATTERN)]
 
 
 def _iso_8601(value):
@@ -128,19 +131,19 @@ class JobOut(Schema):
     steps: list[StepOut]
 
     @staticmethod
-    def resolve_workflows(job) -> list[dict]:
-        # Reads the prefetched nodes of each workflow (see api.selectors.project_catalog).
-        workflows = []
-        for workflow in job.workflows.all():
-            entries: list[list[str]] = []
-            for node in workflow.nodes.all():
-                while len(entries) <= node.entry_index:
-                    entries.append([])
-                entries[node.entry_index].append(node.step.step_id)
-            workflows.append(
-                {"name": workflow.name, "summary": workflow.summary, "entries": entries}
-            )
-        return workflows
+    def resolve_workflows(job: Job) -> list[dict[str, Any]]:
+        # Reads the prefetched nodes of each workflow (see selectors.catalog.project_catalogs).
+        return [
+            {
+                "name": workflow.name,
+                "summary": workflow.summary,
+                "entries": [
+                    [node.step.step_id for node in entry]
+                    for entry in entries_of(workflow.nodes.all())
+                ],
+            }
+            for workflow in job.workflows.all()
+        ]
 
 
 class LoadErrorOut(Schema):
@@ -253,12 +256,20 @@ class StepRunOut(Schema):
 
 
 class SessionDetailOut(SessionOut):
-    runs: list[StepRunOut]
+    runs: list[StepRunOut] = Field(description="In entry order; within an entry, oldest first.")
+
+    @staticmethod
+    def resolve_runs(session: WorkflowSession) -> list[StepRun]:
+        return sorted(session.runs.all(), key=lambda run: (run.entry_index, run.pk))
 
 
-class SessionFilters(Schema):
+class SessionQuery(Schema):
+    """The session list's filters as the query string gives them."""
+
     project: int | None = Field(None, ge=1, le=2**63 - 1, description="Project id.")
-    job: Name | None = Field(None, description="Job name or folder name.")
+    job: Name | None = Field(
+        None, description="Job name, folder name, or the name the session was started with."
+    )
     status: SessionStatus | None = None
     agent: Name | None = Field(None, description="Agent id.")
     started_after: Moment | None = Field(

@@ -1,4 +1,5 @@
-"""Dashboard pages: thin views over ``dashboard.selectors`` and the decision services.
+"""Dashboard pages: thin views over the shared selectors (``workflows.selectors``), the view
+models of ``dashboard.selectors`` and the decision services.
 
 Every page needs a login and ``workflows.view_workflowsession``. Every page has one ``#live``
 region; a request with ``X-Live-Fragment: 1`` gets only that region's inner template, built
@@ -26,9 +27,13 @@ from dashboard.forms import (
     SessionFilterForm,
     first_error,
 )
+from reviews.models import HumanDecision
 from reviews.services import review_override, review_request_changes
 from workflows.errors import InvalidInput, NotFound, WorkflowError
-from workflows.models import WorkflowSession
+from workflows.models import StepRun, WorkflowSession
+from workflows.selectors.catalog import job_names, project_catalogs, project_list
+from workflows.selectors.events import newest_event_id
+from workflows.selectors.sessions import session_get, session_page, step_run_for_decision
 from workflows.services.sessions import session_abort
 
 VIEW_PERMISSION = "workflows.view_workflowsession"
@@ -82,15 +87,15 @@ def _live_page(
 @require_safe
 @watcher_required
 def overview(request: HttpRequest) -> HttpResponse:
-    live_after = selectors.live_event_id()
+    live_after = newest_event_id()
     return _live_page(
         request, "overview", {"overview": selectors.overview()}, live_after=live_after
     )
 
 
-def _session_or_404(session_id: str):
+def _session_or_404(session_id: str) -> WorkflowSession:
     try:
-        return selectors.session_get(session_id=session_id)
+        return session_get(session_id=session_id)
     except NotFound as exc:
         raise Http404(str(exc)) from None
 
@@ -98,7 +103,7 @@ def _session_or_404(session_id: str):
 @require_safe
 @watcher_required
 def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
-    live_after = selectors.live_event_id()
+    live_after = newest_event_id()
     try:
         detail = selectors.session_detail(session_id=session_id)
     except NotFound as exc:
@@ -111,7 +116,7 @@ def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
 @require_safe
 @watcher_required
 def session_file(request: HttpRequest, session_id: str) -> HttpResponse:
-    live_after = selectors.live_event_id()
+    live_after = newest_event_id()
     session = _session_or_404(session_id)
     path = request.GET.get("path", "")
     context: dict = {"session": session, "path": path, "limit": selectors.FILE_VIEW_BYTES}
@@ -150,39 +155,54 @@ def _decide(
     return redirect("dashboard:session", session_id=session_id)
 
 
+def _rule(
+    request: HttpRequest,
+    session_id: str,
+    *,
+    form_class: type,
+    rule: Callable[[StepRun, dict], HumanDecision],
+    done: str,
+) -> HttpResponse:
+    """A ruling on one step's review, on the run ``step_run_for_decision`` picks (REST and the
+    admin rule on the same one). ``done`` is the success message; ``{step_id}`` is filled in."""
+
+    def decide(session: WorkflowSession, data: dict) -> str:
+        rule(step_run_for_decision(session=session, step_id=data["step_id"]), data)
+        return done.format(step_id=data["step_id"])
+
+    return _decide(
+        request, session_id, permission=DECIDE_PERMISSION, form_class=form_class, decide=decide
+    )
+
+
 @require_POST
 @watcher_required
 def session_override(request: HttpRequest, session_id: str) -> HttpResponse:
-    def override(session: WorkflowSession, data: dict) -> str:
-        run = selectors.session_current_run(session=session, step_id=data["step_id"])
-        review_override(step_run=run, reason=data["reason"], user=request.user)
-        return (
-            f"Review of step '{data['step_id']}' overridden: the agent's next finished_step "
-            "passes it"
-        )
+    def override(run: StepRun, data: dict) -> HumanDecision:
+        return review_override(step_run=run, reason=data["reason"], user=request.user)
 
-    return _decide(
-        request, session_id, permission=DECIDE_PERMISSION, form_class=OverrideForm, decide=override
+    return _rule(
+        request,
+        session_id,
+        form_class=OverrideForm,
+        rule=override,
+        done="Review of step '{step_id}' overridden: the agent's next finished_step passes it",
     )
 
 
 @require_POST
 @watcher_required
 def session_request_changes(request: HttpRequest, session_id: str) -> HttpResponse:
-    def request_changes(session: WorkflowSession, data: dict) -> str:
-        run = selectors.session_current_run(session=session, step_id=data["step_id"])
-        review_request_changes(step_run=run, feedback=data["feedback"], user=request.user)
-        return (
-            f"Changes requested on step '{data['step_id']}': the agent gets your feedback on "
-            "its next finished_step"
-        )
+    def request_changes(run: StepRun, data: dict) -> HumanDecision:
+        return review_request_changes(step_run=run, feedback=data["feedback"], user=request.user)
 
-    return _decide(
+    return _rule(
         request,
         session_id,
-        permission=DECIDE_PERMISSION,
         form_class=ChangesForm,
-        decide=request_changes,
+        rule=request_changes,
+        done="Changes requested on step '{step_id}': the agent gets your feedback on its next "
+        "finished_step",
     )
 
 
@@ -207,14 +227,19 @@ def session_abort_view(request: HttpRequest, session_id: str) -> HttpResponse:
 @require_safe
 @watcher_required
 def jobs(request: HttpRequest) -> HttpResponse:
-    live_after = selectors.live_event_id()
-    form = ProjectFilterForm(request.GET)
+    live_after = newest_event_id()
+    projects = project_list()
+    form = ProjectFilterForm(request.GET, projects=projects)
+    # A bad filter is shown and left out: the page lists every project's catalog.
     project_id = form.cleaned_data.get("project") if form.is_valid() else None
+    shown = [project for project in projects if project_id in (None, project.pk)]
     context = {
         "form": form,
         "project_id": project_id,
-        "projects": selectors.projects(),
-        "catalogs": selectors.jobs_catalog(project_id=project_id),
+        "projects": projects,
+        "catalogs": [
+            selectors.catalog_view(catalog) for catalog in project_catalogs(projects=shown)
+        ],
     }
     return _live_page(request, "jobs", context, live_after=live_after, project_id=project_id)
 
@@ -222,20 +247,23 @@ def jobs(request: HttpRequest) -> HttpResponse:
 @require_safe
 @watcher_required
 def sessions(request: HttpRequest) -> HttpResponse:
-    live_after = selectors.live_event_id()
+    live_after = newest_event_id()
     form = SessionFilterForm(request.GET)
     form.is_valid()  # errors are shown; the valid filters still apply
     filters = form.filters()
-    data = getattr(form, "cleaned_data", {})
-    page = selectors.session_page(
-        filters=filters, before=data.get("before"), after=data.get("after")
+    chosen = getattr(form, "cleaned_data", {})
+    page = session_page(
+        filters=filters,
+        limit=selectors.SESSIONS_PER_PAGE,
+        before=chosen.get("before") or None,
+        after=chosen.get("after") or None,
     )
     context = {
         "form": form,
-        "filters": filters,
+        "chosen": chosen,
         "page": page,
-        "projects": selectors.projects(),
-        "job_names": selectors.job_names(),
+        "projects": project_list(),
+        "job_names": job_names(),
     }
     return _live_page(
         request, "sessions", context, live_after=live_after, project_id=filters.project_id
