@@ -16,6 +16,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 from workflows.models import Job, StepRun, WorkflowSession
 from workflows.schemas import ReviewInfo
 from workflows.selectors.catalog import entries_of
+from workflows.selectors.events import EventRow
 from workflows.selectors.sessions import SESSION_CURSOR_PATTERN
 
 
@@ -281,18 +282,8 @@ class SessionQuery(Schema):
 # Events
 
 
-class EventOut(Schema):
-    id: int
-    kind: str
-    project_id: int
-    session_id: str | None
-    agent_id: str | None
-    payload: dict[str, Any]
-    created_at: datetime
-
-
 class EventPage(Schema):
-    items: list[EventOut]
+    items: list[EventRow]
     last_id: int = Field(description="Pass as `after` to read on; `after` itself if none came.")
     has_more: bool
 

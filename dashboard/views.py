@@ -9,7 +9,9 @@ by the same view from the same selectors, which the page's script swaps in on li
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied
@@ -30,7 +32,7 @@ from dashboard.forms import (
 from reviews.models import HumanDecision
 from reviews.services import review_override, review_request_changes
 from workflows.errors import InvalidInput, NotFound, WorkflowError
-from workflows.models import StepRun, WorkflowSession
+from workflows.models import WorkflowSession
 from workflows.selectors.catalog import job_names, project_catalogs, project_list
 from workflows.selectors.events import newest_event_id
 from workflows.selectors.sessions import session_get, session_page, step_run_for_decision
@@ -155,55 +157,59 @@ def _decide(
     return redirect("dashboard:session", session_id=session_id)
 
 
-def _rule(
-    request: HttpRequest,
-    session_id: str,
-    *,
-    form_class: type,
-    rule: Callable[[StepRun, dict], HumanDecision],
-    done: str,
-) -> HttpResponse:
-    """A ruling on one step's review, on the run ``step_run_for_decision`` picks (REST and the
-    admin rule on the same one). ``done`` is the success message; ``{step_id}`` is filled in."""
+@dataclass(frozen=True)
+class Ruling:
+    """One kind of ruling on a step's review: its form, the service, what the form's text is
+    to the service, and the success message (``{step_id}`` is filled in)."""
+
+    form_class: type[forms.Form]
+    service: Callable[..., HumanDecision]
+    text: str
+    done: str
+
+
+OVERRIDE = Ruling(
+    OverrideForm,
+    review_override,
+    "reason",
+    "Review of step '{step_id}' overridden: the agent's next finished_step passes it",
+)
+REQUEST_CHANGES = Ruling(
+    ChangesForm,
+    review_request_changes,
+    "feedback",
+    "Changes requested on step '{step_id}': the agent gets your feedback on its next finished_step",
+)
+
+
+def _rule(request: HttpRequest, session_id: str, ruling: Ruling) -> HttpResponse:
+    """A ruling on the run ``step_run_for_decision`` picks (REST and the admin rule on the same
+    one, and are refused with the same message)."""
 
     def decide(session: WorkflowSession, data: dict) -> str:
-        rule(step_run_for_decision(session=session, step_id=data["step_id"]), data)
-        return done.format(step_id=data["step_id"])
+        run = step_run_for_decision(session=session, step_id=data["step_id"])
+        ruling.service(step_run=run, user=request.user, **{ruling.text: data[ruling.text]})
+        return ruling.done.format(step_id=data["step_id"])
 
     return _decide(
-        request, session_id, permission=DECIDE_PERMISSION, form_class=form_class, decide=decide
+        request,
+        session_id,
+        permission=DECIDE_PERMISSION,
+        form_class=ruling.form_class,
+        decide=decide,
     )
 
 
 @require_POST
 @watcher_required
 def session_override(request: HttpRequest, session_id: str) -> HttpResponse:
-    def override(run: StepRun, data: dict) -> HumanDecision:
-        return review_override(step_run=run, reason=data["reason"], user=request.user)
-
-    return _rule(
-        request,
-        session_id,
-        form_class=OverrideForm,
-        rule=override,
-        done="Review of step '{step_id}' overridden: the agent's next finished_step passes it",
-    )
+    return _rule(request, session_id, OVERRIDE)
 
 
 @require_POST
 @watcher_required
 def session_request_changes(request: HttpRequest, session_id: str) -> HttpResponse:
-    def request_changes(run: StepRun, data: dict) -> HumanDecision:
-        return review_request_changes(step_run=run, feedback=data["feedback"], user=request.user)
-
-    return _rule(
-        request,
-        session_id,
-        form_class=ChangesForm,
-        rule=request_changes,
-        done="Changes requested on step '{step_id}': the agent gets your feedback on its next "
-        "finished_step",
-    )
+    return _rule(request, session_id, REQUEST_CHANGES)
 
 
 @require_POST

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from datetime import datetime
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 from django.db.models import Q, QuerySet
+
+# pydantic reads this type too (the REST feed's items), and before Python 3.12 it wants this
+# TypedDict rather than typing's.
+from typing_extensions import TypedDict
 
 from workflows.models import Event, WorkflowSession
 
