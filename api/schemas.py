@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
+from reviews.models import HumanDecision
 from workflows.models import Job, StepRun, WorkflowSession
 from workflows.schemas import ReviewInfo
 from workflows.selectors.catalog import entries_of
@@ -52,7 +53,7 @@ Outputs = dict[str, Name | list[Name]]
 Cursor = Annotated[str, StringConstraints(pattern=SESSION_CURSOR_PATTERN)]
 
 
-def _iso_8601(value):
+def _iso_8601(value: object) -> object:
     # pydantic would also read "1700000000" as seconds since 1970; here a moment is written as
     # ISO 8601 ("2026-03-01T12:00:00Z", or a date alone for its midnight).
     if isinstance(value, str) and not re.match(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
@@ -180,12 +181,12 @@ class SessionOut(Schema):
     completed_at: datetime | None
 
     @staticmethod
-    def resolve_agent_id(session) -> str:
+    def resolve_agent_id(session: WorkflowSession) -> str:
         return session.agent.agent_id
 
     @staticmethod
-    def resolve_parent_session_id(session) -> str | None:
-        return session.parent.session_id if session.parent_id is not None else None
+    def resolve_parent_session_id(session: WorkflowSession) -> str | None:
+        return session.parent.session_id if session.parent is not None else None
 
 
 class SessionPage(Schema):
@@ -230,15 +231,15 @@ class DecisionOut(Schema):
     )
 
     @staticmethod
-    def resolve_session_id(decision) -> str:
+    def resolve_session_id(decision: HumanDecision) -> str:
         return decision.step_run.session.session_id
 
     @staticmethod
-    def resolve_step_id(decision) -> str:
+    def resolve_step_id(decision: HumanDecision) -> str:
         return decision.step_run.step_id
 
     @staticmethod
-    def resolve_decided_by(decision) -> str:
+    def resolve_decided_by(decision: HumanDecision) -> str:
         return decision.decided_by_name
 
 

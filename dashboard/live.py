@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -407,7 +407,11 @@ async def shutdown() -> None:
         outbox.remove_local_listener(tailer._listener)
 
 
-async def lifespan(scope: dict, receive, send) -> None:
+async def lifespan(
+    scope: dict[str, Any],
+    receive: Callable[[], Awaitable[dict[str, Any]]],
+    send: Callable[[dict[str, Any]], Awaitable[None]],
+) -> None:
     """ASGI lifespan: nothing to start (the tailer starts with its first subscriber); stop
     the tailer on shutdown."""
     while True:

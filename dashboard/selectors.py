@@ -41,7 +41,7 @@ FILE_VIEW_BYTES = 256 * 1024
 BINARY_SNIFF_BYTES = 8 * 1024
 
 # What a step's box in the workflow picture shows, from its latest run's status.
-NODE_STATUS = {
+NODE_STATUS: dict[str, str] = {
     StepRun.Status.ACTIVE: "current",
     StepRun.Status.COMPLETED: "done",
     StepRun.Status.INVALIDATED: "invalidated",
@@ -55,12 +55,13 @@ NODE_STATUS = {
 @dataclass
 class StackNode:
     session: WorkflowSession
+    active_runs: list[StepRun]
     children: list[StackNode] = field(default_factory=list)
 
     @property
     def current_steps(self) -> list[str]:
         """Every member of the current entry, not just the first one the session names."""
-        return [run.step_id for run in self.session.active_runs] or [self.session.current_step_id]
+        return [run.step_id for run in self.active_runs] or [self.session.current_step_id]
 
 
 @dataclass
@@ -81,16 +82,17 @@ class Overview:
 
 def overview(*, event_limit: int = RECENT_EVENTS) -> Overview:
     """Every agent's active stack (sessions nested under their parents), and recent events."""
-    sessions, truncated = active_sessions(limit=OVERVIEW_SESSIONS)
+    active, truncated = active_sessions(limit=OVERVIEW_SESSIONS)
 
     stacks: list[AgentStack] = []
     nodes: dict[int, StackNode] = {}
-    for session in sessions:
+    for row in active:
+        session = row.session
         if not stacks or stacks[-1].agent.pk != session.agent_id:
             stacks.append(
                 AgentStack(project=session.project, agent=session.agent, roots=[], size=0)
             )
-        node = nodes[session.pk] = StackNode(session=session)
+        node = nodes[session.pk] = StackNode(session=session, active_runs=row.active_runs)
         parent = nodes.get(session.parent_id) if session.parent_id else None
         # A parent on another agent's stack or no longer active leaves this one a root.
         if parent is not None and parent.session.agent_id == session.agent_id:

@@ -170,10 +170,15 @@ def _with_progress(sessions: QuerySet[WorkflowSession]) -> QuerySet[WorkflowSess
     )
 
 
-def active_sessions(*, limit: int) -> tuple[list[WorkflowSession], bool]:
+@dataclass(frozen=True)
+class ActiveSession:
+    session: WorkflowSession  # annotated with steps_done and steps_total
+    active_runs: list[StepRun]  # every member of its current entry still running
+
+
+def active_sessions(*, limit: int) -> tuple[list[ActiveSession], bool]:
     """Up to ``limit`` active sessions grouped by project and agent, bottom of each stack
-    first, with progress and their active runs (``active_runs``), and whether more are
-    active. Two queries."""
+    first, with progress and their active runs, and whether more are active. Two queries."""
     active = (
         _with_progress(
             WorkflowSession.objects.filter(status=WorkflowSession.Status.ACTIVE)
@@ -205,7 +210,7 @@ def active_sessions(*, limit: int) -> tuple[list[WorkflowSession], bool]:
         )
         .order_by("project_id", "agent_id", "id")
     )
-    sessions = list(active[: limit + 1])
+    sessions = [ActiveSession(row, row.active_runs) for row in active[: limit + 1]]
     return sessions[:limit], len(sessions) > limit
 
 
