@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -32,7 +33,7 @@ from dashboard.forms import (
 from reviews.models import HumanDecision
 from reviews.services import review_override, review_request_changes
 from workflows.errors import InvalidInput, NotFound, WorkflowError
-from workflows.models import WorkflowSession
+from workflows.models import StepRun, WorkflowSession
 from workflows.selectors.catalog import job_names, project_catalogs, project_list
 from workflows.selectors.events import newest_event_id
 from workflows.selectors.sessions import session_get, session_page, step_run_for_decision
@@ -159,25 +160,24 @@ def _decide(
 
 @dataclass(frozen=True)
 class Ruling:
-    """One kind of ruling on a step's review: its form, the service, what the form's text is
-    to the service, and the success message (``{step_id}`` is filled in)."""
+    """One kind of ruling on a step's review: its form, how it is applied to the run (from the
+    form's data, by whom), and the success message (``{step_id}`` is filled in)."""
 
     form_class: type[forms.Form]
-    service: Callable[..., HumanDecision]
-    text: str
+    apply: Callable[[StepRun, dict, AbstractBaseUser | AnonymousUser], HumanDecision]
     done: str
 
 
 OVERRIDE = Ruling(
     OverrideForm,
-    review_override,
-    "reason",
+    lambda run, data, user: review_override(step_run=run, reason=data["reason"], user=user),
     "Review of step '{step_id}' overridden: the agent's next finished_step passes it",
 )
 REQUEST_CHANGES = Ruling(
     ChangesForm,
-    review_request_changes,
-    "feedback",
+    lambda run, data, user: review_request_changes(
+        step_run=run, feedback=data["feedback"], user=user
+    ),
     "Changes requested on step '{step_id}': the agent gets your feedback on its next finished_step",
 )
 
@@ -188,7 +188,7 @@ def _rule(request: HttpRequest, session_id: str, ruling: Ruling) -> HttpResponse
 
     def decide(session: WorkflowSession, data: dict) -> str:
         run = step_run_for_decision(session=session, step_id=data["step_id"])
-        ruling.service(step_run=run, user=request.user, **{ruling.text: data[ruling.text]})
+        ruling.apply(run, data, request.user)
         return ruling.done.format(step_id=data["step_id"])
 
     return _decide(
