@@ -38,27 +38,25 @@ from api.schemas import (
     ProjectPage,
     RequestChangesIn,
     SessionDetailOut,
-    SessionFilters,
     SessionPage,
+    SessionQuery,
     StartIn,
 )
-from api.selectors import (
-    SessionFilter,
-    event_page,
-    project_catalog,
-    project_get,
-    project_list,
-    session_detail,
-    session_for_action,
-    session_page,
-    step_run_latest,
-)
+from reviews.selectors import session_with_reviews
 from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
 from workflows.schemas import (
     AbortWorkflowResponse,
     FinishedStepResponse,
     GoToStepResponse,
     StartWorkflowResponse,
+)
+from workflows.selectors.catalog import project_catalogs, project_get, project_page
+from workflows.selectors.events import events_after
+from workflows.selectors.sessions import (
+    SessionFilter,
+    session_get,
+    session_page,
+    step_run_for_decision,
 )
 from workflows.services.catalog import catalog_view
 from workflows.services.sessions import session_abort, session_go_to_step, session_start
@@ -165,7 +163,7 @@ def list_projects(
     offset: Query[int, P(ge=0, le=10**9)] = 0,
 ):
     """Projects by name, `limit` at a time from `offset`, with the total `count`."""
-    items, count = project_list(limit=limit, offset=offset)
+    items, count = project_page(limit=limit, offset=offset)
     return {"items": items, "count": count}
 
 
@@ -189,8 +187,8 @@ def get_project(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)])
 def list_jobs(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
     """The project's jobs (current revisions) with their workflows and steps, and the job
     folders that currently fail to load, as last synced from the project folder."""
-    jobs, load_errors = project_catalog(project=project_get(project_id=project_id))
-    return {"jobs": jobs, "errors": load_errors}
+    [catalog] = project_catalogs(projects=[project_get(project_id=project_id)], with_steps=True)
+    return {"jobs": catalog.jobs, "errors": catalog.errors}
 
 
 @api.get(
@@ -198,12 +196,12 @@ def list_jobs(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
 )
 def list_sessions(
     request: HttpRequest,
-    filters: Query[SessionFilters],
+    filters: Query[SessionQuery],
     cursor: Query[Cursor | None, P(description="`next_cursor` of the previous page.")] = None,
     limit: Query[int, P(ge=1, le=200)] = 50,
 ):
     """Sessions, newest first, filtered; pages follow `next_cursor` (no total count)."""
-    items, next_cursor = session_page(
+    page = session_page(
         filters=SessionFilter(
             project_id=filters.project,
             job=filters.job,
@@ -213,9 +211,9 @@ def list_sessions(
             started_before=_utc(filters.started_before),
         ),
         limit=limit,
-        cursor=cursor,
+        before=cursor,
     )
-    return {"items": items, "next_cursor": next_cursor}
+    return {"items": page.sessions, "next_cursor": page.older}
 
 
 @api.get(
@@ -226,7 +224,7 @@ def list_sessions(
 )
 def get_session(request: HttpRequest, session_id: Name):
     """One session with its step runs, each with its review results and human decisions."""
-    return session_detail(session_id=session_id)
+    return session_with_reviews(session_id=session_id)
 
 
 @api.get("/events", response={200: EventPage, **READ_ERRORS}, tags=["events"], auth=TokenAuth(VIEW))
@@ -238,7 +236,7 @@ def list_events(
     limit: Query[int, P(ge=1, le=500)] = 100,
 ):
     """Events after an id, oldest first: the audit trail and a polling feed."""
-    items, has_more = event_page(after=after, project_id=project, session_id=session, limit=limit)
+    items, has_more = events_after(after=after, project_id=project, session_id=session, limit=limit)
     return {"items": items, "last_id": items[-1]["id"] if items else after, "has_more": has_more}
 
 
@@ -286,7 +284,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
             "forbidden",
             f"Skipping the review with 'override_reason' needs the permission '{DECIDE}'",
         )
-    session = session_for_action(session_id=session_id)
+    session = session_get(session_id=session_id)
     return async_to_sync(step_finish_gated)(
         project=session.project,
         agent=session.agent,
@@ -307,7 +305,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
 )
 def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
     """Abort the session; the reason and who aborted are recorded."""
-    session = session_for_action(session_id=session_id)
+    session = session_get(session_id=session_id)
     return session_abort(
         project=session.project,
         agent=session.agent,
@@ -325,7 +323,7 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
 )
 def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
     """Return the session to an earlier step (or restart the current one), as `go_to_step`."""
-    session = session_for_action(session_id=session_id)
+    session = session_get(session_id=session_id)
     return session_go_to_step(
         project=session.project,
         agent=session.agent,
@@ -343,7 +341,7 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
 )
 def override_review(request: HttpRequest, session_id: Name, step_id: Name, body: OverrideIn):
     """Pass the current step's review: the agent's next finish advances."""
-    run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
+    run = step_run_for_decision(session=session_get(session_id=session_id), step_id=step_id)
     return Status(201, review_override(step_run=run, reason=body.reason, by=request.user))
 
 
@@ -356,6 +354,6 @@ def override_review(request: HttpRequest, session_id: Name, step_id: Name, body:
 def request_changes(request: HttpRequest, session_id: Name, step_id: Name, body: RequestChangesIn):
     """Send the current step back: the agent's next finish answers `needs_work` with this
     feedback."""
-    run = step_run_latest(session=session_for_action(session_id=session_id), step_id=step_id)
+    run = step_run_for_decision(session=session_get(session_id=session_id), step_id=step_id)
     decision = review_request_changes(step_run=run, feedback=body.feedback, by=request.user)
     return Status(201, decision)

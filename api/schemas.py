@@ -13,7 +13,12 @@ from typing import Annotated, Any, Literal
 from ninja import Schema
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
+from reviews.models import HumanDecision
+from workflows.models import Job, StepRun, WorkflowSession
 from workflows.schemas import ReviewInfo
+from workflows.selectors.catalog import entries_of
+from workflows.selectors.events import EventRow
+from workflows.selectors.sessions import SESSION_CURSOR_PATTERN
 
 
 def _encodable(value: str) -> str:
@@ -45,10 +50,10 @@ AgentId = Annotated[
 Outputs = dict[str, Name | list[Name]]
 # A page position in the session list: microseconds since 1970 and an id, as handed out in
 # ``next_cursor``. Declared exactly, so that every value the schema allows is one to honour.
-Cursor = Annotated[str, StringConstraints(pattern=r"^-?[0-9]{1,16}\.[0-9]{1,18}$")]
+Cursor = Annotated[str, StringConstraints(pattern=SESSION_CURSOR_PATTERN)]
 
 
-def _iso_8601(value):
+def _iso_8601(value: object) -> object:
     # pydantic would also read "1700000000" as seconds since 1970; here a moment is written as
     # ISO 8601 ("2026-03-01T12:00:00Z", or a date alone for its midnight).
     if isinstance(value, str) and not re.match(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", value):
@@ -128,19 +133,19 @@ class JobOut(Schema):
     steps: list[StepOut]
 
     @staticmethod
-    def resolve_workflows(job) -> list[dict]:
-        # Reads the prefetched nodes of each workflow (see api.selectors.project_catalog).
-        workflows = []
-        for workflow in job.workflows.all():
-            entries: list[list[str]] = []
-            for node in workflow.nodes.all():
-                while len(entries) <= node.entry_index:
-                    entries.append([])
-                entries[node.entry_index].append(node.step.step_id)
-            workflows.append(
-                {"name": workflow.name, "summary": workflow.summary, "entries": entries}
-            )
-        return workflows
+    def resolve_workflows(job: Job) -> list[dict[str, Any]]:
+        # Reads the prefetched nodes of each workflow (see selectors.catalog.project_catalogs).
+        return [
+            {
+                "name": workflow.name,
+                "summary": workflow.summary,
+                "entries": [
+                    [node.step.step_id for node in entry]
+                    for entry in entries_of(workflow.nodes.all())
+                ],
+            }
+            for workflow in job.workflows.all()
+        ]
 
 
 class LoadErrorOut(Schema):
@@ -176,12 +181,12 @@ class SessionOut(Schema):
     completed_at: datetime | None
 
     @staticmethod
-    def resolve_agent_id(session) -> str:
+    def resolve_agent_id(session: WorkflowSession) -> str:
         return session.agent.agent_id
 
     @staticmethod
-    def resolve_parent_session_id(session) -> str | None:
-        return session.parent.session_id if session.parent_id is not None else None
+    def resolve_parent_session_id(session: WorkflowSession) -> str | None:
+        return session.parent.session_id if session.parent is not None else None
 
 
 class SessionPage(Schema):
@@ -226,15 +231,15 @@ class DecisionOut(Schema):
     )
 
     @staticmethod
-    def resolve_session_id(decision) -> str:
+    def resolve_session_id(decision: HumanDecision) -> str:
         return decision.step_run.session.session_id
 
     @staticmethod
-    def resolve_step_id(decision) -> str:
+    def resolve_step_id(decision: HumanDecision) -> str:
         return decision.step_run.step_id
 
     @staticmethod
-    def resolve_decided_by(decision) -> str:
+    def resolve_decided_by(decision: HumanDecision) -> str:
         return decision.decided_by_name
 
 
@@ -253,12 +258,20 @@ class StepRunOut(Schema):
 
 
 class SessionDetailOut(SessionOut):
-    runs: list[StepRunOut]
+    runs: list[StepRunOut] = Field(description="In entry order; within an entry, oldest first.")
+
+    @staticmethod
+    def resolve_runs(session: WorkflowSession) -> list[StepRun]:
+        return sorted(session.runs.all(), key=lambda run: (run.entry_index, run.pk))
 
 
-class SessionFilters(Schema):
+class SessionQuery(Schema):
+    """The session list's filters as the query string gives them."""
+
     project: int | None = Field(None, ge=1, le=2**63 - 1, description="Project id.")
-    job: Name | None = Field(None, description="Job name or folder name.")
+    job: Name | None = Field(
+        None, description="Job name, folder name, or the name the session was started with."
+    )
     status: SessionStatus | None = None
     agent: Name | None = Field(None, description="Agent id.")
     started_after: Moment | None = Field(
@@ -270,18 +283,8 @@ class SessionFilters(Schema):
 # Events
 
 
-class EventOut(Schema):
-    id: int
-    kind: str
-    project_id: int
-    session_id: str | None
-    agent_id: str | None
-    payload: dict[str, Any]
-    created_at: datetime
-
-
 class EventPage(Schema):
-    items: list[EventOut]
+    items: list[EventRow]
     last_id: int = Field(description="Pass as `after` to read on; `after` itself if none came.")
     has_more: bool
 

@@ -6,10 +6,16 @@ browser tests); these forms only validate what comes back.
 
 from __future__ import annotations
 
-from django import forms
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
 
-from dashboard.selectors import SessionFilters
-from workflows.models import WorkflowSession
+from django import forms
+from django.core.validators import RegexValidator
+
+from workflows.models import Project, WorkflowSession
+from workflows.selectors.catalog import project_not_found
+from workflows.selectors.sessions import SESSION_CURSOR_PATTERN, SessionFilter
 
 REASON_REQUIRED = "A reason is required so the agent and the team know why"
 FEEDBACK_REQUIRED = "Feedback is required so the agent knows what to change"
@@ -19,6 +25,7 @@ FEEDBACK_REQUIRED = "Feedback is required so the agent knows what to change"
 MAX_ID = 2**63 - 1
 # A reason is read by people and agents on every page of the session; keep it a message.
 MAX_TEXT = 10_000
+CURSOR = RegexValidator(SESSION_CURSOR_PATTERN, "Not a page of this list; start from the first")
 
 
 class SessionFilterForm(forms.Form):
@@ -30,28 +37,49 @@ class SessionFilterForm(forms.Form):
     agent = forms.CharField(required=False, max_length=128, strip=True)
     started_from = forms.DateField(required=False)
     started_to = forms.DateField(required=False)
-    before = forms.IntegerField(
-        required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
+    # Page cursors, as the pager hands them out.
+    before = forms.CharField(
+        required=False, validators=[CURSOR], max_length=40, widget=forms.HiddenInput
     )
-    after = forms.IntegerField(
-        required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
+    after = forms.CharField(
+        required=False, validators=[CURSOR], max_length=40, widget=forms.HiddenInput
     )
 
-    def filters(self) -> SessionFilters:
-        """The valid filters; an invalid field is reported on the page and left out."""
+    def filters(self) -> SessionFilter:
+        """The valid filters; an invalid field is reported on the page and left out. The dates
+        are whole UTC days: ``started_to`` includes its day."""
         data = getattr(self, "cleaned_data", {})
-        return SessionFilters(
+        started_from: dt.date | None = data.get("started_from")
+        started_to: dt.date | None = data.get("started_to")
+        return SessionFilter(
             project_id=data.get("project"),
-            job_name=data.get("job") or "",
-            status=data.get("status") or "",
-            agent_id=data.get("agent") or "",
-            started_from=data.get("started_from"),
-            started_to=data.get("started_to"),
+            job=data.get("job") or None,
+            status=data.get("status") or None,
+            agent_id=data.get("agent") or None,
+            started_after=None if started_from is None else _start_of_day(started_from),
+            # The last day has no next one: up to it is everything.
+            started_before=None
+            if started_to is None or started_to == dt.date.max
+            else _start_of_day(started_to + dt.timedelta(days=1)),
         )
+
+
+def _start_of_day(day: dt.date) -> dt.datetime:
+    return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
 
 
 class ProjectFilterForm(forms.Form):
     project = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
+
+    def __init__(self, *args: Any, projects: Sequence[Project], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.known = {project.pk for project in projects}
+
+    def clean_project(self) -> int | None:
+        project_id: int | None = self.cleaned_data.get("project")
+        if project_id is not None and project_id not in self.known:
+            raise forms.ValidationError(project_not_found(project_id))
+        return project_id
 
 
 class OverrideForm(forms.Form):

@@ -21,16 +21,15 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.db.models import Q
 
 from workflows import outbox
-from workflows.models import Event
+from workflows.selectors import events as reads
 
 logger = logging.getLogger(__name__)
 
@@ -56,74 +55,32 @@ GROUP_RENEW_SECONDS = 3600.0
 # Events queued for one socket that has stopped reading before it is disconnected.
 MAX_PENDING = 5000
 
-EVENT_FIELDS = (
-    "id",
-    "kind",
-    "project_id",
-    "session__session_id",
-    "agent__agent_id",
-    "payload",
-    "created_at",
-)
-
 LiveEvent = dict[str, Any]
 
 
-def _shape(row: dict[str, Any]) -> LiveEvent:
-    return {
-        "id": row["id"],
-        "kind": row["kind"],
-        "project_id": row["project_id"],
-        "session_id": row["session__session_id"],
-        "agent_id": row["agent__agent_id"],
-        "payload": row["payload"],
-        "created_at": row["created_at"].isoformat(),
-    }
-
-
-def events_after(
-    *,
-    after: int,
-    project_id: int | None = None,
-    session_id: str | None = None,
-    limit: int = CATCH_UP_LIMIT,
-) -> tuple[list[LiveEvent], bool]:
-    """The newest ``limit`` matching events with an id above ``after``, oldest first, and
-    whether older matching ones were left out. One query."""
-    rows = Event.objects.filter(id__gt=after)
-    if project_id is not None:
-        rows = rows.filter(project_id=project_id)
-    if session_id is not None:
-        rows = rows.filter(session__session_id=session_id)
-    found = list(rows.order_by("-id").values(*EVENT_FIELDS)[: limit + 1])
-    return [_shape(row) for row in reversed(found[:limit])], len(found) > limit
+def _live(row: reads.EventRow) -> LiveEvent:
+    """An event as the socket sends it (JSON: the time as ISO 8601)."""
+    return {**row, "created_at": row["created_at"].isoformat()}
 
 
 async def catch_up(
     *, after: int, project_id: int | None, session_id: str | None
 ) -> tuple[list[LiveEvent], bool]:
-    """``events_after`` from async code (the socket's one read of its own)."""
-    return await database_sync_to_async(events_after)(
-        after=after, project_id=project_id, session_id=session_id, limit=CATCH_UP_LIMIT
+    """The newest ``CATCH_UP_LIMIT`` matching events above ``after``, oldest first, and
+    whether older matching ones were left out: a socket's one read of its own."""
+    rows, truncated = await database_sync_to_async(reads.events_after)(
+        after=after,
+        project_id=project_id,
+        session_id=session_id,
+        limit=CATCH_UP_LIMIT,
+        keep="newest",
     )
+    return [_live(row) for row in rows], truncated
 
 
 def events_for_tail(*, after: int, missing: Collection[int], limit: int) -> list[LiveEvent]:
-    """Events with an id above ``after`` or among ``missing``, in id order. One query."""
-    wanted = Q(id__gt=after)
-    if missing:
-        wanted |= Q(id__in=sorted(missing))
-    rows = Event.objects.filter(wanted).order_by("id").values(*EVENT_FIELDS)[:limit]
-    return [_shape(row) for row in rows]
-
-
-def outbox_position(*, window: int) -> tuple[int, list[int]]:
-    """The newest event id, and the ids missing among the newest ``window`` ones. One query."""
-    ids = list(Event.objects.order_by("-id").values_list("id", flat=True)[:window])
-    if not ids:
-        return 0, []
-    present = set(ids)
-    return ids[0], [i for i in range(ids[-1], ids[0]) if i not in present]
+    """The tailer's read (``reads.events_for_tail``), shaped for the sockets."""
+    return [_live(row) for row in reads.events_for_tail(after=after, missing=missing, limit=limit)]
 
 
 class SubscriberTooSlow(Exception):
@@ -187,6 +144,48 @@ class Subscription:
         return events
 
 
+class OutboxMark:
+    """How far a tailer has read the outbox: the highest id handed over, and the ids below it
+    not seen yet, each awaited for ``GAP_SECONDS`` after it was first missed."""
+
+    def __init__(self, *, last_id: int = 0, missing: Iterable[int] = ()) -> None:
+        self._last_id = last_id
+        self._gaps = dict.fromkeys(missing, time.monotonic())
+
+    @property
+    def last_id(self) -> int:
+        return self._last_id
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        """The ids still awaited, in order: the next read asks for them again."""
+        return tuple(sorted(self._gaps))
+
+    def advance(self, rows: list[LiveEvent]) -> list[LiveEvent]:
+        """Move the mark over ``rows`` (in id order); return the ones not yet handed over."""
+        now = time.monotonic()
+        if self._gaps:
+            self._gaps = {i: seen for i, seen in self._gaps.items() if now - seen < GAP_SECONDS}
+        fresh = []
+        for row in rows:
+            event_id = row["id"]
+            if self._gaps.pop(event_id, None) is not None:
+                fresh.append(row)
+                continue
+            if event_id <= self._last_id:
+                continue
+            # Ids skipped over may still be in flight. After a long jump (PostgreSQL burns
+            # sequence values on every rolled-back insert) the ones just below are the likely
+            # ones, so the nearest MAX_GAPS are kept, not none.
+            for missing in range(max(self._last_id + 1, event_id - MAX_GAPS), event_id):
+                self._gaps[missing] = now
+            self._last_id = event_id
+            fresh.append(row)
+        if len(self._gaps) > MAX_GAPS:
+            self._gaps = dict(sorted(self._gaps.items())[-MAX_GAPS:])
+        return fresh
+
+
 class OutboxTailer:
     """Reads new outbox rows and offers them to every subscription; one per event loop."""
 
@@ -199,9 +198,18 @@ class OutboxTailer:
         self._wake = asyncio.Event()
         self._ready: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
-        self._last_id = 0
-        self._gaps: dict[int, float] = {}
+        self._mark = OutboxMark()
         self._listener = self._poke_from_any_thread
+
+    @property
+    def running(self) -> bool:
+        """Whether the tailer's task is alive (it idles without subscribers, until stopped)."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def last_id(self) -> int:
+        """The highest outbox id handed to the subscriptions."""
+        return self._mark.last_id
 
     async def subscribe(self, subscription: Subscription) -> None:
         """Start offering live events to ``subscription``; returns once the tailer is reading,
@@ -287,16 +295,14 @@ class OutboxTailer:
         failures = 0
         while self._subscribers:
             try:
-                last_id, missing = await database_sync_to_async(outbox_position)(
+                last_id, missing = await database_sync_to_async(reads.outbox_position)(
                     window=START_WINDOW
                 )
             except Exception:
                 failures += 1
                 await self._after_failure(failures, "find the outbox position")
                 continue
-            self._last_id = last_id
-            now = time.monotonic()
-            self._gaps = dict.fromkeys(missing, now)
+            self._mark = OutboxMark(last_id=last_id, missing=missing)
             return True
         return False
 
@@ -307,7 +313,7 @@ class OutboxTailer:
             self._wake.clear()
             try:
                 rows = await database_sync_to_async(events_for_tail)(
-                    after=self._last_id, missing=tuple(self._gaps), limit=self.batch_size
+                    after=self._mark.last_id, missing=self._mark.missing, limit=self.batch_size
                 )
             except Exception:
                 failures += 1
@@ -316,36 +322,12 @@ class OutboxTailer:
             if failures:
                 logger.info("Reading the outbox for live updates works again")
             failures = 0
-            fresh = self._advance(rows)
+            fresh = self._mark.advance(rows)
             if fresh:
                 for subscription in tuple(self._subscribers):
                     subscription.offer(fresh)
             if len(rows) < self.batch_size:
                 await self._sleep(self.poll_seconds)
-
-    def _advance(self, rows: list[LiveEvent]) -> list[LiveEvent]:
-        """Move the high-water mark over ``rows`` (in id order); return the ones not yet seen."""
-        now = time.monotonic()
-        if self._gaps:
-            self._gaps = {i: seen for i, seen in self._gaps.items() if now - seen < GAP_SECONDS}
-        fresh = []
-        for row in rows:
-            event_id = row["id"]
-            if self._gaps.pop(event_id, None) is not None:
-                fresh.append(row)
-                continue
-            if event_id <= self._last_id:
-                continue
-            # Ids skipped over may still be in flight. After a long jump (PostgreSQL burns
-            # sequence values on every rolled-back insert) the ones just below are the likely
-            # ones, so the nearest MAX_GAPS are kept, not none.
-            for missing in range(max(self._last_id + 1, event_id - MAX_GAPS), event_id):
-                self._gaps[missing] = now
-            self._last_id = event_id
-            fresh.append(row)
-        if len(self._gaps) > MAX_GAPS:
-            self._gaps = dict(sorted(self._gaps.items())[-MAX_GAPS:])
-        return fresh
 
     async def _after_failure(self, failures: int, doing: str) -> None:
         # Once per outage with the traceback; the connection is reopened on the next try
@@ -425,7 +407,11 @@ async def shutdown() -> None:
         outbox.remove_local_listener(tailer._listener)
 
 
-async def lifespan(scope: dict, receive, send) -> None:
+async def lifespan(
+    scope: dict[str, Any],
+    receive: Callable[[], Awaitable[dict[str, Any]]],
+    send: Callable[[dict[str, Any]], Awaitable[None]],
+) -> None:
     """ASGI lifespan: nothing to start (the tailer starts with its first subscriber); stop
     the tailer on shutdown."""
     while True:

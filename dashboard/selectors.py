@@ -1,25 +1,21 @@
-"""Reads behind the dashboard pages.
+"""What the dashboard pages show: view models built from the shared reads
+(``workflows.selectors``, ``reviews.selectors``), and the file viewer's reads.
 
-Every page costs a constant number of queries whatever the number of rows: related rows come
-with ``select_related``, ``prefetch_related`` or one query per kind of row joined up in
-Python, and per-session progress comes from correlated subqueries in the same SELECT.
+Every page costs a constant number of queries whatever the number of rows: the shared reads
+each cost a fixed number, and the view models join their rows up in Python.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
-from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
-
 from reviews.models import HumanDecision, ReviewResult
-from workflows.errors import Conflict, InvalidInput, NotFound
+from reviews.selectors import session_with_reviews
+from workflows.errors import InvalidInput, NotFound
 from workflows.files import (
     NotRegularFile,
     OutsideProject,
@@ -38,6 +34,9 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
+from workflows.selectors.catalog import ProjectCatalog, entries_of, workflow_nodes
+from workflows.selectors.events import recent_events
+from workflows.selectors.sessions import active_sessions, session_children
 
 RECENT_EVENTS = 30
 SESSION_EVENTS = 500
@@ -48,42 +47,12 @@ FILE_VIEW_BYTES = 256 * 1024
 BINARY_SNIFF_BYTES = 8 * 1024
 
 # What a step's box in the workflow picture shows, from its latest run's status.
-NODE_STATUS = {
+NODE_STATUS: dict[str, str] = {
     StepRun.Status.ACTIVE: "current",
     StepRun.Status.COMPLETED: "done",
     StepRun.Status.INVALIDATED: "invalidated",
     StepRun.Status.ABORTED: "aborted",
 }
-
-
-def live_event_id() -> int:
-    """The newest Event id, read *before* a page's other queries: an event committed while the
-    page renders is then newer than the id the page hands the live socket, never lost."""
-    newest = Event.objects.order_by("-id").values_list("id", flat=True).first()
-    return newest or 0
-
-
-def _with_progress(sessions: QuerySet[WorkflowSession]) -> QuerySet[WorkflowSession]:
-    """Annotate ``steps_done`` (distinct steps with a completed run; invalidated and aborted
-    runs do not count) and ``steps_total`` (the workflow's step nodes)."""
-    total = (
-        WorkflowStep.objects.filter(workflow=OuterRef("workflow_id"))
-        .order_by()
-        .values("workflow")
-        .annotate(n=Count("pk"))
-        .values("n")
-    )
-    done = (
-        StepRun.objects.filter(session=OuterRef("pk"), status=StepRun.Status.COMPLETED)
-        .order_by()
-        .values("session")
-        .annotate(n=Count("step_id", distinct=True))
-        .values("n")
-    )
-    return sessions.annotate(
-        steps_total=Coalesce(Subquery(total, output_field=IntegerField()), 0),
-        steps_done=Coalesce(Subquery(done, output_field=IntegerField()), 0),
-    )
 
 
 # --- Overview -------------------------------------------------------------------------------
@@ -92,12 +61,13 @@ def _with_progress(sessions: QuerySet[WorkflowSession]) -> QuerySet[WorkflowSess
 @dataclass
 class StackNode:
     session: WorkflowSession
+    active_runs: list[StepRun]
     children: list[StackNode] = field(default_factory=list)
 
     @property
     def current_steps(self) -> list[str]:
         """Every member of the current entry, not just the first one the session names."""
-        return [run.step_id for run in self.session.active_runs] or [self.session.current_step_id]
+        return [run.step_id for run in self.active_runs] or [self.session.current_step_id]
 
 
 @dataclass
@@ -116,67 +86,19 @@ class Overview:
     limit: int
 
 
-def _recent_events(events: QuerySet[Event], limit: int) -> list[Event]:
-    return list(
-        events.select_related("project", "session", "agent")
-        .only(
-            "id",
-            "kind",
-            "payload",
-            "created_at",
-            "project__name",
-            "session__session_id",
-            "agent__agent_id",
-        )
-        .order_by("-id")[:limit]
-    )
-
-
 def overview(*, event_limit: int = RECENT_EVENTS) -> Overview:
     """Every agent's active stack (sessions nested under their parents), and recent events."""
-    active = (
-        _with_progress(
-            WorkflowSession.objects.filter(status=WorkflowSession.Status.ACTIVE)
-            .select_related("project", "agent")
-            .only(
-                "id",
-                "session_id",
-                "parent_id",
-                "job_name",
-                "workflow_name",
-                "instance_id",
-                "goal",
-                "current_step_id",
-                "started_at",
-                "project__name",
-                "project__root_path",
-                "agent__agent_id",
-                "workflow_id",
-            )
-        )
-        .prefetch_related(
-            Prefetch(
-                "runs",
-                queryset=StepRun.objects.filter(status=StepRun.Status.ACTIVE)
-                .only("id", "session", "step_id")
-                .order_by("id"),
-                to_attr="active_runs",
-            )
-        )
-        .order_by("project_id", "agent_id", "id")
-    )
-    sessions = list(active[: OVERVIEW_SESSIONS + 1])
-    truncated = len(sessions) > OVERVIEW_SESSIONS
-    sessions = sessions[:OVERVIEW_SESSIONS]
+    active, truncated = active_sessions(limit=OVERVIEW_SESSIONS)
 
     stacks: list[AgentStack] = []
     nodes: dict[int, StackNode] = {}
-    for session in sessions:
+    for row in active:
+        session = row.session
         if not stacks or stacks[-1].agent.pk != session.agent_id:
             stacks.append(
                 AgentStack(project=session.project, agent=session.agent, roots=[], size=0)
             )
-        node = nodes[session.pk] = StackNode(session=session)
+        node = nodes[session.pk] = StackNode(session=session, active_runs=row.active_runs)
         parent = nodes.get(session.parent_id) if session.parent_id else None
         # A parent on another agent's stack or no longer active leaves this one a root.
         if parent is not None and parent.session.agent_id == session.agent_id:
@@ -186,7 +108,7 @@ def overview(*, event_limit: int = RECENT_EVENTS) -> Overview:
         stacks[-1].size += 1
     return Overview(
         stacks=stacks,
-        events=_recent_events(Event.objects.all(), event_limit),
+        events=recent_events(limit=event_limit),
         truncated=truncated,
         limit=OVERVIEW_SESSIONS,
     )
@@ -243,18 +165,6 @@ class SessionDetail:
         return self.session.status == WorkflowSession.Status.ACTIVE
 
 
-def session_get(*, session_id: str) -> WorkflowSession:
-    """The session with its project and agent, or ``NotFound``."""
-    session = (
-        WorkflowSession.objects.select_related("project", "agent")
-        .filter(session_id=session_id)
-        .first()
-    )
-    if session is None:
-        raise NotFound(f"Session '{session_id}' not found")
-    return session
-
-
 def project_roots(project: Project) -> tuple[Path, ...]:
     """The project root as recorded (stored resolved), the only root files are served from.
 
@@ -294,86 +204,37 @@ def _output_links(
 
 def session_detail(*, session_id: str) -> SessionDetail:
     """Everything the session page shows, in seven queries whatever the session's size."""
-    session = (
-        WorkflowSession.objects.select_related("project", "agent", "parent", "workflow", "job")
-        .defer("job__definition", "job__common_info")
-        .filter(session_id=session_id)
-        .first()
-    )
-    if session is None:
-        raise NotFound(f"Session '{session_id}' not found")
+    session = session_with_reviews(session_id=session_id)
     roots = project_roots(session.project)
-    children = list(
-        session.children.only(
-            "id", "parent", "session_id", "job_name", "workflow_name", "status"
-        ).order_by("id")
-    )
-    nodes = list(
-        WorkflowStep.objects.filter(workflow_id=session.workflow_id)
-        .select_related("step")
-        .only(
-            "entry_index",
-            "position_in_entry",
-            "is_concurrent",
-            "step__step_id",
-            "step__name",
-            "step__outputs",
-        )
-        .order_by("entry_index", "position_in_entry")
-    )
-    runs = list(StepRun.objects.filter(session=session).order_by("id"))
-    reviews = list(ReviewResult.objects.filter(session=session).order_by("id"))
-    decisions = list(
-        HumanDecision.objects.filter(step_run__session=session)
-        .select_related("step_run")
-        .only(
-            "id",
-            "kind",
-            "decided_by_name",
-            "reason",
-            "created_at",
-            "consumed_at",
-            "step_run",
-            "step_run__step_id",
-        )
-        .order_by("id")
-    )
-    events = _recent_events(Event.objects.filter(session=session), SESSION_EVENTS + 1)
+    children = session_children(session=session)
+    nodes = workflow_nodes(workflow_id=session.workflow_id)
+    events = recent_events(session=session, limit=SESSION_EVENTS + 1)
     events_truncated = len(events) > SESSION_EVENTS
     events = events[:SESSION_EVENTS][::-1]
 
+    runs = list(session.runs.all())
     declared = {node.step.step_id: [o["name"] for o in node.step.outputs] for node in nodes}
-    views = {
-        run.pk: RunView(
-            run=run, outputs=_output_links(roots, run.outputs, declared.get(run.step_id))
+    views = [
+        RunView(
+            run=run,
+            outputs=_output_links(roots, run.outputs, declared.get(run.step_id)),
+            reviews=list(run.reviews.all()),
+            decisions=list(run.decisions.all()),
         )
         for run in runs
-    }
-    for review in reviews:
-        views[review.step_run_id].reviews.append(review)
-    for decision in decisions:
-        views[decision.step_run_id].decisions.append(decision)
-
+    ]
     latest: dict[str, StepRun] = {}
     for run in runs:
         latest[run.step_id] = run
-    entries: list[EntryView] = []
-    for node in nodes:
-        if not entries or entries[-1].index != node.entry_index:
-            entries.append(EntryView(node.entry_index, node.is_concurrent, []))
-        run = latest.get(node.step.step_id)
-        status = NODE_STATUS.get(run.status, "pending") if run is not None else "pending"
-        entries[-1].nodes.append(NodeView(node.step.step_id, node.step.name, status))
-
     done = {run.step_id for run in runs if run.status == StepRun.Status.COMPLETED}
     return SessionDetail(
         session=session,
         children=children,
-        entries=entries,
-        runs=list(views.values()),
+        entries=_entry_views(nodes, latest),
+        runs=views,
         active_runs=[run for run in runs if run.status == StepRun.Status.ACTIVE],
-        reviews=reviews,
-        decisions=decisions,
+        reviews=sorted((r for view in views for r in view.reviews), key=lambda r: r.pk),
+        decisions=sorted((d for view in views for d in view.decisions), key=lambda d: d.pk),
         events=events,
         events_truncated=events_truncated,
         steps_done=len(done),
@@ -381,21 +242,18 @@ def session_detail(*, session_id: str) -> SessionDetail:
     )
 
 
-def session_current_run(*, session: WorkflowSession, step_id: str) -> StepRun:
-    """The session's live run of ``step_id``: the one a person's ruling applies to."""
-    run = (
-        StepRun.objects.filter(session=session, step_id=step_id, status=StepRun.Status.ACTIVE)
-        .order_by("-id")
-        .first()
-    )
-    if run is not None:
-        return run
-    if session.status != WorkflowSession.Status.ACTIVE:
-        raise Conflict(f"Session '{session.session_id}' is {session.status}; it cannot change")
-    raise Conflict(
-        f"Step '{step_id}' is not the current step of session '{session.session_id}' (it is "
-        f"now '{session.current_step_id}'); nothing was changed"
-    )
+def _entry_views(nodes: list[WorkflowStep], latest: dict[str, StepRun]) -> list[EntryView]:
+    """The workflow picture: each entry's steps with the status of their latest run
+    (``pending`` for a step that has not run, and for every step of a catalog)."""
+    views = []
+    for index, entry in enumerate(entries_of(nodes)):
+        members = []
+        for node in entry:
+            run = latest.get(node.step.step_id)
+            status = NODE_STATUS.get(run.status, "pending") if run is not None else "pending"
+            members.append(NodeView(node.step.step_id, node.step.name, status))
+        views.append(EntryView(index, any(node.is_concurrent for node in entry), members))
+    return views
 
 
 # --- File viewer ----------------------------------------------------------------------------
@@ -500,171 +358,35 @@ def open_inside(root: Path, relative: PurePosixPath) -> BinaryIO:
 # --- Jobs -----------------------------------------------------------------------------------
 
 
-@dataclass
-class ProjectCatalog:
-    project: Project
-    jobs: list[Job]
-    errors: list[JobLoadError]
-
-
-def workflow_entries_of(nodes: Iterable[WorkflowStep]) -> list[EntryView]:
-    """Group a workflow's ordered nodes into entries (for the catalog, all pending)."""
-    entries: list[EntryView] = []
-    for node in nodes:
-        if not entries or entries[-1].index != node.entry_index:
-            entries.append(EntryView(node.entry_index, node.is_concurrent, []))
-        entries[-1].nodes.append(NodeView(node.step.step_id, node.step.name, "pending"))
-    return entries
-
-
-def projects() -> list[Project]:
-    return list(Project.objects.only("id", "name", "root_path").order_by("name", "id"))
-
-
-def jobs_catalog(*, project_id: int | None = None) -> list[ProjectCatalog]:
-    """Each project's current jobs in catalog order with workflows and steps, and the job
-    folders that fail to load. Five queries whatever the catalog's size."""
-    project_rows = Project.objects.order_by("name", "id")
-    if project_id is not None:
-        project_rows = project_rows.filter(pk=project_id)
-    catalogs = {project.pk: ProjectCatalog(project, [], []) for project in project_rows}
-    nodes = WorkflowStep.objects.select_related("step").only(
-        "workflow_id",
-        "entry_index",
-        "position_in_entry",
-        "is_concurrent",
-        "step__step_id",
-        "step__name",
-    )
-    jobs = (
-        Job.objects.filter(project_id__in=catalogs, is_current=True)
-        .defer("definition", "common_info")
-        .prefetch_related(
-            Prefetch(
-                "workflows",
-                queryset=Workflow.objects.order_by("position").prefetch_related(
-                    Prefetch(
-                        "nodes",
-                        queryset=nodes.order_by("entry_index", "position_in_entry"),
-                        to_attr="ordered_nodes",
-                    )
-                ),
-                to_attr="ordered_workflows",
-            )
-        )
-        .order_by("project_id", "position")
-    )
-    for job in jobs:
-        for workflow in job.ordered_workflows:
-            workflow.entries = workflow_entries_of(workflow.ordered_nodes)
-        catalogs[job.project_id].jobs.append(job)
-    for error in JobLoadError.objects.filter(project_id__in=catalogs).order_by(
-        "project_id", "position"
-    ):
-        catalogs[error.project_id].errors.append(error)
-    return list(catalogs.values())
-
-
-# --- Sessions list --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkflowView:
+    workflow: Workflow
+    entries: list[EntryView]
 
 
 @dataclass(frozen=True)
-class SessionFilters:
-    project_id: int | None = None
-    job_name: str = ""
-    status: str = ""
-    agent_id: str = ""
-    started_from: dt.date | None = None
-    started_to: dt.date | None = None
+class JobView:
+    job: Job
+    workflows: list[WorkflowView]
 
 
-@dataclass
-class SessionPage:
-    sessions: list[WorkflowSession]
-    newer: int | None  # pass as ?after= to page towards newer sessions
-    older: int | None  # pass as ?before= to page towards older sessions
+@dataclass(frozen=True)
+class CatalogView:
+    project: Project
+    jobs: list[JobView]
+    errors: list[JobLoadError]
 
 
-def _start_of_day(day: dt.date) -> dt.datetime:
-    return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
-
-
-def session_page(
-    *,
-    filters: SessionFilters,
-    before: int | None = None,
-    after: int | None = None,
-    per_page: int | None = None,
-) -> SessionPage:
-    """One page of sessions, newest first, by keyset: no OFFSET and no COUNT(*), so the cost
-    of a page does not grow with the table. ``before``/``after`` name the session (pk) the
-    page continues from; the cursor is (started_at, pk)."""
-    sessions = WorkflowSession.objects.all()
-    if filters.project_id is not None:
-        sessions = sessions.filter(project_id=filters.project_id)
-    if filters.job_name:
-        sessions = sessions.filter(job_name=filters.job_name)
-    if filters.status:
-        sessions = sessions.filter(status=filters.status)
-    if filters.agent_id:
-        sessions = sessions.filter(agent__agent_id=filters.agent_id)
-    if filters.started_from is not None:
-        sessions = sessions.filter(started_at__gte=_start_of_day(filters.started_from))
-    if filters.started_to is not None:
-        end = _start_of_day(filters.started_to + dt.timedelta(days=1))
-        sessions = sessions.filter(started_at__lt=end)
-
-    per_page = per_page or SESSIONS_PER_PAGE
-    cursor = before if before is not None else after
-    if cursor is not None:
-        # The cursor row's start time, inside the same query (no extra round trip).
-        started = Subquery(WorkflowSession.objects.filter(pk=cursor).values("started_at")[:1])
-        # The redundant bound lets the database start its index scan at the cursor instead of
-        # filtering its way there (Django has no row-value comparison to say it directly).
-        if before is not None:
-            sessions = sessions.filter(
-                Q(started_at__lte=started), Q(started_at__lt=started) | Q(pk__lt=cursor)
-            )
-        else:
-            sessions = sessions.filter(
-                Q(started_at__gte=started), Q(started_at__gt=started) | Q(pk__gt=cursor)
-            )
-    towards_newer = before is None and after is not None
-    ordering = ("started_at", "id") if towards_newer else ("-started_at", "-id")
-    rows = list(
-        _with_progress(sessions)
-        .select_related("project", "agent")
-        .only(
-            "id",
-            "session_id",
-            "job_name",
-            "workflow_name",
-            "instance_id",
-            "goal",
-            "status",
-            "current_step_id",
-            "started_at",
-            "completed_at",
-            "aborted_by",
-            "project__name",
-            "agent__agent_id",
-            "workflow_id",
+def catalog_view(catalog: ProjectCatalog) -> CatalogView:
+    """A project's catalog as the jobs page lays it out (no query: all is prefetched)."""
+    jobs = [
+        JobView(
+            job=job,
+            workflows=[
+                WorkflowView(workflow, _entry_views(list(workflow.nodes.all()), {}))
+                for workflow in job.workflows.all()
+            ],
         )
-        .order_by(*ordering)[: per_page + 1]
-    )
-    more = len(rows) > per_page
-    rows = rows[:per_page]
-    if towards_newer:
-        rows.reverse()
-        newer = rows[0].pk if more and rows else None
-        older = rows[-1].pk if rows else None
-    else:
-        newer = rows[0].pk if cursor is not None and rows else None
-        older = rows[-1].pk if more else None
-    return SessionPage(sessions=rows, newer=newer, older=older)
-
-
-def job_names() -> list[str]:
-    """Names of current jobs, for the sessions filter's suggestions (the catalog is small;
-    a DISTINCT over every session would not be)."""
-    return sorted(set(Job.objects.filter(is_current=True).values_list("name", flat=True)))
+        for job in catalog.jobs
+    ]
+    return CatalogView(project=catalog.project, jobs=jobs, errors=catalog.errors)

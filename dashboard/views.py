@@ -1,4 +1,5 @@
-"""Dashboard pages: thin views over ``dashboard.selectors`` and the decision services.
+"""Dashboard pages: thin views over the shared selectors (``workflows.selectors``), the view
+models of ``dashboard.selectors`` and the decision services.
 
 Every page needs a login and ``workflows.view_workflowsession``. Every page has one ``#live``
 region; a request with ``X-Live-Fragment: 1`` gets only that region's inner template, built
@@ -8,9 +9,12 @@ by the same view from the same selectors, which the page's script swaps in on li
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -26,9 +30,13 @@ from dashboard.forms import (
     SessionFilterForm,
     first_error,
 )
+from reviews.models import HumanDecision
 from reviews.services import review_override, review_request_changes
 from workflows.errors import InvalidInput, NotFound, WorkflowError
-from workflows.models import WorkflowSession
+from workflows.models import StepRun, WorkflowSession
+from workflows.selectors.catalog import job_names, project_catalogs, project_list
+from workflows.selectors.events import newest_event_id
+from workflows.selectors.sessions import session_get, session_page, step_run_for_decision
 from workflows.services.sessions import session_abort
 
 VIEW_PERMISSION = "workflows.view_workflowsession"
@@ -82,15 +90,15 @@ def _live_page(
 @require_safe
 @watcher_required
 def overview(request: HttpRequest) -> HttpResponse:
-    live_after = selectors.live_event_id()
+    live_after = newest_event_id()
     return _live_page(
         request, "overview", {"overview": selectors.overview()}, live_after=live_after
     )
 
 
-def _session_or_404(session_id: str):
+def _session_or_404(session_id: str) -> WorkflowSession:
     try:
-        return selectors.session_get(session_id=session_id)
+        return session_get(session_id=session_id)
     except NotFound as exc:
         raise Http404(str(exc)) from None
 
@@ -98,7 +106,7 @@ def _session_or_404(session_id: str):
 @require_safe
 @watcher_required
 def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
-    live_after = selectors.live_event_id()
+    live_after = newest_event_id()
     try:
         detail = selectors.session_detail(session_id=session_id)
     except NotFound as exc:
@@ -111,7 +119,7 @@ def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
 @require_safe
 @watcher_required
 def session_file(request: HttpRequest, session_id: str) -> HttpResponse:
-    live_after = selectors.live_event_id()
+    live_after = newest_event_id()
     session = _session_or_404(session_id)
     path = request.GET.get("path", "")
     context: dict = {"session": session, "path": path, "limit": selectors.FILE_VIEW_BYTES}
@@ -150,40 +158,58 @@ def _decide(
     return redirect("dashboard:session", session_id=session_id)
 
 
-@require_POST
-@watcher_required
-def session_override(request: HttpRequest, session_id: str) -> HttpResponse:
-    def override(session: WorkflowSession, data: dict) -> str:
-        run = selectors.session_current_run(session=session, step_id=data["step_id"])
-        review_override(step_run=run, reason=data["reason"], by=request.user)
-        return (
-            f"Review of step '{data['step_id']}' overridden: the agent's next finished_step "
-            "passes it"
-        )
+@dataclass(frozen=True)
+class Ruling:
+    """One kind of ruling on a step's review: its form, how it is applied to the run (from the
+    form's data, by whom), and the success message (``{step_id}`` is filled in)."""
 
-    return _decide(
-        request, session_id, permission=DECIDE_PERMISSION, form_class=OverrideForm, decide=override
-    )
+    form_class: type[forms.Form]
+    apply: Callable[[StepRun, dict, AbstractBaseUser | AnonymousUser], HumanDecision]
+    done: str
 
 
-@require_POST
-@watcher_required
-def session_request_changes(request: HttpRequest, session_id: str) -> HttpResponse:
-    def request_changes(session: WorkflowSession, data: dict) -> str:
-        run = selectors.session_current_run(session=session, step_id=data["step_id"])
-        review_request_changes(step_run=run, feedback=data["feedback"], by=request.user)
-        return (
-            f"Changes requested on step '{data['step_id']}': the agent gets your feedback on "
-            "its next finished_step"
-        )
+OVERRIDE = Ruling(
+    OverrideForm,
+    lambda run, data, user: review_override(step_run=run, reason=data["reason"], by=user),
+    "Review of step '{step_id}' overridden: the agent's next finished_step passes it",
+)
+REQUEST_CHANGES = Ruling(
+    ChangesForm,
+    lambda run, data, user: review_request_changes(
+        step_run=run, feedback=data["feedback"], by=user
+    ),
+    "Changes requested on step '{step_id}': the agent gets your feedback on its next finished_step",
+)
+
+
+def _rule(request: HttpRequest, session_id: str, ruling: Ruling) -> HttpResponse:
+    """A ruling on the run ``step_run_for_decision`` picks (REST and the admin rule on the same
+    one, and are refused with the same message)."""
+
+    def decide(session: WorkflowSession, data: dict) -> str:
+        run = step_run_for_decision(session=session, step_id=data["step_id"])
+        ruling.apply(run, data, request.user)
+        return ruling.done.format(step_id=data["step_id"])
 
     return _decide(
         request,
         session_id,
         permission=DECIDE_PERMISSION,
-        form_class=ChangesForm,
-        decide=request_changes,
+        form_class=ruling.form_class,
+        decide=decide,
     )
+
+
+@require_POST
+@watcher_required
+def session_override(request: HttpRequest, session_id: str) -> HttpResponse:
+    return _rule(request, session_id, OVERRIDE)
+
+
+@require_POST
+@watcher_required
+def session_request_changes(request: HttpRequest, session_id: str) -> HttpResponse:
+    return _rule(request, session_id, REQUEST_CHANGES)
 
 
 @require_POST
@@ -207,14 +233,19 @@ def session_abort_view(request: HttpRequest, session_id: str) -> HttpResponse:
 @require_safe
 @watcher_required
 def jobs(request: HttpRequest) -> HttpResponse:
-    live_after = selectors.live_event_id()
-    form = ProjectFilterForm(request.GET)
+    live_after = newest_event_id()
+    projects = project_list()
+    form = ProjectFilterForm(request.GET, projects=projects)
+    # A bad filter is shown and left out: the page lists every project's catalog.
     project_id = form.cleaned_data.get("project") if form.is_valid() else None
+    shown = [project for project in projects if project_id in (None, project.pk)]
     context = {
         "form": form,
         "project_id": project_id,
-        "projects": selectors.projects(),
-        "catalogs": selectors.jobs_catalog(project_id=project_id),
+        "projects": projects,
+        "catalogs": [
+            selectors.catalog_view(catalog) for catalog in project_catalogs(projects=shown)
+        ],
     }
     return _live_page(request, "jobs", context, live_after=live_after, project_id=project_id)
 
@@ -222,20 +253,23 @@ def jobs(request: HttpRequest) -> HttpResponse:
 @require_safe
 @watcher_required
 def sessions(request: HttpRequest) -> HttpResponse:
-    live_after = selectors.live_event_id()
+    live_after = newest_event_id()
     form = SessionFilterForm(request.GET)
     form.is_valid()  # errors are shown; the valid filters still apply
     filters = form.filters()
-    data = getattr(form, "cleaned_data", {})
-    page = selectors.session_page(
-        filters=filters, before=data.get("before"), after=data.get("after")
+    chosen = getattr(form, "cleaned_data", {})
+    page = session_page(
+        filters=filters,
+        limit=selectors.SESSIONS_PER_PAGE,
+        before=chosen.get("before") or None,
+        after=chosen.get("after") or None,
     )
     context = {
         "form": form,
-        "filters": filters,
+        "chosen": chosen,
         "page": page,
-        "projects": selectors.projects(),
-        "job_names": selectors.job_names(),
+        "projects": project_list(),
+        "job_names": job_names(),
     }
     return _live_page(
         request, "sessions", context, live_after=live_after, project_id=filters.project_id

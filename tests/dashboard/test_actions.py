@@ -131,7 +131,8 @@ def test_deciding_on_a_finished_session_is_a_message_not_a_500(deciding, driver)
     deciding.post(url + "abort/", {"reason": "late"})
     messages = [text for _, text in flashes(deciding, url)]
     assert messages == [
-        f"Session '{session.session_id}' is completed; it cannot change",
+        f"Session '{session.session_id}' is completed; only the current step of an active "
+        "session can be overridden or sent back",
         f"Session '{session.session_id}' is completed; it is no longer in the "
         "active stack and cannot change",
     ]

@@ -36,8 +36,7 @@ async def test_static_files_are_served_by_the_asgi_application():
 async def test_lifespan_starts_at_once_and_stops_the_tailer_on_shutdown(watcher_cookie):
     socket = await open_socket("/ws/events/", watcher_cookie)
     tailer = live.get_tailer()
-    assert tailer._task is not None
-    assert not tailer._task.done()
+    assert tailer.running
 
     lifespan = ApplicationCommunicator(
         application, {"type": "lifespan", "asgi": {"version": "3.0"}}
@@ -46,5 +45,6 @@ async def test_lifespan_starts_at_once_and_stops_the_tailer_on_shutdown(watcher_
     assert await lifespan.receive_output(timeout=10) == {"type": "lifespan.startup.complete"}
     await lifespan.send_input({"type": "lifespan.shutdown"})
     assert await lifespan.receive_output(timeout=10) == {"type": "lifespan.shutdown.complete"}
-    assert tailer._task is None
+    assert not tailer.running
+    assert live.get_tailer() is not tailer
     await socket.disconnect()

@@ -247,10 +247,10 @@ async def test_an_event_committed_during_catch_up_is_sent_once(
             tailer = live.get_tailer()
             tailer.poke()
             for _ in range(200):
-                if tailer._last_id >= during[0].id:
+                if tailer.last_id >= during[0].id:
                     break
                 await asyncio.sleep(0.01)
-            assert tailer._last_id >= during[0].id
+            assert tailer.last_id >= during[0].id
         return await real_catch_up(**kwargs)
 
     monkeypatch.setattr(live, "catch_up", catch_up_with_a_commit_in_between)

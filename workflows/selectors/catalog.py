@@ -1,0 +1,115 @@
+"""Reads of projects and their job catalogs, as the last catalog sync by any process left
+them. Each costs a fixed number of queries whatever the catalog's size."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db.models import Prefetch, QuerySet
+
+from workflows.errors import NotFound
+from workflows.models import Job, JobLoadError, Project, Step, Workflow, WorkflowStep
+
+
+def project_page(*, limit: int, offset: int) -> tuple[list[Project], int]:
+    """A page of projects by name, and how many there are (a small table: counting is cheap)."""
+    rows = list(Project.objects.order_by("name", "id")[offset : offset + limit])
+    return rows, Project.objects.count()
+
+
+def project_list() -> list[Project]:
+    """Every project by name (for a filter's choices)."""
+    return list(Project.objects.only("id", "name", "root_path").order_by("name", "id"))
+
+
+def project_get(*, project_id: int) -> Project:
+    project = Project.objects.filter(pk=project_id).first()
+    if project is None:
+        raise NotFound(project_not_found(project_id))
+    return project
+
+
+def project_not_found(project_id: int) -> str:
+    return f"Project {project_id} not found"
+
+
+def entries_of(nodes: Iterable[WorkflowStep]) -> list[list[WorkflowStep]]:
+    """A workflow's nodes, in entry order, grouped into its entries: a concurrent entry holds
+    several nodes. Every reader that lays out a workflow groups through this."""
+    entries: list[list[WorkflowStep]] = []
+    for node in nodes:
+        while len(entries) <= node.entry_index:
+            entries.append([])
+        entries[node.entry_index].append(node)
+    return entries
+
+
+def _ordered_nodes() -> QuerySet[WorkflowStep]:
+    return WorkflowStep.objects.select_related("step").order_by("entry_index", "position_in_entry")
+
+
+# What laying a workflow out reads of its nodes (the catalog, a session's progress).
+_NODE_FIELDS = (
+    "workflow_id",
+    "entry_index",
+    "position_in_entry",
+    "is_concurrent",
+    "step__step_id",
+    "step__name",
+    "step__outputs",
+)
+
+
+def workflow_entries(*, workflow: Workflow) -> list[list[Step]]:
+    """The workflow's ordered entries of whole steps (what a transition needs of them)."""
+    nodes = _ordered_nodes().filter(workflow=workflow)
+    return [[node.step for node in entry] for entry in entries_of(nodes)]
+
+
+def workflow_nodes(*, workflow_id: int) -> list[WorkflowStep]:
+    """The workflow's nodes in entry order, each with its step's id, name and outputs."""
+    return list(_ordered_nodes().filter(workflow_id=workflow_id).only(*_NODE_FIELDS))
+
+
+@dataclass
+class ProjectCatalog:
+    project: Project
+    jobs: list[Job]
+    errors: list[JobLoadError]
+
+
+def project_catalogs(
+    *, projects: Sequence[Project], with_steps: bool = False
+) -> list[ProjectCatalog]:
+    """Each project's current jobs in catalog order, each with its workflows (and each
+    workflow's nodes, for ``entries_of``), its steps if ``with_steps``, and the job folders
+    that fail to load. Four queries, five with the steps."""
+    catalogs = {project.pk: ProjectCatalog(project, [], []) for project in projects}
+    prefetches = [
+        Prefetch("workflows", queryset=Workflow.objects.order_by("position", "id")),
+        Prefetch("workflows__nodes", queryset=_ordered_nodes().only(*_NODE_FIELDS)),
+    ]
+    if with_steps:
+        prefetches.append(Prefetch("steps", queryset=Step.objects.order_by("position", "id")))
+    jobs = (
+        Job.objects.filter(project_id__in=catalogs, is_current=True)
+        # The parsed definition and shared text are large and no list shows them.
+        .defer("definition", "common_info")
+        .prefetch_related(*prefetches)
+        .order_by("project_id", "position", "id")
+    )
+    for job in jobs:
+        catalogs[job.project_id].jobs.append(job)
+    errors = JobLoadError.objects.filter(project_id__in=catalogs).order_by(
+        "project_id", "position", "id"
+    )
+    for error in errors:
+        catalogs[error.project_id].errors.append(error)
+    return list(catalogs.values())
+
+
+def job_names() -> list[str]:
+    """Names of current jobs, for a sessions filter's suggestions (the catalog is small;
+    a DISTINCT over every session would not be)."""
+    return sorted(set(Job.objects.filter(is_current=True).values_list("name", flat=True)))
