@@ -13,6 +13,7 @@ from reviews.models import HumanDecision
 from tests.api.conftest import assert_error
 from tests.dashboard.test_pages import attr, tagged
 from tests.dashboard.test_queries import JOB
+from tests.driving import step_finish
 from tests.factories import write_job
 from workflows.services import sessions as session_services
 from workflows.services.agents import agent_ensure
@@ -54,7 +55,7 @@ def renamed(demo_project):
         ).begin_step.session_id
         for job, workflow in (("demo", "quick"), ("renamed_dir", "one"))
     ]
-    session_services.step_finish(project=project, agent=agent, outputs={})
+    step_finish(project=project, agent=agent, outputs={})
     return project, started
 
 
