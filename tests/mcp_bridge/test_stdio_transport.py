@@ -19,7 +19,7 @@ import pytest
 from django.conf import settings
 from fastmcp import Client
 
-from mcp_bridge.management.commands.mcpserve import _is_pipe
+from mcp_bridge.runner import is_pipe as _is_pipe
 from tests.e2e.test_mcpserve_stdio import call, child_database_url, mcpserve
 from workflows.models import WorkflowSession
 
