@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -75,7 +76,7 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 
-INSTALLED_APPS = [
+ALL_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -90,6 +91,18 @@ INSTALLED_APPS = [
     "dashboard",
     "api",
 ]
+# What `manage.py mcpserve` loads: the models its tools use and nothing of the web stack
+# (admin, ninja, the dashboard, the API), whose imports an agent would wait for at every start.
+# Its first-run migration still migrates ALL_APPS, in a child process (mcp_bridge/migrate.py).
+MCP_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "workflows",
+    "reviews",
+    "mcp_bridge",
+]
+SERVING_MCP = sys.argv[1:2] == ["mcpserve"] and Path(sys.argv[0]).name == "manage.py"
+INSTALLED_APPS = MCP_APPS if SERVING_MCP else ALL_APPS
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
