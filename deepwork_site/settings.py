@@ -136,9 +136,10 @@ TEMPLATES = [
 # SQLite settings that let several processes share one file: WAL so readers never block the
 # writer, IMMEDIATE so a write transaction takes the lock up front instead of failing on upgrade,
 # and a generous busy timeout so a second writer waits instead of erroring.
+# DEEPWORK_SQLITE_BUSY_TIMEOUT (seconds) shortens that wait, e.g. for tests of a busy database.
 SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
-    "timeout": 30,
+    "timeout": float(os.environ.get("DEEPWORK_SQLITE_BUSY_TIMEOUT") or 30),
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 }
 
