@@ -1,5 +1,6 @@
-"""Serving a FastMCP server over stdio or HTTP: the one module that touches FastMCP and MCP SDK
-internals (``_lifespan_manager``, ``_mcp_server.run``, the SDK's message streams).
+"""Building and serving a FastMCP server: the one module that touches FastMCP and MCP SDK
+internals (``_lifespan_manager``, ``_mcp_server.run``, the SDK's message streams, the session
+state store, docstring parsing).
 
 On pipes, stdin and stdout are read and written by the event loop itself, and each line is
 decoded here rather than in the SDK's transport, so that a line the SDK cannot decode still gets
@@ -9,20 +10,87 @@ an answer when it names a request id.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
 import re
 import stat
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from fastmcp import FastMCP
 
 logger = logging.getLogger("deepwork.mcp")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# --- Start-up shortcuts ---------------------------------------------------------------------
+# An agent waits for `tools/list` at every start; these keep two libraries out of that wait.
+
+
+def tool(mcp: FastMCP, **options: Any) -> Callable[[F], F]:
+    """``@mcp.tool(**options)``, its description the function's docstring as written.
+
+    FastMCP would hand each docstring to griffe (imported for it, and three parsers tried per
+    tool) looking for Google/NumPy/Sphinx sections ours do not have; the text it ends up with
+    is the cleaned docstring, which is what this passes directly.
+    """
+
+    def register(fn: F) -> F:
+        description = inspect.getdoc(fn)
+        fn.__doc__ = None
+        try:
+            mcp.tool(fn, description=description, **options)
+        finally:
+            fn.__doc__ = description
+        return fn
+
+    return register
+
+
+class _SessionStateStore:
+    """FastMCP's per-session state (``ctx.set_state``, visibility rules) in a plain dict.
+
+    FastMCP reads it on every ``tools/list`` and ``tools/call``; its default store pulls in
+    py-key-value and beartype on the first request. Same calls, values kept until their ttl.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[str, tuple[Any, float | None]] = {}
+
+    async def get(self, *, key: str) -> Any | None:
+        found = self._values.get(key)
+        if found is None:
+            return None
+        value, expires = found
+        if expires is not None and expires <= time.monotonic():
+            del self._values[key]
+            return None
+        return value
+
+    async def put(self, *, key: str, value: Any, ttl: float | None = None) -> None:
+        self._values[key] = (value, None if ttl is None else time.monotonic() + ttl)
+
+    async def delete(self, *, key: str) -> bool:
+        return self._values.pop(key, None) is not None
+
+
+class Server(FastMCP):
+    """FastMCP with the light session-state store."""
+
+    @property
+    def _state_store(self) -> Any:
+        store = self.__dict__.get("_deepwork_state_store")
+        if store is None:
+            store = self.__dict__["_deepwork_state_store"] = _SessionStateStore()
+        return store
+
 
 # One JSON-RPC message is one line; a hand-in with many output files can be long.
 MAX_LINE_BYTES = 256 * 1024 * 1024

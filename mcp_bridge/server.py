@@ -8,6 +8,7 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from mcp_bridge.runner import Server
 from mcp_bridge.state import (
     EXTERNAL_RUNNERS,
     REVIEW_TIMEOUT_SECONDS,
@@ -59,7 +60,7 @@ def create_server(
     instructions = "\n\n".join(
         mount.toolset.instructions for mount in mounts if mount.toolset.instructions
     )
-    mcp = FastMCP(
+    mcp = Server(
         SERVER_NAME,
         instructions=instructions or None,
         version=server_version(),

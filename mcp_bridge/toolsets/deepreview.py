@@ -15,6 +15,7 @@ from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
 
 T = TypeVar("T")
@@ -41,7 +42,8 @@ async def _off_loop(
 def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """Put the three review tools on ``mcp``, each named ``prefix + name``."""
 
-    @mcp.tool(
+    @tool(
+        mcp,
         name=f"{prefix}get_review_instructions",
         annotations=ToolAnnotations(readOnlyHint=False),
     )
@@ -69,8 +71,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @mcp.tool(
-        name=f"{prefix}get_configured_reviews", annotations=ToolAnnotations(readOnlyHint=True)
+    @tool(
+        mcp, name=f"{prefix}get_configured_reviews", annotations=ToolAnnotations(readOnlyHint=True)
     )
     async def get_configured_reviews(
         only_rules_matching_files: Annotated[
@@ -94,7 +96,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @mcp.tool(name=f"{prefix}mark_review_as_passed")
+    @tool(mcp, name=f"{prefix}mark_review_as_passed")
     async def mark_review_as_passed(
         review_id: Annotated[
             str, Field(description="The review id named in the review's instructions file.")

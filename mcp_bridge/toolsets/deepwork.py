@@ -17,6 +17,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from mcp_bridge.db import DatabaseBusy, in_db_thread, is_busy, retrying_when_busy
+from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
 from reviews.services import step_finish_gated
 from workflows.errors import WorkflowError
@@ -183,7 +184,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """Put the five workflow tools on ``mcp``, each named ``prefix + name``."""
     engine = Engine(state)
 
-    @mcp.tool(
+    @tool(
+        mcp,
         name=f"{prefix}get_workflows",
         annotations=ToolAnnotations(readOnlyHint=True),
         output_schema=LOOSE_OBJECT,
@@ -194,7 +196,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         are listed under `errors` with the reason."""
         return await run(state, f"{prefix}get_workflows", {}, engine.get_workflows)
 
-    @mcp.tool(name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
     async def start_workflow(
         goal: Annotated[str, Field(description="What the user wants to accomplish.")],
         job_name: Annotated[
@@ -229,7 +231,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @mcp.tool(name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
     async def finished_step(
         outputs: Annotated[
             dict[str, str | list[str]],
@@ -289,7 +291,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         log_call(state, tool, params, answer.stack)
         return answer
 
-    @mcp.tool(name=f"{prefix}abort_workflow", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}abort_workflow", output_schema=LOOSE_OBJECT)
     async def abort_workflow(
         explanation: Annotated[str, Field(description="Why the workflow is being aborted.")],
         session_id: Annotated[
@@ -306,7 +308,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             lambda: engine.abort_workflow(explanation=explanation, session_id=session_id),
         )
 
-    @mcp.tool(name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
     async def go_to_step(
         step_id: Annotated[str, Field(description="The earlier step to return to.")],
         session_id: Annotated[
