@@ -189,12 +189,26 @@ def refusal(line: str, error: Exception) -> Any | None:
             "valid Unicode; send the text as UTF-8 or as a surrogate pair"
         )
     else:
-        reason = str(error).splitlines()[-2].strip() if str(error).count("\n") else str(error)
+        reason = _request_error(error)
     return JSONRPCError(
         jsonrpc="2.0",
         id=request_id,
         error=ErrorData(code=INVALID_REQUEST, message=f"Invalid request: {reason}"),
     )
+
+
+def _request_error(error: Exception) -> str:
+    """What is wrong with a line read as a request, in a few words, e.g. "params: Input
+    should be an object"."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return str(error)
+    found = errors()
+    # The line has an id and a method, so it meant to be a request: report that reading.
+    mine = [e for e in found if e["loc"][:1] == ("JSONRPCRequest",)] or found
+    first = mine[0]
+    where = ".".join(str(part) for part in first["loc"][1:] if part != "JSONRPCRequest")
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
 
 
 @asynccontextmanager
