@@ -163,6 +163,10 @@ def _database() -> dict:
         # A file, not ":memory:", so that an mcpserve subprocess started by a test sees the
         # same test database as the test itself; one per test run, so two runs never collide.
         config["TEST"] = {"NAME": str(VAR_DIR / f"test_deepwork_{os.getpid()}.sqlite3")}
+    elif lock_timeout := os.environ.get("DEEPWORK_PG_LOCK_TIMEOUT"):
+        # PostgreSQL waits for a lock forever unless told otherwise, e.g. "5s" or "200ms".
+        options = config.setdefault("OPTIONS", {})
+        options["options"] = f"{options.get('options', '')} -c lock_timeout={lock_timeout}".strip()
     return config
 
 

@@ -20,7 +20,7 @@ import pytest
 from django.db import connection
 
 from tests.e2e.driver import Driver
-from tests.processes import MANAGE, child_env_on_test_db
+from tests.processes import MANAGE, child_database_url, child_env_on_test_db
 from workflows.models import WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
@@ -116,20 +116,40 @@ def test_a_surrogate_pair_is_text_and_goes_through(demo_project):
     assert WorkflowSession.objects.get().goal == "\U0001f600 launch"
 
 
-@pytest.mark.skipif("connection.vendor != 'sqlite'")
+class WriteLock:
+    """Another connection holding the write lock a session start needs, as a long writer would:
+    SQLite's database lock (BEGIN IMMEDIATE), PostgreSQL's lock on the sessions table."""
+
+    def __enter__(self) -> WriteLock:
+        settings = connection.settings_dict
+        if connection.vendor == "sqlite":
+            self.db = sqlite3.connect(settings["NAME"], isolation_level=None, timeout=0)
+            self.db.execute("BEGIN IMMEDIATE")
+        else:
+            import psycopg
+
+            self.db = psycopg.connect(child_database_url())
+            self.db.execute("LOCK TABLE workflows_workflowsession IN ACCESS EXCLUSIVE MODE")
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if connection.vendor == "sqlite":
+            self.db.execute("ROLLBACK")
+        else:
+            self.db.rollback()
+        self.db.close()
+
+
+SHORT_WAITS = {"DEEPWORK_SQLITE_BUSY_TIMEOUT": "0.2", "DEEPWORK_PG_LOCK_TIMEOUT": "200ms"}
+
+
 async def test_a_locked_database_answers_busy_in_plain_words_and_changes_nothing(demo_project):
-    database = connection.settings_dict["NAME"]
-    async with Driver(demo_project, env_extra={"DEEPWORK_SQLITE_BUSY_TIMEOUT": "0.2"}) as agent:
+    async with Driver(demo_project, env_extra=SHORT_WAITS) as agent:
         await agent.call("get_workflows")
-        blocker = sqlite3.connect(database, isolation_level=None, timeout=0)
-        try:
-            blocker.execute("BEGIN IMMEDIATE")  # holds the write lock, as a long writer would
+        with WriteLock():
             error = await agent.call_error(
                 "start_workflow", {"goal": "g", "job_name": "demo", "workflow_name": "main"}
             )
-            blocker.execute("ROLLBACK")
-        finally:
-            blocker.close()
         assert error == (
             "Error calling tool 'start_workflow': The database is busy with other work right "
             "now and this call changed nothing. Try the same call again in a few seconds."

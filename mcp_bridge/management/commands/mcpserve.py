@@ -187,12 +187,19 @@ class Command(BaseCommand):
             if transport == "stdio":
                 runner.run_stdio(mcp)
             else:
+                allowed_hosts = [*_env_hosts(), *(options["allowed_host"] or [])]
+                if options["host"] not in ("127.0.0.1", "localhost", "::1") and not allowed_hosts:
+                    logger.warning(
+                        "Listening on %s, but only requests addressed to localhost are served; "
+                        "name the address or host name clients use with --allowed-host",
+                        options["host"],
+                    )
                 runner.run_http(
                     mcp,
                     transport=transport,
                     host=options["host"],
                     port=options["port"],
-                    allowed_hosts=[*_env_hosts(), *(options["allowed_host"] or [])],
+                    allowed_hosts=allowed_hosts,
                 )
         except KeyboardInterrupt:
             pass
