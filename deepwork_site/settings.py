@@ -11,6 +11,7 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -146,8 +147,9 @@ SQLITE_OPTIONS = {
 }
 
 
-def _database() -> dict:
+def _database() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
+    config: dict[str, Any]
     if not url:
         private_folder(VAR_DIR)
         config = {
@@ -155,7 +157,7 @@ def _database() -> dict:
             "NAME": str(VAR_DIR / "deepwork.sqlite3"),
         }
     else:
-        config = dj_database_url.parse(url, conn_max_age=0)
+        config = dict(dj_database_url.parse(url, conn_max_age=0))
     # Reopening a connection costs more than most of our queries (and, for SQLite, rereads the
     # WAL settings and checkpoints on close): keep connections open, checked before reuse.
     config["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", None)

@@ -45,7 +45,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_review_instructions",
-        annotations=ToolAnnotations(readOnlyHint=False),
+        annotations=ToolAnnotations(read_only_hint=False),
     )
     async def get_review_instructions(
         files: Annotated[
@@ -72,7 +72,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         )
 
     @tool(
-        mcp, name=f"{prefix}get_configured_reviews", annotations=ToolAnnotations(readOnlyHint=True)
+        mcp,
+        name=f"{prefix}get_configured_reviews",
+        annotations=ToolAnnotations(read_only_hint=True),
     )
     async def get_configured_reviews(
         only_rules_matching_files: Annotated[

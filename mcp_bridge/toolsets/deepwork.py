@@ -187,7 +187,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_workflows",
-        annotations=ToolAnnotations(readOnlyHint=True),
+        annotations=ToolAnnotations(read_only_hint=True),
         output_schema=LOOSE_OBJECT,
     )
     async def get_workflows() -> GetWorkflowsResponse:
