@@ -13,10 +13,10 @@ from django.db import OperationalError, connection, transaction
 from dashboard import live
 from dashboard.origin import origin_matches_host
 from tests.driving import step_finish
+from tests.factories import make_user
 from tests.live.conftest import (
     add_event,
     assert_closed_with,
-    make_user,
     max_event_id,
     open_socket,
     receive_events,
@@ -75,7 +75,7 @@ async def test_anonymous_socket_is_closed_with_4403(transactional_db):
 
 
 async def test_user_without_the_watch_permission_is_closed_with_4403(transactional_db):
-    user = await database_sync_to_async(make_user)("outsider", may_watch=False)
+    user = await database_sync_to_async(make_user)(username="outsider")
     cookie = await database_sync_to_async(session_cookie)(user)
     communicator = socket("/ws/events/?after=0", cookie)
     connected, _ = await communicator.connect()

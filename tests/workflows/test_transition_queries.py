@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from tests.driving import step_finish
+from tests.factories import make_user
 from workflows.errors import Conflict, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.selectors import session_head, session_resolve, stack_for_agent
@@ -64,7 +64,7 @@ def test_abort_query_count_stays_constant_as_the_stack_grows(
 def test_abort_below_the_top_records_everything_in_one_go(project, agent, catalog):
     below = start(project, agent, catalog)
     start(project, agent, catalog, job="nested", workflow="only")
-    person = get_user_model().objects.create_user("operator")
+    person = make_user(username="operator")
     before = timezone.now()
 
     response = sessions.session_abort(
