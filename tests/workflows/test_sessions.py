@@ -262,15 +262,25 @@ def test_session_keeps_its_definition_when_job_yml_changes(project, agent, catal
 
 def test_lost_race_changes_nothing_and_names_the_current_step(project, agent, catalog):
     sid = start(project, agent, catalog).begin_step.session_id
-    stale = WorkflowSession.objects.get(session_id=sid)
-    finish(project, agent, {"notes.md": "notes.md"})  # another caller advances first
+
+    def another_caller_advances_first(checkpoint):
+        finish(project, agent, {"notes.md": "notes.md"})
+        return None  # the gate lets this hand-in through, to a session that has moved on
 
     with pytest.raises(Conflict) as excinfo:
-        sessions._claim(stale, current_entry_index=1, current_step_id="part_a")
+        step_finish(
+            project=project,
+            agent=agent,
+            outputs={"notes.md": "notes.md"},
+            quality_gate=another_caller_advances_first,
+        )
     assert str(excinfo.value) == (
         f"Session '{sid}' moved on while this call ran: its current step is now 'part_a'; "
         "nothing was changed"
     )
+    session = WorkflowSession.objects.get(session_id=sid)
+    assert (session.revision, session.current_step_id) == (1, "part_a")
+    assert Event.objects.filter(kind=Event.Kind.STEP_FINISHED).count() == 1
 
 
 def test_go_to_step_discards_later_progress(project, agent, catalog):
