@@ -38,6 +38,7 @@ browser:
 test: $(STAMP) browser
 	$(PY) manage.py makemigrations --check --dry-run >/dev/null
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 ## Only the tests that touch the database (CI repeats these on PostgreSQL).
@@ -47,6 +48,7 @@ test-db: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

@@ -6,14 +6,25 @@ for anyone; any other staff user only for themselves, and sees only their own to
 
 from __future__ import annotations
 
+from typing import Any, Protocol, cast
+
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
+from django.db.models import ForeignKey, QuerySet
+from django.forms import ModelChoiceField
+from django.http import HttpRequest, HttpResponse
 from django.utils.cache import add_never_cache_headers
 
 from api.models import ApiToken
 from api.services import api_token_create, api_token_revoke
 from deepwork_site.admin_helpers import admin_page, plural
+from deepwork_site.auth import signed_in_user
+
+
+class _WithSecret(Protocol):
+    # The token save_model just made carries its secret to response_add; never stored.
+    secret: str
 
 
 class ApiTokenAddForm(forms.ModelForm):
@@ -21,8 +32,9 @@ class ApiTokenAddForm(forms.ModelForm):
         model = ApiToken
         fields = ["user", "name"]
 
-    def clean(self):
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        cleaned = self.cleaned_data
         # Checked here, not only by the service, so a taken name shows on the form.
         user, name = cleaned.get("user"), (cleaned.get("name") or "").strip()
         if user is not None and not user.is_active:
@@ -47,49 +59,61 @@ class ApiTokenAdmin(admin.ModelAdmin):
     raw_id_fields = ["user"]
     secret_template = "admin/api/apitoken/secret.html"
 
-    def get_queryset(self, request):
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
         # The list, the change page and the revoke action all read through this.
         tokens = super().get_queryset(request)
         return tokens if request.user.is_superuser else tokens.filter(user=request.user)
 
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        if db_field.name == "user" and not request.user.is_superuser:
+    def formfield_for_foreignkey(
+        self, db_field: ForeignKey[Any, Any], request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField | None:
+        user = signed_in_user(request)
+        if db_field.name == "user" and not user.is_superuser:
             # The only choice: a user given by id is validated against this queryset.
-            kwargs["queryset"] = get_user_model().objects.filter(pk=request.user.pk)
-            kwargs["initial"] = request.user.pk
+            kwargs["queryset"] = get_user_model().objects.filter(pk=user.pk)
+            kwargs["initial"] = user.pk
             kwargs["empty_label"] = None
             kwargs["widget"] = forms.Select
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
-    def get_form(self, request, obj=None, change=False, **kwargs):
+    def get_form(
+        self, request: HttpRequest, obj: ApiToken | None = None, change: bool = False, **kwargs: Any
+    ) -> type[forms.ModelForm[ApiToken]]:
         if obj is None:
             kwargs["form"] = ApiTokenAddForm
         return super().get_form(request, obj, change=change, **kwargs)
 
-    def get_readonly_fields(self, request, obj=None):
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> list[str]:
         # A token never changes after it is made: only its revocation, through the action.
         return [] if obj is None else self.readonly_fields
 
-    def get_fields(self, request, obj=None):
-        return ["user", "name"] if obj is None else self.readonly_fields
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
+        # A tuple: a list[str] is not the list of field groups the admin's signature promises.
+        return ("user", "name") if obj is None else tuple(self.readonly_fields)
 
-    def has_delete_permission(self, request, obj=None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         # Revoked tokens stay listed: who had access, and until when.
         return False
 
-    def save_model(self, request, obj, form, change) -> None:
+    def save_model(
+        self, request: HttpRequest, obj: ApiToken, form: forms.ModelForm[ApiToken], change: bool
+    ) -> None:
         if change:
             return
-        token, secret = api_token_create(user=obj.user, name=obj.name, made_by=request.user)
+        token, secret = api_token_create(
+            user=obj.user, name=obj.name, made_by=signed_in_user(request)
+        )
         # The admin logs and links the object it passed in: make it the saved token.
         for field in ApiToken._meta.concrete_fields:
             setattr(obj, field.attname, getattr(token, field.attname))
         obj._state.adding = False
         obj._state.db = token._state.db
         # For response_add only; never stored.
-        obj.secret = secret
+        cast(_WithSecret, obj).secret = secret
 
-    def response_add(self, request, obj, post_url_continue=None):
+    def response_add(
+        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
         # The secret goes out in this one response, not in a flash message: the default
         # message storage keeps messages in a cookie, readable by anything that sees it.
         response = admin_page(
@@ -98,12 +122,14 @@ class ApiTokenAdmin(admin.ModelAdmin):
             self.secret_template,
             "Copy the token's secret",
             token=obj,
-            secret=obj.secret,
+            secret=cast(_WithSecret, obj).secret,
         )
         add_never_cache_headers(response)
         return response
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
-    def revoke(self, request, queryset) -> None:
-        revoked = sum(api_token_revoke(token=token, revoked_by=request.user) for token in queryset)
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        revoked = sum(
+            api_token_revoke(token=token, revoked_by=signed_in_user(request)) for token in queryset
+        )
         self.message_user(request, f"Revoked {plural(revoked, 'token')}.", messages.SUCCESS)

@@ -10,15 +10,22 @@ same wire models.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
+from typing import Annotated, Any
 
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
-from django.urls import URLPattern, path
+from django.urls import URLPattern, URLResolver, path
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
-from ninja import NinjaAPI, P, Path, Query, Status
+from ninja import NinjaAPI, Status
+from ninja.operation import Operation
+
+# The functions, not ninja's ``Path``/``Query`` shortcuts: ``Annotated[int, Query(ge=1)]`` is
+# what the shortcuts build at runtime, and the one spelling mypy also accepts.
+from ninja.params.functions import Path, Query
 
 from api import errors
 from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth
@@ -42,8 +49,11 @@ from api.schemas import (
     SessionQuery,
     StartIn,
 )
+from deepwork_site.auth import signed_in_user
+from reviews.models import HumanDecision
 from reviews.selectors import session_with_reviews
 from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
+from workflows.models import Project, WorkflowSession
 from workflows.schemas import (
     AbortWorkflowResponse,
     FinishedStepResponse,
@@ -78,7 +88,7 @@ class DeepworkAPI(NinjaAPI):
     """NinjaAPI whose every answer under /api/, including an unknown path or method, is JSON
     in the one error shape."""
 
-    def _get_urls(self):
+    def _get_urls(self) -> list[URLResolver | URLPattern]:
         urls = super()._get_urls()
         for pattern in urls:
             if isinstance(pattern, URLPattern):
@@ -90,31 +100,36 @@ class DeepworkAPI(NinjaAPI):
         urls.append(path("<path:unknown>", _unknown_path))
         return urls
 
-    def get_openapi_operation_id(self, operation) -> str:
+    def get_openapi_operation_id(self, operation: Operation) -> str:
         return operation.view_func.__name__
 
 
-def _error_response(status: int, code: str, message: str) -> HttpResponse:
+def _error_response(request: HttpRequest, status: int, code: str, message: str) -> HttpResponse:
     return HttpResponse(
-        api.renderer.render(None, error_body(status, code, message), response_status=status),
+        api.renderer.render(request, error_body(status, code, message), response_status=status),
         status=status,
         content_type=api.get_content_type(),
     )
 
 
 @csrf_exempt
-def _unknown_path(request: HttpRequest, **kwargs) -> HttpResponse:
-    return _error_response(404, "not_found", f"No API operation at {request.path}; see /api/docs")
+def _unknown_path(request: HttpRequest, **kwargs: object) -> HttpResponse:
+    return _error_response(
+        request, 404, "not_found", f"No API operation at {request.path}; see /api/docs"
+    )
 
 
-def _json_not_allowed(view):
+def _json_not_allowed(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     @wraps(view)
-    def wrapper(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         response = view(request, *args, **kwargs)
         if isinstance(response, HttpResponseNotAllowed):
             allowed = response["Allow"]
             response = _error_response(
-                405, "method_not_allowed", f"{request.method} is not allowed here; use {allowed}"
+                request,
+                405,
+                "method_not_allowed",
+                f"{request.method} is not allowed here; use {allowed}",
             )
             response["Allow"] = allowed
         return response
@@ -159,9 +174,9 @@ def _utc(value: datetime | None) -> datetime | None:
 )
 def list_projects(
     request: HttpRequest,
-    limit: Query[int, P(ge=1, le=500)] = 50,
-    offset: Query[int, P(ge=0, le=10**9)] = 0,
-):
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+) -> dict[str, Any]:
     """Projects by name, `limit` at a time from `offset`, with the total `count`."""
     items, count = project_page(limit=limit, offset=offset)
     return {"items": items, "count": count}
@@ -173,7 +188,7 @@ def list_projects(
     tags=["projects"],
     auth=TokenAuth(VIEW),
 )
-def get_project(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
+def get_project(request: HttpRequest, project_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Project:
     """One project."""
     return project_get(project_id=project_id)
 
@@ -184,7 +199,9 @@ def get_project(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)])
     tags=["projects"],
     auth=TokenAuth(VIEW),
 )
-def list_jobs(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
+def list_jobs(
+    request: HttpRequest, project_id: Annotated[int, Path(ge=1, le=MAX_ID)]
+) -> dict[str, Any]:
     """The project's jobs (current revisions) with their workflows and steps, and the job
     folders that currently fail to load, as last synced from the project folder."""
     [catalog] = project_catalogs(projects=[project_get(project_id=project_id)], with_steps=True)
@@ -196,10 +213,12 @@ def list_jobs(request: HttpRequest, project_id: Path[int, P(ge=1, le=MAX_ID)]):
 )
 def list_sessions(
     request: HttpRequest,
-    filters: Query[SessionQuery],
-    cursor: Query[Cursor | None, P(description="`next_cursor` of the previous page.")] = None,
-    limit: Query[int, P(ge=1, le=200)] = 50,
-):
+    filters: Annotated[SessionQuery, Query()],
+    cursor: Annotated[
+        Cursor | None, Query(description="`next_cursor` of the previous page.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> dict[str, Any]:
     """Sessions, newest first, filtered; pages follow `next_cursor` (no total count)."""
     page = session_page(
         filters=SessionFilter(
@@ -222,7 +241,7 @@ def list_sessions(
     tags=["sessions"],
     auth=TokenAuth(VIEW),
 )
-def get_session(request: HttpRequest, session_id: Name):
+def get_session(request: HttpRequest, session_id: Name) -> WorkflowSession:
     """One session with its step runs, each with its review results and human decisions."""
     return session_with_reviews(session_id=session_id)
 
@@ -230,11 +249,11 @@ def get_session(request: HttpRequest, session_id: Name):
 @api.get("/events", response={200: EventPage, **READ_ERRORS}, tags=["events"], auth=TokenAuth(VIEW))
 def list_events(
     request: HttpRequest,
-    after: Query[int, P(ge=0, le=MAX_ID, description="Only events with a larger id.")] = 0,
-    project: Query[int | None, P(ge=1, le=MAX_ID, description="Project id.")] = None,
-    session: Query[Name | None, P(description="Session id.")] = None,
-    limit: Query[int, P(ge=1, le=500)] = 100,
-):
+    after: Annotated[int, Query(ge=0, le=MAX_ID, description="Only events with a larger id.")] = 0,
+    project: Annotated[int | None, Query(ge=1, le=MAX_ID, description="Project id.")] = None,
+    session: Annotated[Name | None, Query(description="Session id.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> dict[str, Any]:
     """Events after an id, oldest first: the audit trail and a polling feed."""
     items, has_more = events_after(after=after, project_id=project, session_id=session, limit=limit)
     return {"items": items, "last_id": items[-1]["id"] if items else after, "has_more": has_more}
@@ -249,20 +268,21 @@ def list_events(
     tags=["actions"],
     auth=TokenAuth(DRIVE),
 )
-def start_workflow(request: HttpRequest, body: StartIn):
+def start_workflow(request: HttpRequest, body: StartIn) -> Status[StartWorkflowResponse]:
     """Start a workflow on an agent's stack (by default the agent `api:<username>`) and get
     its first step, as `start_workflow` answers an agent."""
+    user = signed_in_user(request)
     project = project_get(project_id=body.project)
     catalog = catalog_view(project=project)
     answer = session_start(
         project=project,
-        agent_id=body.agent_id or f"api:{request.user.get_username()}",
+        agent_id=body.agent_id or f"api:{user.get_username()}",
         catalog=catalog,
         job_name=body.job_name,
         workflow_name=body.workflow_name,
         goal=body.goal,
         instance_id=body.instance_id,
-        by=request.user,
+        by=user,
     )
     return Status(201, answer)
 
@@ -273,7 +293,7 @@ def start_workflow(request: HttpRequest, body: StartIn):
     tags=["actions"],
     auth=TokenAuth(DRIVE),
 )
-def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
+def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> FinishedStepResponse:
     """Hand in the current step's outputs, as `finished_step`: `needs_work` (with feedback or
     self-review instructions), `next_step` or `workflow_complete`. With `override_reason` the
     quality review is skipped, which also needs `reviews.decide_review`."""
@@ -293,7 +313,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
         notes=body.notes,
         override_reason=body.override_reason,
         session_id=session.session_id,
-        by=request.user,
+        by=signed_in_user(request),
     )
 
 
@@ -303,7 +323,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn):
     tags=["actions"],
     auth=TokenAuth(ABORT),
 )
-def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
+def abort_session(request: HttpRequest, session_id: Name, body: AbortIn) -> AbortWorkflowResponse:
     """Abort the session; the reason and who aborted are recorded."""
     session = session_get(session_id=session_id)
     return session_abort(
@@ -311,7 +331,7 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
         agent=session.agent,
         explanation=body.reason,
         session_id=session.session_id,
-        by=request.user,
+        by=signed_in_user(request),
     )
 
 
@@ -321,7 +341,7 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn):
     tags=["actions"],
     auth=TokenAuth(DRIVE),
 )
-def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
+def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn) -> GoToStepResponse:
     """Return the session to an earlier step (or restart the current one), as `go_to_step`."""
     session = session_get(session_id=session_id)
     return session_go_to_step(
@@ -329,7 +349,7 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
         agent=session.agent,
         step_id=body.step_id,
         session_id=session.session_id,
-        by=request.user,
+        by=signed_in_user(request),
     )
 
 
@@ -339,10 +359,13 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn):
     tags=["actions"],
     auth=TokenAuth(DECIDE),
 )
-def override_review(request: HttpRequest, session_id: Name, step_id: Name, body: OverrideIn):
+def override_review(
+    request: HttpRequest, session_id: Name, step_id: Name, body: OverrideIn
+) -> Status[HumanDecision]:
     """Pass the current step's review: the agent's next finish advances."""
     run = step_run_for_decision(session=session_get(session_id=session_id), step_id=step_id)
-    return Status(201, review_override(step_run=run, reason=body.reason, by=request.user))
+    decision = review_override(step_run=run, reason=body.reason, by=signed_in_user(request))
+    return Status(201, decision)
 
 
 @api.post(
@@ -351,9 +374,13 @@ def override_review(request: HttpRequest, session_id: Name, step_id: Name, body:
     tags=["actions"],
     auth=TokenAuth(DECIDE),
 )
-def request_changes(request: HttpRequest, session_id: Name, step_id: Name, body: RequestChangesIn):
+def request_changes(
+    request: HttpRequest, session_id: Name, step_id: Name, body: RequestChangesIn
+) -> Status[HumanDecision]:
     """Send the current step back: the agent's next finish answers `needs_work` with this
     feedback."""
     run = step_run_for_decision(session=session_get(session_id=session_id), step_id=step_id)
-    decision = review_request_changes(step_run=run, feedback=body.feedback, by=request.user)
+    decision = review_request_changes(
+        step_run=run, feedback=body.feedback, by=signed_in_user(request)
+    )
     return Status(201, decision)

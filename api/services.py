@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
@@ -12,6 +13,9 @@ from django.utils import timezone
 
 from api.models import ApiToken
 from workflows.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 TOKEN_SCHEME = "dwk_"
 PREFIX_LENGTH = len(TOKEN_SCHEME) + 8
@@ -24,13 +28,13 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _may_act_for(person, user_id: int) -> bool:
+def _may_act_for(person: User | None, user_id: int) -> bool:
     # A token carries all of its user's permissions: minting or revoking one for somebody else
     # is acting as them, which only a superuser may do.
     return person is None or person.is_superuser or person.pk == user_id
 
 
-def api_token_create(*, user, name: str, made_by=None) -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, name: str, made_by: User | None = None) -> tuple[ApiToken, str]:
     """Make a token for ``user``; returns it with its secret, which is never stored or shown
     again. ``made_by``, the person asking (None: the server's operator, e.g. the command
     line), must be ``user`` or a superuser."""
@@ -54,7 +58,7 @@ def api_token_create(*, user, name: str, made_by=None) -> tuple[ApiToken, str]:
     return token, secret
 
 
-def api_token_revoke(*, token: ApiToken, revoked_by=None) -> bool:
+def api_token_revoke(*, token: ApiToken, revoked_by: User | None = None) -> bool:
     """Revoke ``token`` at once; False if it was already revoked. ``revoked_by`` as
     ``made_by`` of ``api_token_create``."""
     if not _may_act_for(revoked_by, token.user_id):

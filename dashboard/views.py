@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -30,6 +31,7 @@ from dashboard.forms import (
     SessionFilterForm,
     first_error,
 )
+from deepwork_site.auth import signed_in_user
 from reviews.models import HumanDecision
 from reviews.services import review_override, review_request_changes
 from workflows.errors import InvalidInput, NotFound, WorkflowError
@@ -164,7 +166,7 @@ class Ruling:
     form's data, by whom), and the success message (``{step_id}`` is filled in)."""
 
     form_class: type[forms.Form]
-    apply: Callable[[StepRun, dict, AbstractBaseUser | AnonymousUser], HumanDecision]
+    apply: Callable[[StepRun, dict[str, Any], User], HumanDecision]
     done: str
 
 
@@ -188,7 +190,7 @@ def _rule(request: HttpRequest, session_id: str, ruling: Ruling) -> HttpResponse
 
     def decide(session: WorkflowSession, data: dict) -> str:
         run = step_run_for_decision(session=session, step_id=data["step_id"])
-        ruling.apply(run, data, request.user)
+        ruling.apply(run, data, signed_in_user(request))
         return ruling.done.format(step_id=data["step_id"])
 
     return _decide(
@@ -221,7 +223,7 @@ def session_abort_view(request: HttpRequest, session_id: str) -> HttpResponse:
             agent=session.agent,
             explanation=data["reason"],
             session_id=session.session_id,
-            by=request.user,
+            by=signed_in_user(request),
         )
         return f"Session '{session_id}' aborted"
 

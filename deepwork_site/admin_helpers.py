@@ -17,7 +17,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.core.exceptions import ValidationError
-from django.db.models import Model, QuerySet
+from django.db.models import Field, Model, QuerySet
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -45,6 +45,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     ) -> Model | None:
         queryset = self.get_queryset(request).select_related(*self.change_select_related)
         field = self.opts.pk if from_field is None else self.opts.get_field(from_field)
+        if not isinstance(field, Field):
+            # A reverse relation or generic key holds no value of its own to look up by.
+            return None
         try:
             return queryset.get(**{field.name: field.to_python(object_id)})
         except (self.model.DoesNotExist, ValidationError, ValueError):
@@ -116,7 +119,7 @@ def admin_link(obj: Model | None, text: str | None = None) -> str:
     return format_html('<a href="{}">{}</a>', url, text if text is not None else str(obj))
 
 
-def changelist_link(model: type[Model], text: str, **filters: object) -> str:
+def changelist_link(model: type[Model], text: str, **filters: str | int) -> str:
     opts = model._meta
     url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
     return format_html('<a href="{}?{}">{}</a>', url, urlencode(filters), text)
@@ -130,12 +133,13 @@ def related_changelists(site: admin.AdminSite, obj: Model) -> str:
     """
     links = []
     for relation in obj._meta.related_objects:
-        if not relation.one_to_many or not site.is_registered(relation.related_model):
+        model = relation.related_model
+        # ``"self"`` is only a name before the app registry resolves it to the model.
+        if isinstance(model, str) or not relation.one_to_many or not site.is_registered(model):
             continue
         target = relation.field.target_field.attname
         lookup = {f"{relation.field.name}__{target}__exact": getattr(obj, target)}
-        plural_name = relation.related_model._meta.verbose_name_plural
-        links.append(changelist_link(relation.related_model, plural_name, **lookup))
+        links.append(changelist_link(model, str(model._meta.verbose_name_plural), **lookup))
     return format_html_join(" · ", "{}", ((link,) for link in links)) or "-"
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -77,7 +78,7 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = _secret_key()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 
-INSTALLED_APPS = [
+ALL_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -92,6 +93,18 @@ INSTALLED_APPS = [
     "dashboard",
     "api",
 ]
+# What `manage.py mcpserve` loads: the models its tools use and nothing of the web stack
+# (admin, ninja, the dashboard, the API), whose imports an agent would wait for at every start.
+# Its first-run migration still migrates ALL_APPS, in a child process (mcp_bridge/migrate.py).
+MCP_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "workflows",
+    "reviews",
+    "mcp_bridge",
+]
+SERVING_MCP = sys.argv[1:2] == ["mcpserve"] and Path(sys.argv[0]).name == "manage.py"
+INSTALLED_APPS = MCP_APPS if SERVING_MCP else ALL_APPS
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -125,9 +138,10 @@ TEMPLATES = [
 # SQLite settings that let several processes share one file: WAL so readers never block the
 # writer, IMMEDIATE so a write transaction takes the lock up front instead of failing on upgrade,
 # and a generous busy timeout so a second writer waits instead of erroring.
+# DEEPWORK_SQLITE_BUSY_TIMEOUT (seconds) shortens that wait, e.g. for tests of a busy database.
 SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
-    "timeout": 30,
+    "timeout": float(os.environ.get("DEEPWORK_SQLITE_BUSY_TIMEOUT") or 30),
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
 }
 
@@ -151,6 +165,10 @@ def _database() -> dict:
         # A file, not ":memory:", so that an mcpserve subprocess started by a test sees the
         # same test database as the test itself; one per test run, so two runs never collide.
         config["TEST"] = {"NAME": str(VAR_DIR / f"test_deepwork_{os.getpid()}.sqlite3")}
+    elif lock_timeout := os.environ.get("DEEPWORK_PG_LOCK_TIMEOUT"):
+        # PostgreSQL waits for a lock forever unless told otherwise, e.g. "5s" or "200ms".
+        options = config.setdefault("OPTIONS", {})
+        options["options"] = f"{options.get('options', '')} -c lock_timeout={lock_timeout}".strip()
     return config
 
 

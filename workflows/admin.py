@@ -93,7 +93,8 @@ class JobAdmin(ReadOnlyAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         # The parsed definition can be large and the list never shows it.
         queryset = super().get_queryset(request)
-        if request.resolver_match and request.resolver_match.url_name.endswith("_changelist"):
+        match = request.resolver_match
+        if match and match.url_name and match.url_name.endswith("_changelist"):
             queryset = queryset.defer("definition", "common_info")
         return queryset
 

@@ -1,20 +1,26 @@
-"""The one bridge from async code (MCP tools, the REST finish) to the sync services.
+"""Running the sync services from async code, and telling a busy database from a broken one.
 
-Channels' ``database_sync_to_async`` does the same, but importing it pulls in the web stack,
-which ``mcpserve`` must not load; this is asgiref alone.
+``db_sync_to_async`` is the one bridge from async code (MCP tools, the REST finish) to the
+services. Channels' ``database_sync_to_async`` does the same, but importing it pulls in the web
+stack, which ``mcpserve`` must not load; this is asgiref alone.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from functools import wraps
 from typing import ParamSpec, TypeVar
 
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections
+from django.db import OperationalError, close_old_connections
+
+logger = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 def db_sync_to_async(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
@@ -30,3 +36,51 @@ def db_sync_to_async(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
             close_old_connections()
 
     return sync_to_async(inner, thread_sensitive=True)
+
+
+# Pauses between attempts of a call that found the database busy. The database's own wait
+# (SQLite's busy timeout, PostgreSQL's lock timeout) comes first, so these stay short.
+BUSY_RETRY_PAUSES = (0.05, 0.2, 0.5)
+
+# PostgreSQL: lock_not_available (a lock timeout), deadlock_detected, serialization_failure.
+_PG_BUSY_CODES = frozenset({"55P03", "40P01", "40001"})
+
+
+class DatabaseBusy(Exception):
+    """The database stayed locked by other writers through every retry."""
+
+
+def is_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` says another connection holds the lock, not that something is wrong."""
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    code = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+    if code in _PG_BUSY_CODES:
+        return True
+    text = str(exc).lower()
+    return "database is locked" in text or "database table is locked" in text
+
+
+def retrying_when_busy(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` retried briefly while the database is busy; ``DatabaseBusy`` when it stays so.
+
+    Only for work that holds its whole write in one transaction: a busy error rolled it back,
+    so running it again is running it once.
+    """
+
+    def call() -> T:
+        for pause in (*BUSY_RETRY_PAUSES, None):
+            try:
+                return fn()
+            except OperationalError as exc:
+                if not is_busy(exc):
+                    raise
+                logger.warning("Database busy (%s); %s", exc, "retrying" if pause else "giving up")
+                if pause is None:
+                    raise DatabaseBusy(str(exc)) from exc
+                close_old_connections()
+                time.sleep(pause)
+        raise AssertionError("unreachable")
+
+    return call

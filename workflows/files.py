@@ -79,12 +79,22 @@ def read_regular_file(path: str | os.PathLike[str], *, limit: int | None) -> byt
         return handle.read() if limit is None else handle.read(limit)
 
 
-def read_regular_text(path: str | os.PathLike[str], *, encoding: str = "utf-8") -> str:
+def read_regular_text(
+    path: str | os.PathLike[str], *, limit: int | None = None, encoding: str = "utf-8"
+) -> str:
     """The regular file ``path`` as text, decoded like ``Path.read_text`` (universal newlines).
 
-    Raises what ``read_regular_file`` raises, and ``UnicodeDecodeError``.
+    With ``limit``, a file over that many bytes raises ``FileTooLarge`` after reading at most
+    one byte past it, so a huge or sparse file is never loaded whole. Raises what
+    ``read_regular_file`` raises, and ``UnicodeDecodeError``.
     """
-    with open_regular_file(path) as handle, io.TextIOWrapper(handle, encoding=encoding) as text:
+    if limit is None:
+        with open_regular_file(path) as handle, io.TextIOWrapper(handle, encoding=encoding) as text:
+            return text.read()
+    data = read_regular_file(path, limit=limit + 1)
+    if len(data) > limit:
+        raise FileTooLarge(os.fspath(path), os.stat(path).st_size, limit)
+    with io.TextIOWrapper(io.BytesIO(data), encoding=encoding) as text:
         return text.read()
 
 

@@ -32,7 +32,7 @@ from reviews.services import GateConfig, review_plan
 from tests.dashboard.conftest import Driver, client_for
 from tests.factories import make_user
 from tests.reviews import commit_all, isolate_git, make_repo, rule, write, write_rules
-from workflows.errors import InvalidInput
+from workflows.errors import InvalidInput, JobBroken
 from workflows.files import (
     FileTooLarge,
     NotRegularFile,
@@ -554,3 +554,27 @@ def test_the_readers_refuse_a_pipe_at_once(tmp_path):
         returns(lambda: read_project_file(root=tmp_path, relative="p", limit=10), tmp_path / "p")
     with pytest.raises(OutsideProject):
         read_project_file(root=tmp_path, relative="../p", limit=10)
+
+
+def test_a_sparse_step_instructions_file_breaks_the_job_unread(project, agent, catalog):
+    instructions = Path(project.root_path) / ".deepwork/jobs/demo/steps/gather.md"
+    instructions.unlink()
+    sparse(instructions)
+    before = peak_rss_bytes()
+
+    with pytest.raises(JobBroken) as refused:
+        sessions.session_start(
+            project=project,
+            agent=agent,
+            catalog=catalog.view(),
+            job_name="demo",
+            workflow_name="main",
+            goal="g",
+        )
+
+    assert str(refused.value) == (
+        f"Instructions file steps/gather.md is {SPARSE_BYTES:,} bytes; the limit is "
+        f"{sessions.INSTRUCTIONS_MAX_BYTES:,}"
+    )
+    assert peak_rss_bytes() - before < 256 * 1024**2
+    assert not WorkflowSession.objects.exists()

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
 
 import pytest
-from django.conf import settings
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import Group, User
 
-from tests.e2e.test_mcpserve_stdio import child_database_url
+from tests.processes import child_database_url, child_env, start_uvicorn, stop, wait_for_port
 
 CHROMIUM = os.environ.get("DEEPWORK_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "browser-test-password"
@@ -36,66 +32,15 @@ def _chromium_or_skip() -> str:
     pytest.skip(message)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def server_env(**extra: str) -> dict[str, str]:
     """The environment of the web server and of agents: the test database, one secret key."""
-    env = {
-        **os.environ,
-        "DATABASE_URL": child_database_url(),
-        "SECRET_KEY": "browser-tests-not-secret",
-        "DEEPWORK_LOG_LEVEL": "WARNING",
-        **extra,
-    }
-    if "REDIS_URL" not in extra:
-        env.pop("REDIS_URL", None)
-    return env
+    return child_env(inherit=True, DATABASE_URL=child_database_url(), **extra)
 
 
 def start_web_server(env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "deepwork_site.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-        ],
-        cwd=settings.BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process, f"http://127.0.0.1:{port}"
-        except OSError:
-            if process.poll() is not None:
-                pytest.fail(f"the web server exited: {process.stderr.read().decode()}")
-            time.sleep(0.1)
-    process.kill()
-    pytest.fail("the web server did not start listening within 30 s")
-
-
-def stop(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    process, port = start_uvicorn(env)
+    wait_for_port(process, port, "the web server")
+    return process, f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture

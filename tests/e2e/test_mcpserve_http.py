@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
-from tests.e2e.test_mcpserve_stdio import child_database_url
+from tests.processes import MANAGE, child_env_on_test_db, free_port, stop, wait_for_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -48,49 +46,24 @@ def post(url: str, headers: dict[str, str]) -> int:
     return status
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture
-def http_server(demo_project: Path):
+def start_http_server(project: Path, *extra: str, **env: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": child_database_url(),
-        "SECRET_KEY": "e2e-not-secret",
-        "DEEPWORK_MCP_TOKEN": TOKEN,
-    }
     process = subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(settings.BASE_DIR) / "manage.py"),
-            "mcpserve",
-            "--path",
-            str(demo_project),
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-        ],
-        env=env,
+        [sys.executable, MANAGE, "mcpserve", "--path", str(project)]
+        + ["--transport", "http", "--port", str(port), *extra],
+        env=child_env_on_test_db(DEEPWORK_MCP_TOKEN=TOKEN, **env),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if process.poll() is not None:
-                pytest.fail(f"mcpserve exited: {process.stderr.read().decode()}")
-            time.sleep(0.1)
+    wait_for_port(process, port, "mcpserve --transport http")
+    return process, port
+
+
+@pytest.fixture
+def http_server(demo_project: Path) -> Iterator[str]:
+    process, port = start_http_server(demo_project)
     yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(timeout=10)
+    stop(process)
 
 
 def test_requests_without_the_token_are_refused(http_server):
@@ -129,3 +102,40 @@ async def test_an_authorised_client_runs_the_tools(http_server, mode):
     async with Client(transport, mode=mode) as client:
         result = await client.call_tool("get_workflows", {})
     assert [job["name"] for job in result.structured_content["jobs"]][:2] == ["demo", "nested"]
+
+
+AUTHORISED = {**HEADERS, "Authorization": f"Bearer {TOKEN}"}
+
+
+def test_allowed_hosts_are_served_and_every_other_host_refused(demo_project):
+    # Stands in for --host 0.0.0.0 reached at the machine's address: the server binds loopback
+    # here, and the requests carry the names a remote client would put in Host.
+    process, port = start_http_server(
+        demo_project,
+        "--allowed-host",
+        "deepwork.example.lan",
+        "--allowed-host",
+        "10.1.2.3",
+        DEEPWORK_MCP_ALLOWED_HOSTS="build-box, *.agents.example.lan",
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for allowed in (
+            f"deepwork.example.lan:{port}",
+            f"10.1.2.3:{port}",
+            "10.1.2.3",
+            f"build-box:{port}",
+            f"a.agents.example.lan:{port}",
+            f"127.0.0.1:{port}",
+            f"localhost:{port}",
+        ):
+            assert post(url, {**AUTHORISED, "Host": allowed}) == 200, allowed
+        for refused in (f"evil.example.com:{port}", f"10.1.2.4:{port}", "agents.example.lan"):
+            assert post(url, {**AUTHORISED, "Host": refused}) == 421, refused
+        # The Origin check stays: a page elsewhere cannot use an allowed Host.
+        origin = {**AUTHORISED, "Host": f"10.1.2.3:{port}", "Origin": "http://evil.example.com"}
+        assert post(url, origin) == 403
+        same_site = {**AUTHORISED, "Host": f"10.1.2.3:{port}", "Origin": f"http://10.1.2.3:{port}"}
+        assert post(url, same_site) == 200
+    finally:
+        stop(process)

@@ -6,73 +6,20 @@ so these tests commit their data (``transaction=True``).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sys
 from contextlib import suppress
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 from fastmcp import Client
-from fastmcp.client.transports import StdioTransport
 
+from tests.e2e.driver import Driver, call, call_error, mcpserve
+from tests.processes import child_database_url
 from workflows.models import Agent, WorkflowSession
 
+__all__ = ["call", "call_error", "child_database_url", "mcpserve"]  # used by other suites
+
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
-
-
-def child_database_url() -> str:
-    """The database URL of the database this test runs on, for the child process."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    credentials = db["USER"] or ""
-    if db["PASSWORD"]:
-        credentials += f":{db['PASSWORD']}"
-    host = db["HOST"] or "127.0.0.1"
-    port = db["PORT"] or 5432
-    return f"postgres://{credentials}@{host}:{port}/{db['NAME']}"
-
-
-def mcpserve(project: Path, *extra: str, env_extra: dict[str, str] | None = None) -> StdioTransport:
-    env = {
-        **(env_extra or {}),
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "DJANGO_SETTINGS_MODULE": "deepwork_site.settings",
-        "DATABASE_URL": child_database_url(),
-        "SECRET_KEY": "e2e-not-secret",
-        "DEEPWORK_LOG_LEVEL": "WARNING",
-    }
-    return StdioTransport(
-        command=sys.executable,
-        args=[
-            str(Path(settings.BASE_DIR) / "manage.py"),
-            "mcpserve",
-            "--path",
-            str(project),
-            *extra,
-        ],
-        env=env,
-        cwd=str(project),
-    )
-
-
-async def call(client: Client, tool: str, args: dict | None = None) -> dict:
-    result = await client.call_tool(tool, args or {}, raise_on_error=False)
-    text = result.content[0].text
-    if result.is_error:
-        raise AssertionError(f"{tool} failed: {text}")
-    return json.loads(text)
-
-
-async def call_error(client: Client, tool: str, args: dict | None = None) -> str:
-    result = await client.call_tool(tool, args or {}, raise_on_error=False)
-    assert result.is_error, f"{tool} unexpectedly succeeded"
-    return result.content[0].text
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -137,20 +84,19 @@ async def test_workflow_with_nesting_abort_concurrency_and_a_killed_server(demo_
     with suppress(Exception):
         await first_server.close()
 
-    async with Client(mcpserve(demo_project), mode=mode) as client:
+    async with Driver(demo_project, mode=mode) as agent:
         # A second server running at the same time has a stack of its own.
-        async with Client(mcpserve(demo_project), mode=mode) as other:
-            error = await call_error(other, "finished_step", {"outputs": {}})
+        async with Driver(demo_project, mode=mode) as other:
+            error = await other.call_error("finished_step", {"outputs": {}})
             assert error.endswith(
                 "No active workflow session. Use start_workflow to begin a workflow."
             )
 
         # The restarted server adopted the killed one's stack and carries on.
-        step = await call(client, "finished_step", {"outputs": {}})
+        step = await agent.call("finished_step", {"outputs": {}})
         assert step["status"] == "workflow_complete"
         assert step["stack"] == [{"workflow": "demo/main", "step": "wrap_up"}]
-        done = await call(
-            client,
+        done = await agent.call(
             "finished_step",
             {
                 "outputs": {"summary.md": "summary.md"},
@@ -173,10 +119,10 @@ async def test_workflow_with_nesting_abort_concurrency_and_a_killed_server(demo_
 
 
 async def test_stdout_carries_only_the_protocol_and_bad_paths_fail_cleanly(demo_project, tmp_path):
-    async with Client(mcpserve(demo_project), mode="legacy") as client:
+    async with Driver(demo_project) as agent:
         # Any stray print on stdout would corrupt the stream and break this round trip.
         for _ in range(3):
-            await call(client, "get_workflows")
+            await agent.call("get_workflows")
     with pytest.raises(Exception):  # noqa: B017 - the server refuses to start at all
-        async with Client(mcpserve(tmp_path / "missing"), mode="legacy", init_timeout=30) as client:
-            await client.list_tools()
+        async with Driver(tmp_path / "missing", init_timeout=30) as agent:
+            await agent.tool_names()

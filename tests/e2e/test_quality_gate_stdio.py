@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
-from fastmcp import Client
 
 from reviews.services import review_override
-from tests.e2e.test_mcpserve_stdio import call, mcpserve
+from tests.e2e.driver import Driver
 from tests.factories import write_job
 from tests.reviews.test_gate import FAKE, GATE_JOB
 from workflows.models import StepRun
@@ -30,35 +29,37 @@ def gated_project(project_dir: Path) -> Path:
 
 async def test_needs_work_then_fixed_then_next_step_and_a_human_override(gated_project, tmp_path):
     log = tmp_path / "reviews"
-    server = mcpserve(
-        gated_project,
-        "--external-runner-cmd",
-        f"{sys.executable} {FAKE}",
-        env_extra={"FAKE_REVIEW": "pass", "FAKE_REVIEW_LOG": str(log)},
-    )
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(done, total, message):
         progress.append((done, total, message))
 
-    async with Client(server, mode="legacy", progress_handler=on_progress) as client:
-        await call(
-            client, "start_workflow", {"goal": "g", "job_name": "gated", "workflow_name": "main"}
+    driver = Driver(
+        gated_project,
+        "--external-runner-cmd",
+        f"{sys.executable} {FAKE}",
+        env_extra={"FAKE_REVIEW": "pass", "FAKE_REVIEW_LOG": str(log)},
+        progress_handler=on_progress,
+    )
+
+    async with driver as agent:
+        await agent.call(
+            "start_workflow", {"goal": "g", "job_name": "gated", "workflow_name": "main"}
         )
 
-        first = await call(client, "finished_step", {"outputs": {"draft.md": "draft.md"}})
+        first = await agent.call("finished_step", {"outputs": {"draft.md": "draft.md"}})
         assert first["status"] == "needs_work"
         assert first["feedback"] == "Needs improvement"
         assert first["failed_reviews"][0]["criteria_results"][0]["feedback"] == "Add more"
 
         (gated_project / "draft.md").write_text("A complete draft.\n")
-        second = await call(client, "finished_step", {"outputs": {"draft.md": "draft.md"}})
+        second = await agent.call("finished_step", {"outputs": {"draft.md": "draft.md"}})
         assert second["status"] == "next_step"
         assert second["begin_step"]["step_id"] == "pages"
 
         # The reviewer keeps failing this page; a person overrules it from outside the agent.
         (gated_project / "page0.md").write_text("FORCE_FAIL\n")
-        third = await call(client, "finished_step", {"outputs": {"pages": ["page0.md"]}})
+        third = await agent.call("finished_step", {"outputs": {"pages": ["page0.md"]}})
         assert third["status"] == "needs_work"
         run = await StepRun.objects.aget(step_id="pages", status="active")
         await database_sync_to_async(review_override)(
@@ -67,7 +68,7 @@ async def test_needs_work_then_fixed_then_next_step_and_a_human_override(gated_p
             reason="Page is acceptable as is",
         )
         reviews_before = len(list(log.glob("call-*.json")))
-        fourth = await call(client, "finished_step", {"outputs": {"pages": ["page0.md"]}})
+        fourth = await agent.call("finished_step", {"outputs": {"pages": ["page0.md"]}})
         assert fourth["status"] == "next_step"
         assert fourth["begin_step"]["step_id"] == "final"
         assert len(list(log.glob("call-*.json"))) == reviews_before

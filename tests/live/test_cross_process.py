@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -25,9 +24,10 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from websockets.asyncio.client import connect
 
+from tests.processes import MANAGE, child_env, start_uvicorn, stop, wait_for_port_async
+
 pytestmark = pytest.mark.e2e
 
-MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 # Receive timeout for an event: far above the default poll, far below the 30 s poll of the
 # Redis test, so an arrival there can only be the announcement's doing.
 ARRIVAL_TIMEOUT = 10
@@ -53,15 +53,7 @@ print(session.session_key)
 
 
 def base_env(var_dir: Path, **extra: str) -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "DJANGO_SETTINGS_MODULE": "deepwork_site.settings",
-        "DEEPWORK_VAR_DIR": str(var_dir),
-        "SECRET_KEY": "live-e2e-not-secret",
-        "DEEPWORK_LOG_LEVEL": "WARNING",
-        **extra,
-    }
+    return child_env(DEEPWORK_VAR_DIR=str(var_dir), **extra)
 
 
 def manage(env: dict[str, str], *args: str) -> str:
@@ -86,56 +78,17 @@ def shared_database(tmp_path_factory) -> tuple[Path, str]:
     return var_dir, session_key
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class WebServer:
     """The real ASGI application under uvicorn, on a free port."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "deepwork_site.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "warning",
-            ],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        self.process, self.port = start_uvicorn(env)
 
     async def listening(self) -> None:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if self.process.poll() is not None:
-                    pytest.fail(f"uvicorn exited: {self.process.stderr.read().decode()}")
-                if time.monotonic() > deadline:
-                    pytest.fail("uvicorn did not listen within 30 s")
-                await asyncio.sleep(0.05)
+        await wait_for_port_async(self.process, self.port, "uvicorn")
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop(self.process)
 
 
 @contextmanager

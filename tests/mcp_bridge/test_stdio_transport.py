@@ -13,14 +13,12 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from fastmcp import Client
 
-from mcp_bridge.management.commands.mcpserve import _is_pipe
-from tests.e2e.test_mcpserve_stdio import call, child_database_url, mcpserve
+from mcp_bridge.runner import is_pipe as _is_pipe
+from tests.e2e.driver import Driver
+from tests.processes import MANAGE, child_env_on_test_db
 from workflows.models import WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
@@ -44,25 +42,18 @@ def test_only_pipes_and_sockets_are_served_by_the_event_loop(tmp_path):
 
 async def test_a_message_far_longer_than_a_pipe_buffer_goes_through(demo_project):
     goal = "g" * 300_000  # several times the pipe buffer and asyncio's default line limit
-    async with Client(mcpserve(demo_project), mode="legacy") as client:
-        started = await call(
-            client, "start_workflow", {"goal": goal, "job_name": "demo", "workflow_name": "main"}
+    async with Driver(demo_project) as agent:
+        started = await agent.call(
+            "start_workflow", {"goal": goal, "job_name": "demo", "workflow_name": "main"}
         )
-        listed = await call(client, "get_workflows")
+        listed = await agent.call("get_workflows")
     session = await WorkflowSession.objects.aget(session_id=started["begin_step"]["session_id"])
     assert session.goal == goal
     assert [job["name"] for job in listed["jobs"]][:2] == ["demo", "nested"]
 
 
 def test_stdin_closing_ends_the_server_after_its_answers_are_out(demo_project):
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "DJANGO_SETTINGS_MODULE": "deepwork_site.settings",
-        "DATABASE_URL": child_database_url(),
-        "SECRET_KEY": "e2e-not-secret",
-        "DEEPWORK_LOG_LEVEL": "WARNING",
-    }
+    env = child_env_on_test_db()
     messages = [
         {
             "jsonrpc": "2.0",
@@ -77,9 +68,8 @@ def test_stdin_closing_ends_the_server_after_its_answers_are_out(demo_project):
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
-    manage = str(Path(settings.BASE_DIR) / "manage.py")
     server = subprocess.Popen(
-        [sys.executable, manage, "mcpserve", "--path", str(demo_project)],
+        [sys.executable, MANAGE, "mcpserve", "--path", str(demo_project)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -22,7 +22,7 @@ from workflows import events, limits
 from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.events import User
-from workflows.files import NotRegularFile, read_regular_text
+from workflows.files import FileTooLarge, NotRegularFile, read_regular_text
 from workflows.models import (
     Agent,
     Event,
@@ -79,6 +79,11 @@ class StepCheckpoint:
         return Path(self.project.root_path)
 
 
+# Step instructions go whole into the agent's answer; a file past this is a broken job, and a
+# huge or sparse file is never read whole.
+INSTRUCTIONS_MAX_BYTES = 1024 * 1024
+
+
 def _read_instructions(job: Job, step: Step) -> str:
     job_dir = Path(job.job_dir).resolve()
     path = (job_dir / step.instructions_file).resolve()
@@ -88,9 +93,14 @@ def _read_instructions(job: Job, step: Step) -> str:
             "the job folder"
         )
     try:
-        return read_regular_text(path)
+        return read_regular_text(path, limit=INSTRUCTIONS_MAX_BYTES)
     except FileNotFoundError:
         raise JobBroken(f"Instructions file not found: {step.instructions_file}") from None
+    except FileTooLarge as exc:
+        raise JobBroken(
+            f"Instructions file {step.instructions_file} is {exc.size:,} bytes; the limit is "
+            f"{INSTRUCTIONS_MAX_BYTES:,}"
+        ) from None
     except NotRegularFile as exc:
         raise JobBroken(
             f"Instructions file {step.instructions_file} could not be read: it is not a regular "

@@ -1,25 +1,26 @@
-"""``manage.py mcpserve --path <project>``: serve the DeepWork toolset to an agent.
+"""``manage.py mcpserve --path <project>``: serve MCP toolsets to an agent.
 
 stdout carries the MCP protocol on the stdio transport: this command logs to stderr only.
 """
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import logging
 import os
 import secrets
-import stat
-import sys
 import threading
-from contextlib import asynccontextmanager, suppress
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
-from django.db.migrations.executor import MigrationExecutor
 
+from mcp_bridge.migrate import migrate_if_needed
+from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets
+from reviews.services import REVIEW_TIMEOUT_SECONDS
 from workflows.files import project_makedirs
 from workflows.services import agents as agent_services
 
@@ -28,22 +29,12 @@ logger = logging.getLogger("deepwork.mcpserve")
 HEARTBEAT_SECONDS = 20
 TOKEN_ENV = "DEEPWORK_MCP_TOKEN"
 AGENT_ID_ENV = "DEEPWORK_AGENT_ID"
+ALLOWED_HOSTS_ENV = "DEEPWORK_MCP_ALLOWED_HOSTS"
 
 
-def _migrate_if_needed() -> None:
-    """Bring the database schema up to date so a fresh install just works."""
-    executor = MigrationExecutor(connection)
-    plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
-    if plan:
-        from django.core.management import call_command
-
-        logger.info("Applying %d database migrations", len(plan))
-        call_command("migrate", interactive=False, verbosity=0)
-
-
-def _heartbeat(state, stop: threading.Event) -> None:
+def _heartbeat(state: ServerState, stop: threading.Event) -> None:
     while not stop.wait(HEARTBEAT_SECONDS):
-        agent = state._agent
+        agent = state.claimed_agent()
         if agent is None:
             continue
         try:
@@ -56,128 +47,26 @@ def _heartbeat(state, stop: threading.Event) -> None:
             close_old_connections()
 
 
-# One JSON-RPC message is one line; a hand-in with many output files can be long.
-MAX_LINE_BYTES = 256 * 1024 * 1024
-
-
-def _is_pipe(fd: int) -> bool:
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        return False
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
-class _PipeLines:
-    """stdin as the async iterator of text lines that ``mcp.server.stdio`` reads."""
-
-    def __init__(self, reader: asyncio.StreamReader):
-        self._reader = reader
-
-    def __aiter__(self) -> _PipeLines:
-        return self
-
-    async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", errors="replace")
-
-
-class _PipeWriter:
-    """stdout as the async text file that ``mcp.server.stdio`` writes and flushes."""
-
-    def __init__(self, writer: asyncio.StreamWriter):
-        self._writer = writer
-
-    async def write(self, text: str) -> None:
-        self._writer.write(text.encode("utf-8"))
-
-    async def flush(self) -> None:
-        await self._writer.drain()
-
-
-@asynccontextmanager
-async def _event_loop_stdio():
-    """stdin and stdout read and written by the event loop itself.
-
-    The MCP SDK's stdio transport hands every read, write and flush to a worker thread: three
-    thread round trips per tool call, on top of the one to the database thread. Waking a thread
-    costs little on an idle machine and a scheduler time slice on a busy one, so on pipes (how
-    every MCP client starts a server) the event loop watches the descriptors instead. Like the
-    SDK, it moves the protocol onto private descriptors: fd 0 reads the null device and fd 1
-    goes to stderr, so a stray print or a child process can never corrupt the stream.
-    """
-    loop = asyncio.get_running_loop()
-    wire_in, wire_out = os.dup(0), os.dup(1)
-    saved_in, saved_out = os.dup(0), os.dup(1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    read_transport = write_transport = None
-    try:
-        reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
-        read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
-        )
-        write_transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
-        )
-        # flush() then waits until the kernel has every byte, as the SDK's flush does.
-        write_transport.set_write_buffer_limits(high=0)
-        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-        yield _PipeLines(reader), _PipeWriter(writer)
-    finally:
-        for transport in (read_transport, write_transport):
-            if transport is not None:
-                transport.close()
-        # The loop made the pipes non-blocking; whoever else holds them expects them blocking.
-        for fd in (saved_in, saved_out):
-            with suppress(OSError):
-                os.set_blocking(fd, True)
-        os.dup2(saved_in, 0)
-        os.dup2(saved_out, 1)
-        os.close(saved_in)
-        os.close(saved_out)
-
-
-async def _serve_stdio(mcp) -> None:
-    from fastmcp.server.context import reset_transport, set_transport
-    from mcp.server.stdio import stdio_server
-
-    # What FastMCP's own run_stdio_async does, with the loop-driven streams.
-    token = set_transport("stdio")
-    try:
-        async with (
-            mcp._lifespan_manager(),
-            _event_loop_stdio() as (stdin, stdout),
-            stdio_server(stdin=stdin, stdout=stdout) as (read_stream, write_stream),
-        ):
-            await mcp._mcp_server.run(
-                read_stream, write_stream, mcp._mcp_server.create_initialization_options()
-            )
-    finally:
-        reset_transport(token)
-
-
-def _run_stdio(mcp) -> None:
-    if sys.platform == "win32" or not (_is_pipe(0) and _is_pipe(1)):
-        # A terminal or a file: the SDK's thread-based transport handles those.
-        mcp.run(transport="stdio", show_banner=False)
-        return
-    import anyio
-
-    anyio.run(_serve_stdio, mcp)
+def _env_hosts() -> list[str]:
+    value = os.environ.get(ALLOWED_HOSTS_ENV, "")
+    return [host.strip() for host in value.split(",") if host.strip()]
 
 
 class Command(BaseCommand):
-    help = "Serve the DeepWork MCP tools for one project (stdio by default)."
+    help = "Serve MCP toolsets (DeepWork's by default) for one project (stdio by default)."
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--path", default=".", help="Project root (default: current folder)")
+        parser.add_argument(
+            "--toolsets",
+            default=",".join(DEFAULT_TOOLSETS),
+            metavar="NAMES",
+            help="Comma list of toolsets to serve: deepwork (the workflow tools and the review "
+            "tools, as DeepWork 0.9.1 serves them) or deepreview (the review tools only). "
+            "Default: deepwork",
+        )
         parser.add_argument(
             "--no-quality-gate",
             action="store_true",
@@ -190,6 +79,16 @@ class Command(BaseCommand):
             "--host", default="127.0.0.1", help="Bind address for http/sse (default: loopback)"
         )
         parser.add_argument("--port", type=int, default=8000, help="Port for http/sse")
+        parser.add_argument(
+            "--allowed-host",
+            action="append",
+            default=None,
+            metavar="HOST",
+            help="For http/sse: a Host header value clients may use besides loopback names, e.g. "
+            "the machine's address or name when binding --host 0.0.0.0 (repeatable; '*' "
+            f"patterns allowed; env {ALLOWED_HOSTS_ENV}, comma list). Requests naming any other "
+            "host are refused with 421 (DNS-rebinding protection)",
+        )
         parser.add_argument(
             "--external-runner",
             choices=["claude"],
@@ -206,9 +105,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--quality-gate-timeout",
             type=int,
-            default=240,
+            default=REVIEW_TIMEOUT_SECONDS,
             help="Seconds one external review may take, plus 30 s per file beyond five "
-            "(default 240)",
+            f"(default {REVIEW_TIMEOUT_SECONDS})",
         )
         parser.add_argument(
             "--quality-gate-max-attempts",
@@ -231,7 +130,7 @@ class Command(BaseCommand):
             help=f"Bearer token required on http/sse (env {TOKEN_ENV}); generated if absent",
         )
 
-    def handle(self, *args, **options) -> None:
+    def handle(self, *args: Any, **options: Any) -> None:
         root = Path(options["path"]).expanduser()
         if not root.is_dir():
             raise CommandError(f"--path must be an existing directory: {options['path']}")
@@ -241,10 +140,14 @@ class Command(BaseCommand):
                 "--quality-gate-timeout and --quality-gate-max-attempts must be >= 1"
             )
         try:
+            toolsets = parse_toolsets(options["toolsets"])
+        except UnknownToolset as exc:
+            raise CommandError(f"--toolsets: {exc}") from None
+        try:
             project_makedirs(root=root, relative=".deepwork/tmp")
         except OSError as exc:
             raise CommandError(f"Cannot create .deepwork/tmp in {root}: {exc}") from None
-        _migrate_if_needed()
+        migrate_if_needed()
 
         from mcp_bridge.server import create_server
 
@@ -269,8 +172,9 @@ class Command(BaseCommand):
             platform=options["platform"],
             agent_id=options["agent_id"],
             auth=auth,
+            toolsets=toolsets,
         )
-        state = mcp.deepwork_state
+        state: ServerState = mcp.deepwork_state  # type: ignore[attr-defined]
         # Claim the agent before serving: the process that starts first adopts an orphaned
         # stack, not whichever process happens to receive its first tool call first.
         state.agent()
@@ -282,16 +186,25 @@ class Command(BaseCommand):
         # whole process, so freeze it out of future collections and turn collection back on.
         gc.freeze()
         gc.enable()
+        from mcp_bridge import runner
+
         try:
             if transport == "stdio":
-                _run_stdio(mcp)
+                runner.run_stdio(mcp)
             else:
-                mcp.run(
+                allowed_hosts = [*_env_hosts(), *(options["allowed_host"] or [])]
+                if options["host"] not in ("127.0.0.1", "localhost", "::1") and not allowed_hosts:
+                    logger.warning(
+                        "Listening on %s, but only requests addressed to localhost are served; "
+                        "name the address or host name clients use with --allowed-host",
+                        options["host"],
+                    )
+                runner.run_http(
+                    mcp,
                     transport=transport,
                     host=options["host"],
                     port=options["port"],
-                    show_banner=False,
-                    host_origin_protection=True,
+                    allowed_hosts=allowed_hosts,
                 )
         except KeyboardInterrupt:
             pass

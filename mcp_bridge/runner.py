@@ -1,0 +1,298 @@
+"""Building and serving a FastMCP server: the one module that touches FastMCP and MCP SDK
+internals (``_lifespan_manager``, ``_mcp_server.run``, the SDK's message streams, the session
+state store, docstring parsing).
+
+On pipes, stdin and stdout are read and written by the event loop itself, and each line is
+decoded here rather than in the SDK's transport, so that a line the SDK cannot decode still gets
+an answer when it names a request id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import os
+import re
+import stat
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from typing import Any, TypeVar
+
+import anyio
+from fastmcp import FastMCP
+
+logger = logging.getLogger("deepwork.mcp")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# --- Start-up shortcuts ---------------------------------------------------------------------
+# An agent waits for `tools/list` at every start; these keep two libraries out of that wait.
+
+
+def tool(mcp: FastMCP, **options: Any) -> Callable[[F], F]:
+    """``@mcp.tool(**options)``, its description the function's docstring as written.
+
+    FastMCP would hand each docstring to griffe (imported for it, and three parsers tried per
+    tool) looking for Google/NumPy/Sphinx sections ours do not have; the text it ends up with
+    is the cleaned docstring, which is what this passes directly.
+    """
+
+    def register(fn: F) -> F:
+        description = inspect.getdoc(fn)
+        fn.__doc__ = None
+        try:
+            mcp.tool(fn, description=description, **options)
+        finally:
+            fn.__doc__ = description
+        return fn
+
+    return register
+
+
+class _SessionStateStore:
+    """FastMCP's per-session state (``ctx.set_state``, visibility rules) in a plain dict.
+
+    FastMCP reads it on every ``tools/list`` and ``tools/call``; its default store pulls in
+    py-key-value and beartype on the first request. Same calls, values kept until their ttl.
+    """
+
+    def __init__(self) -> None:
+        self._values: dict[str, tuple[Any, float | None]] = {}
+
+    async def get(self, *, key: str) -> Any | None:
+        found = self._values.get(key)
+        if found is None:
+            return None
+        value, expires = found
+        if expires is not None and expires <= time.monotonic():
+            del self._values[key]
+            return None
+        return value
+
+    async def put(self, *, key: str, value: Any, ttl: float | None = None) -> None:
+        self._values[key] = (value, None if ttl is None else time.monotonic() + ttl)
+
+    async def delete(self, *, key: str) -> bool:
+        return self._values.pop(key, None) is not None
+
+
+class Server(FastMCP):
+    """FastMCP with the light session-state store."""
+
+    @property
+    def _state_store(self) -> Any:
+        store = self.__dict__.get("_deepwork_state_store")
+        if store is None:
+            store = self.__dict__["_deepwork_state_store"] = _SessionStateStore()
+        return store
+
+
+# One JSON-RPC message is one line; a hand-in with many output files can be long.
+MAX_LINE_BYTES = 256 * 1024 * 1024
+
+# A \ud800-\udfff escape: valid JSON text, but no Unicode scalar value, so pydantic's JSON
+# parser (unlike Python's json) refuses the whole line.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def is_pipe(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+class _PipeWriter:
+    """stdout as the async text file the SDK's writer would use."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+@asynccontextmanager
+async def _event_loop_stdio() -> AsyncIterator[tuple[asyncio.StreamReader, _PipeWriter]]:
+    """stdin and stdout read and written by the event loop itself.
+
+    The MCP SDK's stdio transport hands every read, write and flush to a worker thread: three
+    thread round trips per tool call, on top of the one to the database thread. Waking a thread
+    costs little on an idle machine and a scheduler time slice on a busy one, so on pipes (how
+    every MCP client starts a server) the event loop watches the descriptors instead. Like the
+    SDK, it moves the protocol onto private descriptors: fd 0 reads the null device and fd 1
+    goes to stderr, so a stray print or a child process can never corrupt the stream.
+    """
+    loop = asyncio.get_running_loop()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    saved_in, saved_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    read_transport = write_transport = None
+    try:
+        reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0)
+        )
+        write_transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0)
+        )
+        # flush() then waits until the kernel has every byte, as the SDK's flush does.
+        write_transport.set_write_buffer_limits(high=0)
+        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+        yield reader, _PipeWriter(writer)
+    finally:
+        for transport in (read_transport, write_transport):
+            if transport is not None:
+                transport.close()
+        # The loop made the pipes non-blocking; whoever else holds them expects them blocking.
+        for fd in (saved_in, saved_out):
+            with suppress(OSError):
+                os.set_blocking(fd, True)
+        os.dup2(saved_in, 0)
+        os.dup2(saved_out, 1)
+        os.close(saved_in)
+        os.close(saved_out)
+
+
+def refusal(line: str, error: Exception) -> Any | None:
+    """The JSON-RPC error answering an undecodable line, or None when it names no request.
+
+    Python's json reads what pydantic's parser refuses (lone surrogates), so the id of a
+    request is found even when its parameters cannot be decoded.
+    """
+    from mcp_types import INVALID_REQUEST, ErrorData, JSONRPCError
+
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    request_id = message.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+        return None
+    if _SURROGATE_ESCAPE.search(line):
+        reason = (
+            "a string holds a lone UTF-16 surrogate escape (\\ud800-\\udfff), which is not "
+            "valid Unicode; send the text as UTF-8 or as a surrogate pair"
+        )
+    else:
+        reason = _request_error(error)
+    return JSONRPCError(
+        jsonrpc="2.0",
+        id=request_id,
+        error=ErrorData(code=INVALID_REQUEST, message=f"Invalid request: {reason}"),
+    )
+
+
+def _request_error(error: Exception) -> str:
+    """What is wrong with a line read as a request, in a few words, e.g. "params: Input
+    should be an object"."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return str(error)
+    found = errors()
+    # The line has an id and a method, so it meant to be a request: report that reading.
+    mine = [e for e in found if e["loc"][:1] == ("JSONRPCRequest",)] or found
+    first = mine[0]
+    where = ".".join(str(part) for part in first["loc"][1:] if part != "JSONRPCRequest")
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
+
+
+@asynccontextmanager
+async def _message_streams(
+    reader: asyncio.StreamReader, stdout: _PipeWriter
+) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's ``stdio_server`` streams over our pipes, decoding each line here."""
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+    from mcp_types import jsonrpc_message_adapter
+
+    read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
+    write_stream, write_reader = create_context_streams[SessionMessage](0)
+
+    async def read_lines() -> None:
+        async with read_writer:
+            while raw := await reader.readline():
+                line = raw.decode("utf-8", errors="replace")
+                try:
+                    message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+                except Exception as exc:
+                    answer = refusal(line, exc)
+                    if answer is None:
+                        logger.warning("Ignored an undecodable message: %.200s", line.strip())
+                        await read_writer.send(exc)
+                    else:
+                        logger.warning("Refused request %r: %s", answer.id, answer.error.message)
+                        await write_stream.send(SessionMessage(answer))
+                    continue
+                await read_writer.send(SessionMessage(message))
+
+    async def write_lines() -> None:
+        async with write_reader:
+            async for session_message in write_reader:
+                text = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await stdout.write(text + "\n")
+                await stdout.flush()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(read_lines)
+        group.start_soon(write_lines)
+        yield read_stream, write_stream
+
+
+async def _serve_stdio(mcp: FastMCP) -> None:
+    from fastmcp.server.context import reset_transport, set_transport
+
+    # What FastMCP's own run_stdio_async does, with the loop-driven streams.
+    token = set_transport("stdio")
+    try:
+        async with (
+            mcp._lifespan_manager(),
+            _event_loop_stdio() as (stdin, stdout),
+            _message_streams(stdin, stdout) as (read_stream, write_stream),
+        ):
+            await mcp._mcp_server.run(
+                read_stream, write_stream, mcp._mcp_server.create_initialization_options()
+            )
+    finally:
+        reset_transport(token)
+
+
+def run_stdio(mcp: FastMCP) -> None:
+    if sys.platform == "win32" or not (is_pipe(0) and is_pipe(1)):
+        # A terminal or a file: the SDK's thread-based transport handles those.
+        mcp.run(transport="stdio", show_banner=False)
+        return
+    anyio.run(_serve_stdio, mcp)
+
+
+def run_http(
+    mcp: FastMCP, *, transport: str, host: str, port: int, allowed_hosts: list[str]
+) -> None:
+    """Serve over HTTP (or SSE) with Host and Origin checked on every request.
+
+    Loopback names are always allowed; ``allowed_hosts`` adds the names and addresses clients
+    use to reach a server bound elsewhere (``*`` patterns allowed). Any other Host is refused
+    with 421, so a DNS-rebinding page cannot reach the server.
+    """
+    mcp.run(
+        transport=transport,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        show_banner=False,
+        host_origin_protection=True,
+        allowed_hosts=allowed_hosts or None,
+    )

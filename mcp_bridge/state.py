@@ -1,0 +1,131 @@
+"""What every toolset of one server shares: its configuration, project, catalog and agent."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reviews.gate import ClaudeReviewer, CommandReviewer
+from reviews.services import REVIEW_TIMEOUT_SECONDS, GateConfig
+from workflows.models import Agent, Project
+from workflows.services import agents as agent_services
+from workflows.services.catalog import Catalog
+from workflows.services.projects import project_ensure
+
+logger = logging.getLogger("deepwork.mcp")
+
+SERVER_NAME = "deepwork"
+EXTERNAL_RUNNERS = ("claude",)
+
+
+def server_version() -> str:
+    try:
+        return importlib.metadata.version("deepwork-server")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How one server was asked to run, as `create_server` and `mcpserve` receive it."""
+
+    project_root: Path
+    enable_quality_gate: bool = True
+    quality_gate_timeout: int = REVIEW_TIMEOUT_SECONDS
+    quality_gate_max_attempts: int = 3
+    external_runner: str | None = None
+    external_runner_cmd: str | None = None
+    platform: str | None = None
+    agent_id: str | None = None
+
+
+class ServerState:
+    """What one server instance knows: its project, catalog and agent (claimed lazily)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.project_root = config.project_root
+        self.platform = config.platform
+        self.gate = _gate_config(config)
+        self.requested_agent_id = config.agent_id
+        self.holder = agent_services.ProcessHolder.for_this_process()
+        self._lock = threading.Lock()
+        self._project: Project | None = None
+        self._catalog: Catalog | None = None
+        self._agent: Agent | None = None
+        # The caller's stack as the last answer showed it, for the call log.
+        self.last_stack: list[Any] = []
+
+    def project(self) -> Project:
+        with self._lock:
+            if self._project is None:
+                self._project = project_ensure(root_path=self.project_root)
+                self._catalog = Catalog(self._project)
+            return self._project
+
+    def catalog(self) -> Catalog:
+        self.project()
+        assert self._catalog is not None
+        return self._catalog
+
+    def agent(self) -> Agent:
+        project = self.project()
+        with self._lock:
+            if self._agent is None:
+                self._agent = agent_services.agent_claim(
+                    project=project, holder=self.holder, agent_id=self.requested_agent_id
+                )
+                logger.info("Serving %s as agent %s", self.project_root, self._agent.agent_id)
+            return self._agent
+
+    def claimed_agent(self) -> Agent | None:
+        """The agent once claimed, without claiming it (for the heartbeat)."""
+        return self._agent
+
+    def ready(self) -> bool:
+        return self._agent is not None
+
+    def release(self) -> None:
+        with self._lock:
+            if self._agent is not None:
+                agent_services.agent_release(agent=self._agent, holder=self.holder)
+
+
+def _gate_config(config: ServerConfig) -> GateConfig | None:
+    if not config.enable_quality_gate:
+        return None
+    reviewer: ClaudeReviewer | CommandReviewer | None
+    if config.external_runner_cmd:
+        reviewer = CommandReviewer(config.external_runner_cmd)
+    elif config.external_runner == "claude":
+        reviewer = ClaudeReviewer()
+    else:
+        reviewer = None
+    return GateConfig(
+        reviewer=reviewer,
+        timeout=config.quality_gate_timeout,
+        max_attempts=config.quality_gate_max_attempts,
+    )
+
+
+def log_call(
+    state: ServerState, tool: str, params: dict[str, Any], stack: list[Any] | None = None
+) -> None:
+    """Log one tool call with the caller's stack, as it stands after the call.
+
+    The stack comes from the tool's own answer (or the last one seen), so logging costs no
+    query.
+    """
+    if stack is not None:
+        state.last_stack = stack
+    logger.info(
+        "tool=%s params=%s stack=%s depth=%d",
+        tool,
+        params,
+        [f"{entry.workflow}:{entry.step}" for entry in state.last_stack],
+        len(state.last_stack),
+    )

@@ -1,0 +1,114 @@
+"""The ``deepreview`` toolset: the three tools of the `.deepreview` review pipeline.
+
+They work outside any workflow and touch no database: each reads files and runs git, off the
+event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Annotated, Any, TypeVar
+
+import anyio
+from fastmcp import FastMCP
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from mcp_bridge.runner import tool
+from mcp_bridge.state import ServerState, log_call
+
+T = TypeVar("T")
+
+TOOL_NAMES = ("get_review_instructions", "get_configured_reviews", "mark_review_as_passed")
+
+
+def _deepreview() -> ModuleType:
+    # Imported on first use: the .deepreview pipeline (jsonschema, wcmatch) is not needed to
+    # start serving, and start-up time is what an agent waits for.
+    from reviews import deepreview
+
+    return deepreview
+
+
+async def _off_loop(
+    state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]
+) -> T:
+    answer = await anyio.to_thread.run_sync(fn)
+    log_call(state, tool, params)
+    return answer
+
+
+def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """Put the three review tools on ``mcp``, each named ``prefix + name``."""
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_review_instructions",
+        annotations=ToolAnnotations(readOnlyHint=False),
+    )
+    async def get_review_instructions(
+        files: Annotated[
+            list[str] | None,
+            Field(
+                description="Files to review, relative to the project root. Omit to review "
+                "what changed on this branch (against main/master) plus uncommitted and "
+                "untracked files."
+            ),
+        ] = None,
+    ) -> str:
+        """Turn the project's `.deepreview` rules into review tasks for the given (or changed)
+        files. Returns a list of tasks (name, description, subagent_type, prompt) to run in
+        parallel as sub-agents; each prompt points at an instructions file. When a review
+        passes, call `mark_review_as_passed` with its id so it is not asked for again until one
+        of its files changes. Works outside any workflow."""
+        return await _off_loop(
+            state,
+            f"{prefix}get_review_instructions",
+            {"files": files},
+            lambda: _deepreview().get_review_instructions(
+                project_root=state.project_root, files=files, platform=state.platform
+            ),
+        )
+
+    @tool(
+        mcp, name=f"{prefix}get_configured_reviews", annotations=ToolAnnotations(readOnlyHint=True)
+    )
+    async def get_configured_reviews(
+        only_rules_matching_files: Annotated[
+            list[str] | None,
+            Field(
+                description="Only list rules that match at least one of these files "
+                "(relative to the project root). Omit to list every rule."
+            ),
+        ] = None,
+    ) -> list[dict[str, str]]:
+        """List the review rules configured in the project's `.deepreview` files: each rule's
+        name, description and defining file with line. Files that fail to parse are listed as
+        `PARSE_ERROR:<path>` entries. Works outside any workflow."""
+        return await _off_loop(
+            state,
+            f"{prefix}get_configured_reviews",
+            {"only_rules_matching_files": only_rules_matching_files},
+            lambda: _deepreview().get_configured_reviews(
+                project_root=state.project_root,
+                only_rules_matching_files=only_rules_matching_files,
+            ),
+        )
+
+    @tool(mcp, name=f"{prefix}mark_review_as_passed")
+    async def mark_review_as_passed(
+        review_id: Annotated[
+            str, Field(description="The review id named in the review's instructions file.")
+        ],
+    ) -> str:
+        """Record that a review from `get_review_instructions` passed, so it is skipped until
+        one of its files changes."""
+        return await _off_loop(
+            state,
+            f"{prefix}mark_review_as_passed",
+            {"review_id": review_id},
+            lambda: _deepreview().mark_review_as_passed(
+                project_root=state.project_root, review_id=review_id
+            ),
+        )

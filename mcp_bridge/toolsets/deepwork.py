@@ -1,0 +1,327 @@
+"""The ``deepwork`` toolset: DeepWork 0.9.1's five workflow tools, in its wording.
+
+Tools are thin: parse, call one engine service in the database thread, render the answer. The
+engine calls are gathered in one block below (``Engine``), so re-pointing them at a new service
+signature is an edit in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from mcp_bridge.runner import tool
+from mcp_bridge.state import ServerState, log_call
+from reviews.services import step_finish_gated
+from workflows.db import DatabaseBusy, db_sync_to_async, is_busy, retrying_when_busy
+from workflows.errors import WorkflowError
+from workflows.schemas import (
+    AbortWorkflowResponse,
+    FinishedStepResponse,
+    GetWorkflowsResponse,
+    GoToStepResponse,
+    JobInfo,
+    JobLoadErrorInfo,
+    StartWorkflowResponse,
+    WorkflowInfo,
+)
+from workflows.services import sessions as session_services
+from workflows.services.catalog import REPAIR_HINT
+
+logger = logging.getLogger("deepwork.mcp")
+
+T = TypeVar("T")
+
+TOOL_NAMES = ("get_workflows", "start_workflow", "finished_step", "abort_workflow", "go_to_step")
+
+INSTRUCTIONS = """\
+# DeepWork Workflow Server
+
+This server runs multi-step workflows ("jobs") defined in the project's `.deepwork/jobs`.
+Each step tells you what to do and which output files to hand in; the server checks those
+outputs and, where the job asks for it, has them reviewed before you may move on.
+
+## Workflow
+1. **Discover**: call `get_workflows` to see the jobs and their workflows.
+2. **Start**: call `start_workflow` with a clear `goal`, the `job_name` and the `workflow_name`.
+   The answer holds the first step's instructions and its expected outputs.
+3. **Execute**: follow the step's instructions and create its output files.
+4. **Checkpoint**: call `finished_step` with the outputs (paths relative to the project root).
+5. **Iterate**: on `needs_work`, read the feedback, fix the outputs and call `finished_step` again.
+6. **Continue**: on `next_step`, carry on with the instructions in `begin_step`.
+7. **Complete**: on `workflow_complete` the workflow is done; `all_outputs` lists every output.
+
+## Quality Gates
+Steps with reviews are judged against their quality criteria when you call `finished_step`.
+A failed review answers `needs_work` with feedback explaining what to fix.
+
+## Nested Workflows
+Starting a workflow while another is active puts it on top of a stack. Every answer carries
+`stack`, entries of the form `{workflow: "job/workflow", step: "current_step"}`, bottom to top.
+When the top workflow completes it is removed and the one below resumes. Pass `session_id` to
+act on a session that is not on top.
+
+## Aborting Workflows
+`abort_workflow` marks the session aborted, records your explanation and resumes the
+workflow below it, if any.
+
+## Going Back
+`go_to_step` returns the active workflow to an earlier step, discarding the progress after it.
+
+## Best Practices
+- Call `get_workflows` first; do not guess job or workflow names.
+- Give a specific goal, and an `instance_id` when you run the same workflow for several things.
+- Create every required output before calling `finished_step`.
+- Read `needs_work` feedback carefully and fix what it names.
+- Check `stack` to know where you are.
+- Abort a workflow you cannot finish instead of leaving it half done.
+"""
+
+BUSY_MESSAGE = (
+    "The database is busy with other work right now and this call changed nothing. "
+    "Try the same call again in a few seconds."
+)
+
+# DeepWork 0.9.1 advertises this loose schema for its dict-returning tools; clients that
+# validate structured content against a detailed schema pay for it on every call.
+LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
+
+
+def fail(tool: str, message: object) -> ToolError:
+    # DeepWork 0.9.1's clients see this exact prefix on every tool error.
+    return ToolError(f"Error calling tool '{tool}': {message}")
+
+
+# --- Engine calls: every service this toolset uses, in one place. ---------------------------
+
+
+class Engine:
+    """The engine as the deepwork toolset calls it (sync; run in the database thread)."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self._workflows_answer: tuple[object, GetWorkflowsResponse] | None = None
+
+    def get_workflows(self) -> GetWorkflowsResponse:
+        """The get_workflows answer for the catalog as it is, built once per catalog view."""
+        view = self.state.catalog().view()
+        cached = self._workflows_answer
+        if cached is not None and cached[0] is view:
+            return cached[1]
+        answer = GetWorkflowsResponse(
+            jobs=[
+                JobInfo(
+                    name=job.name,
+                    summary=job.summary,
+                    workflows=[WorkflowInfo(name=n, summary=s) for n, s in job.workflows],
+                )
+                for job in view.jobs
+            ],
+            errors=[
+                JobLoadErrorInfo(
+                    job_name=error.dir_name,
+                    job_dir=error.job_dir,
+                    error=error.error + REPAIR_HINT,
+                )
+                for error in view.errors
+            ],
+        )
+        self._workflows_answer = (view, answer)
+        return answer
+
+    def start_workflow(self, **kwargs: Any) -> StartWorkflowResponse:
+        state = self.state
+        return session_services.session_start(
+            project=state.project(), agent=state.agent(), catalog=state.catalog().view(), **kwargs
+        )
+
+    def abort_workflow(self, **kwargs: Any) -> AbortWorkflowResponse:
+        state = self.state
+        return session_services.session_abort(
+            project=state.project(), agent=state.agent(), **kwargs
+        )
+
+    def go_to_step(self, **kwargs: Any) -> GoToStepResponse:
+        state = self.state
+        return session_services.session_go_to_step(
+            project=state.project(), agent=state.agent(), **kwargs
+        )
+
+    async def finished_step(self, **kwargs: Any) -> FinishedStepResponse:
+        state = self.state
+        if not state.ready():
+            await db_sync_to_async(state.agent)()
+        return await step_finish_gated(
+            project=state.project(), agent=state.agent(), gate=state.gate, **kwargs
+        )
+
+
+# --- The database-call wrapper: the one place errors become DeepWork's wording. --------------
+
+
+async def run(state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]) -> T:
+    """``fn`` in the database thread, retried while the database is busy; errors in DeepWork's
+    wording. A raw lock error never reaches the agent."""
+    try:
+        answer = await db_sync_to_async(retrying_when_busy(fn))()
+    except WorkflowError as exc:
+        log_call(state, tool, params)
+        raise fail(tool, exc) from None
+    except DatabaseBusy:
+        log_call(state, tool, params)
+        raise fail(tool, BUSY_MESSAGE) from None
+    log_call(state, tool, params, getattr(answer, "stack", None))
+    return answer
+
+
+def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """Put the five workflow tools on ``mcp``, each named ``prefix + name``."""
+    engine = Engine(state)
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_workflows",
+        annotations=ToolAnnotations(readOnlyHint=True),
+        output_schema=LOOSE_OBJECT,
+    )
+    async def get_workflows() -> GetWorkflowsResponse:
+        """List every available job and its workflows. Call this first, before starting any
+        workflow, to learn the exact job and workflow names. Jobs whose job.yml fails to load
+        are listed under `errors` with the reason."""
+        return await run(state, f"{prefix}get_workflows", {}, engine.get_workflows)
+
+    @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
+    async def start_workflow(
+        goal: Annotated[str, Field(description="What the user wants to accomplish.")],
+        job_name: Annotated[
+            str, Field(description="The job's name as get_workflows lists it (or its folder).")
+        ],
+        workflow_name: Annotated[
+            str,
+            Field(
+                description="The workflow within the job. A job with a single workflow runs "
+                "it whatever name is given; otherwise an unknown name lists the available ones."
+            ),
+        ],
+        instance_id: Annotated[
+            str | None,
+            Field(description="Optional label for this run, e.g. 'acme' or 'q1-2026'."),
+        ] = None,
+    ) -> StartWorkflowResponse:
+        """Start a workflow and get its first step: instructions, expected outputs (with the
+        value syntax `finished_step` wants for each) and the reviews it must pass. Starting
+        while another workflow is active nests the new one on top of the stack; finishing it
+        resumes the one below."""
+        params = {"job_name": job_name, "workflow_name": workflow_name, "instance_id": instance_id}
+        return await run(
+            state,
+            f"{prefix}start_workflow",
+            params,
+            lambda: engine.start_workflow(
+                job_name=job_name,
+                workflow_name=workflow_name,
+                goal=goal,
+                instance_id=instance_id,
+            ),
+        )
+
+    @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
+    async def finished_step(
+        outputs: Annotated[
+            dict[str, str | list[str]],
+            Field(
+                description="Output name -> path(s) relative to the project root. A `file` "
+                "output takes one path string; a `files` output takes a list of paths. "
+                "Outputs marked required=false may be left out."
+            ),
+        ],
+        notes: Annotated[
+            str | None, Field(description="Optional notes about the work done.")
+        ] = None,
+        quality_review_override_reason: Annotated[
+            str | None,
+            Field(
+                description="Skips the quality review when given; say why (e.g. the outcome "
+                "of your own review)."
+            ),
+        ] = None,
+        session_id: Annotated[
+            str | None,
+            Field(
+                description="The session to act on (from begin_step.session_id). Defaults to "
+                "the top of your stack."
+            ),
+        ] = None,
+        ctx: Context = None,  # type: ignore[assignment]  # FastMCP injects it
+    ) -> FinishedStepResponse:
+        """Report that the current step is done and hand in its outputs. The answer's
+        `status` says what next: `needs_work` (fix what `feedback` says and call again),
+        `next_step` (follow `begin_step`) or `workflow_complete` (done; see `all_outputs`)."""
+        tool = f"{prefix}finished_step"
+        params = {"outputs": outputs, "session_id": session_id}
+
+        async def progress(done: float, total: float, message: str) -> None:
+            await ctx.report_progress(done, total, message)
+
+        # Not retried: a review may already have run when the database turns out busy, and
+        # running it again is the agent's choice, not ours.
+        try:
+            answer = await engine.finished_step(
+                outputs=outputs,
+                notes=notes,
+                override_reason=quality_review_override_reason,
+                session_id=session_id,
+                progress=progress,
+            )
+        except WorkflowError as exc:
+            log_call(state, tool, params)
+            raise fail(tool, exc) from None
+        except Exception as exc:
+            if not is_busy(exc):
+                raise
+            logger.warning("Database busy during %s: %s", tool, exc)
+            log_call(state, tool, params)
+            raise fail(tool, BUSY_MESSAGE) from None
+        log_call(state, tool, params, answer.stack)
+        return answer
+
+    @tool(mcp, name=f"{prefix}abort_workflow", output_schema=LOOSE_OBJECT)
+    async def abort_workflow(
+        explanation: Annotated[str, Field(description="Why the workflow is being aborted.")],
+        session_id: Annotated[
+            str | None,
+            Field(description="The session to abort. Defaults to the top of your stack."),
+        ] = None,
+    ) -> AbortWorkflowResponse:
+        """Abort a workflow that cannot be completed. The session is marked aborted with your
+        explanation and the workflow below it on the stack, if any, resumes."""
+        return await run(
+            state,
+            f"{prefix}abort_workflow",
+            {"session_id": session_id},
+            lambda: engine.abort_workflow(explanation=explanation, session_id=session_id),
+        )
+
+    @tool(mcp, name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
+    async def go_to_step(
+        step_id: Annotated[str, Field(description="The earlier step to return to.")],
+        session_id: Annotated[
+            str | None,
+            Field(description="The session to act on. Defaults to the top of your stack."),
+        ] = None,
+    ) -> GoToStepResponse:
+        """Return the active workflow to an earlier step (or restart the current one) to redo
+        work. Progress from that step on is discarded (files are kept) and the step's
+        instructions are returned; you cannot skip forward."""
+        return await run(
+            state,
+            f"{prefix}go_to_step",
+            {"step_id": step_id, "session_id": session_id},
+            lambda: engine.go_to_step(step_id=step_id, session_id=session_id),
+        )

@@ -1,0 +1,75 @@
+"""``mcpserve`` serves agents without loading the web stack (issue 8 point 6).
+
+Checked on a real process with ``python -X importtime``, which lists every module it imports,
+through the first tools/list and a tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.processes import MANAGE, child_env_on_test_db
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+
+WEB_STACK = ("ninja", "daphne", "dashboard", "api", "django.contrib.admin", "channels")
+# Libraries FastMCP would load on the way to the first answer that mcpserve does without.
+NOT_NEEDED = ("griffe", "key_value", "beartype")
+
+
+def test_mcpserve_imports_no_web_stack(demo_project, tmp_path):
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "lean", "version": "1"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "get_workflows", "arguments": {}},
+        },
+    ]
+    log = (tmp_path / "stderr").open("wb")  # a file: the import list outgrows a pipe's buffer
+    server = subprocess.Popen(
+        [sys.executable, "-X", "importtime", MANAGE, "mcpserve", "--path", str(demo_project)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        env=child_env_on_test_db(),
+    )
+    try:
+        server.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+        server.stdin.flush()
+        answers = [json.loads(server.stdout.readline()) for _ in range(3)]
+        server.stdin.close()
+        code = server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        log.close()
+    stderr = (tmp_path / "stderr").read_text()
+    assert code == 0, stderr[-3000:]
+    assert sorted(a["id"] for a in answers) == [1, 2, 3]
+    assert not next(a for a in answers if a["id"] == 3)["result"].get("isError")
+    imported = set(re.findall(r"^import time:.*\|\s*(\S+)$", stderr, re.M))
+    # The list is real: it holds what mcpserve does use.
+    assert "fastmcp" in imported
+    assert "workflows.services.sessions" in imported
+    for root in WEB_STACK + NOT_NEEDED:
+        loaded = sorted(m for m in imported if m == root or m.startswith(root + "."))
+        assert not loaded, f"mcpserve imported {loaded}"

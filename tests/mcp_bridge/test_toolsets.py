@@ -1,0 +1,114 @@
+"""Composing toolsets: `create_server(toolsets=...)` and `mcpserve --toolsets`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from fastmcp import Client, FastMCP
+
+from mcp_bridge.server import create_server
+from mcp_bridge.state import ServerConfig, ServerState
+from mcp_bridge.toolsets import (
+    DEEPREVIEW,
+    DEEPWORK,
+    TOOLSETS,
+    Toolset,
+    UnknownToolset,
+    parse_toolsets,
+    plan_mounts,
+)
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+REVIEW_TOOLS = ["get_review_instructions", "get_configured_reviews", "mark_review_as_passed"]
+WORKFLOW_TOOLS = [
+    "get_workflows",
+    "start_workflow",
+    "finished_step",
+    "abort_workflow",
+    "go_to_step",
+]
+
+
+async def listed(server: FastMCP) -> tuple[list[str], str | None]:
+    async with Client(server, mode="legacy") as client:
+        tools = [tool.name for tool in await client.list_tools()]
+        return tools, client.initialize_result.instructions
+
+
+async def test_deepwork_is_the_default_and_carries_the_review_tools(demo_project):
+    default_tools, default_instructions = await listed(create_server(demo_project))
+    assert default_tools == WORKFLOW_TOOLS + REVIEW_TOOLS
+    # Naming deepreview as well serves nothing twice: deepwork already includes it.
+    both_tools, both_instructions = await listed(
+        create_server(demo_project, toolsets=["deepwork", "deepreview"])
+    )
+    assert both_tools == default_tools
+    assert both_instructions == default_instructions
+
+
+async def test_deepreview_alone_serves_only_the_review_tools(demo_project):
+    tools, instructions = await listed(create_server(demo_project, toolsets=["deepreview"]))
+    assert tools == REVIEW_TOOLS
+    assert not instructions  # DeepWork's workflow instructions belong to the deepwork toolset
+
+
+def test_unknown_toolset_names_list_the_valid_ones(demo_project):
+    with pytest.raises(UnknownToolset, match=r"Unknown toolset 'tracker'; choose from: deepwork"):
+        create_server(demo_project, toolsets=["tracker"])
+    with pytest.raises(
+        UnknownToolset, match=r"Unknown toolsets 'x', 'y'; choose from: deepwork, deepreview$"
+    ):
+        parse_toolsets("deepwork, x,y")
+    assert parse_toolsets(" deepreview ,deepwork") == ("deepreview", "deepwork")
+    with pytest.raises(UnknownToolset, match="No toolset given"):
+        parse_toolsets(" , ")
+
+
+def test_mcpserve_refuses_an_unknown_toolset_before_serving(demo_project: Path):
+    with pytest.raises(CommandError, match=r"--toolsets: Unknown toolset 'bogus'; choose from"):
+        call_command("mcpserve", "--path", str(demo_project), "--toolsets", "bogus")
+
+
+async def test_a_later_toolset_sharing_a_tool_name_is_mounted_under_its_prefix(demo_project):
+    # A stand-in for the tracker toolset, which will also have a start_workflow.
+    def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+        @mcp.tool(name=f"{prefix}start_workflow")
+        async def start_workflow() -> str:
+            return "tracker"
+
+        @mcp.tool(name=f"{prefix}log_decision")
+        async def log_decision() -> str:
+            return "logged"
+
+    tracker = Toolset("tracker", ("start_workflow", "log_decision"), register)
+    catalog = {**TOOLSETS, "tracker": (tracker,)}
+
+    mounts = plan_mounts(["deepwork", "tracker"], catalog)
+    assert [(m.toolset.name, m.prefix) for m in mounts] == [
+        ("deepwork", ""),
+        ("deepreview", ""),
+        ("tracker", "tracker_"),
+    ]
+    # Alone, or first, a toolset keeps its own names.
+    assert [m.prefix for m in plan_mounts(["tracker", "deepwork"], catalog)] == [
+        "",
+        "deepwork_",
+        "",
+    ]
+
+    server = FastMCP("t")
+    state = ServerState(ServerConfig(project_root=demo_project))
+    for mount in mounts:
+        mount.toolset.register(server, state, mount.prefix)
+    async with Client(server) as client:
+        names = [tool.name for tool in await client.list_tools()]
+        answer = await client.call_tool("tracker_start_workflow", {})
+    assert names == WORKFLOW_TOOLS + REVIEW_TOOLS + [
+        "tracker_start_workflow",
+        "tracker_log_decision",
+    ]
+    assert answer.content[0].text == "tracker"
+    assert (DEEPWORK.name, DEEPREVIEW.name) == ("deepwork", "deepreview")
