@@ -211,6 +211,11 @@ class OutboxTailer:
         """The highest outbox id handed to the subscriptions."""
         return self._mark.last_id
 
+    @property
+    def subscriber_count(self) -> int:
+        """How many subscriptions are being offered events; a closed socket leaves none behind."""
+        return len(self._subscribers)
+
     async def subscribe(self, subscription: Subscription) -> None:
         """Start offering live events to ``subscription``; returns once the tailer is reading,
         so every event committed after this returns reaches the subscription."""

@@ -29,7 +29,8 @@ from reviews.deepreview.config import MAX_RULES_FILE_BYTES
 from reviews.deepreview.instructions import HASH_BYTES, INSTRUCTIONS_DIR, STALE_AFTER
 from reviews.gate import MAX_INLINE_BYTES, ReviewTask, build_payload
 from reviews.services import GateConfig, review_plan
-from tests.dashboard.conftest import Driver, client_for, make_user
+from tests.dashboard.conftest import Driver, client_for
+from tests.factories import make_user
 from tests.reviews import commit_all, isolate_git, make_repo, rule, write, write_rules
 from workflows.errors import InvalidInput, JobBroken
 from workflows.files import (
@@ -114,7 +115,7 @@ def driver(project, agent, catalog) -> Driver:
 
 @pytest.fixture
 def watching(db) -> Client:
-    return client_for(make_user("wanda", "Watchers"))
+    return client_for(make_user(username="wanda", groups=("Watchers",)))
 
 
 def view(client: Client, sid: str, path: str) -> tuple[int, str]:

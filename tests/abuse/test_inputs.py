@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import Permission
 from django.test import Client as HttpClient
 from fastmcp import Client
 
 from api.services import api_token_create
 from mcp_bridge.server import create_server
+from tests.factories import make_user
 from workflows.models import Agent, Event, WorkflowSession
 from workflows.services.projects import project_ensure
 
@@ -42,18 +42,17 @@ def project(demo_project):
 
 
 @pytest.fixture
-def rest(project, django_user_model):
+def rest(project, db):
     """A REST caller allowed to drive, abort and decide."""
-    user = django_user_model.objects.create_user(username="rita", password="x")
-    for app_label, codename in (
-        ("workflows", "view_workflowsession"),
-        ("workflows", "drive_session"),
-        ("workflows", "abort_session"),
-        ("reviews", "decide_review"),
-    ):
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app_label, codename=codename)
-        )
+    user = make_user(
+        username="rita",
+        perms=(
+            "workflows.view_workflowsession",
+            "workflows.drive_session",
+            "workflows.abort_session",
+            "reviews.decide_review",
+        ),
+    )
     _, token = api_token_create(user=user, name="abuse")
     client = HttpClient()
 
@@ -174,7 +173,7 @@ def flashes(client: HttpClient, url: str) -> list[tuple[str, str]]:
 
 
 async def test_an_abort_reason_is_refused_alike_over_mcp_rest_and_the_dashboard(
-    demo_project, project, rest, django_user_model
+    demo_project, project, rest
 ):
     server = create_server(demo_project)
     async with Client(server) as client:
@@ -190,11 +189,10 @@ async def test_an_abort_reason_is_refused_alike_over_mcp_rest_and_the_dashboard(
     assert (status, message) == (400, EXPLANATION_REFUSED)
 
     def dashboard_abort() -> list[tuple[str, str]]:
-        person = django_user_model.objects.create_user(username="dana", password="x")
-        for codename in ("view_workflowsession", "abort_session"):
-            person.user_permissions.add(
-                Permission.objects.get(content_type__app_label="workflows", codename=codename)
-            )
+        person = make_user(
+            username="dana",
+            perms=("workflows.view_workflowsession", "workflows.abort_session"),
+        )
         browser = HttpClient()
         browser.force_login(person)
         url = f"/sessions/{sid}/"

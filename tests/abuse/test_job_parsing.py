@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.db import connection, connections
 from django.test import Client as HttpClient
 from fastmcp import Client
@@ -24,7 +23,7 @@ from fastmcp import Client
 from api.services import api_token_create
 from mcp_bridge.server import create_server
 from tests.conftest import DEMO_JOB, NESTED_JOB
-from tests.factories import write_job
+from tests.factories import make_user, write_job
 from workflows import jobdef
 from workflows.models import Job, JobLoadError, WorkflowSession
 from workflows.services import catalog as catalog_service
@@ -121,11 +120,10 @@ def _write_hostile(project_dir: Path) -> None:
 
 
 def _viewer_token() -> str:
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.create_user(username="operator", password="x")
-    for codename in ("view_workflowsession", "drive_session"):
-        user.user_permissions.add(Permission.objects.get(codename=codename))
+    user = make_user(
+        username="operator",
+        perms=("workflows.view_workflowsession", "workflows.drive_session"),
+    )
     return api_token_create(user=user, name="test")[1]
 
 

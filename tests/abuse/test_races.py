@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.contrib.auth.models import Permission
 from django.db import connections
 from django.test import Client
 
@@ -28,6 +27,7 @@ from api.services import api_token_create
 from reviews import services as review_services
 from reviews.models import ReviewResult
 from reviews.services import GateConfig, step_finish_gated
+from tests.factories import make_user
 from workflows.errors import Conflict, WorkflowError
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions
@@ -133,16 +133,12 @@ def test_the_loser_of_an_override_race_leaves_no_verdict(project, agent, catalog
 
 
 def test_the_loser_of_an_override_race_over_rest_is_no_ones_verdict(
-    project, agent, catalog, plan_together, django_user_model
+    project, agent, catalog, plan_together
 ):
     sid = at_wrap_up(project, agent, catalog)
     tokens = []
     for name in ("alice", "bob"):
-        user = django_user_model.objects.create_user(username=name, password="x")
-        for app_label, codename in (("workflows", "drive_session"), ("reviews", "decide_review")):
-            user.user_permissions.add(
-                Permission.objects.get(content_type__app_label=app_label, codename=codename)
-            )
+        user = make_user(username=name, perms=("workflows.drive_session", "reviews.decide_review"))
         tokens.append(api_token_create(user=user, name="race")[1])
     plan_together()
 

@@ -20,10 +20,11 @@ from django.test.utils import CaptureQueriesContext
 
 from dashboard import access, consumers, live
 from dashboard.access import WatchRight, watch_right
+from tests.factories import make_user
 from tests.live.conftest import (
+    WATCH,
     add_event,
     assert_closed_with,
-    make_user,
     max_event_id,
     open_socket,
     receive_events,
@@ -44,7 +45,7 @@ async def _fresh_tailer(settings):
 
 @pytest.fixture
 def watcher(transactional_db) -> User:
-    return make_user("watcher", may_watch=True)
+    return make_user(username="watcher", perms=(WATCH,))
 
 
 @pytest.fixture
@@ -169,7 +170,7 @@ async def test_a_busy_socket_does_not_check_on_every_batch(watcher_cookie, proje
 
 @pytest.mark.django_db
 def test_the_check_reads_the_session_the_user_and_the_permissions_only(db):
-    watcher = make_user("counted", may_watch=True)
+    watcher = make_user(username="counted", perms=(WATCH,))
     cookie = session_cookie(watcher)
     with CaptureQueriesContext(connection) as queries:
         assert watch_right(session_key=cookie, user_id=watcher.pk) is WatchRight.GRANTED
@@ -179,23 +180,22 @@ def test_the_check_reads_the_session_the_user_and_the_permissions_only(db):
 
 @pytest.mark.django_db
 def test_the_right_may_come_from_a_group_or_from_being_a_superuser(db):
-    member = make_user("member", may_watch=False)
     watchers = Group.objects.create(name="watchers")
     watchers.permissions.add(watch_permission())
-    member.groups.add(watchers)
+    member = make_user(username="member", groups=("watchers",))
     cookie = session_cookie(member)
     assert watch_right(session_key=cookie, user_id=member.pk) is WatchRight.GRANTED
     member.groups.remove(watchers)
     assert watch_right(session_key=cookie, user_id=member.pk) is WatchRight.FORBIDDEN
 
-    boss = User.objects.create_superuser("boss", password="unused-password")
+    boss = make_user(username="boss", superuser=True)
     assert watch_right(session_key=session_cookie(boss), user_id=boss.pk) is WatchRight.GRANTED
 
 
 @pytest.mark.django_db
 def test_a_session_of_another_user_or_no_session_is_not_a_right(db):
-    alice = make_user("alice", may_watch=True)
-    bob = make_user("bob", may_watch=True)
+    alice = make_user(username="alice", perms=(WATCH,))
+    bob = make_user(username="bob", perms=(WATCH,))
     assert watch_right(session_key=session_cookie(bob), user_id=alice.pk) is WatchRight.LOGGED_OUT
     assert watch_right(session_key="no-such-session", user_id=alice.pk) is WatchRight.LOGGED_OUT
     assert watch_right(session_key=None, user_id=alice.pk) is WatchRight.LOGGED_OUT

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from django.contrib.auth.models import Permission, User
 
 from reviews.gate import CommandReviewer, Verdict
 from reviews.models import ReviewResult
@@ -112,14 +111,3 @@ def every_model(demo_project, driver, failed_run, admin_user):
     )
     review_request_changes(step_run=failed_run, feedback="Cite the sources", by=admin_user)
     return failed_run
-
-
-def staff_user(username: str, *perms: str) -> User:
-    """A staff member with exactly these permissions ("app_label.codename")."""
-    user = User.objects.create_user(username=username, password="pw", is_staff=True)
-    for perm in perms:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app_label, codename=codename)
-        )
-    return user

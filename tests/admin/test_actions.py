@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from reviews.models import HumanDecision, ReviewResult
-from tests.admin.conftest import staff_user
+from tests.factories import make_user
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions
 
@@ -185,7 +185,9 @@ def test_select_all_aborts_every_session_matching_the_filter(admin_client, drive
 
 def test_staff_without_the_permission_cannot_abort(client, driver):
     session = driver.start()
-    client.force_login(staff_user("watcher", "workflows.view_workflowsession"))
+    client.force_login(
+        make_user(username="watcher", perms=("workflows.view_workflowsession",), staff=True)
+    )
 
     listing = client.get(SESSIONS)
     assert listing.status_code == 200
@@ -199,7 +201,11 @@ def test_staff_without_the_permission_cannot_abort(client, driver):
 
 def test_staff_with_the_permission_aborts(client, driver):
     session = driver.start()
-    user = staff_user("operator", "workflows.view_workflowsession", "workflows.abort_session")
+    user = make_user(
+        username="operator",
+        perms=("workflows.view_workflowsession", "workflows.abort_session"),
+        staff=True,
+    )
     client.force_login(user)
 
     response = apply(client, SESSIONS, "abort_sessions", [session.pk], reason="stuck")
@@ -304,7 +310,7 @@ def test_a_finished_step_run_cannot_be_overridden(admin_client, failed_run):
 def test_staff_without_the_permission_cannot_rule(
     client, failed_run, changelist, view_perm, action
 ):
-    client.force_login(staff_user("watcher", view_perm))
+    client.force_login(make_user(username="watcher", perms=(view_perm,), staff=True))
     review = ReviewResult.objects.filter(step_run=failed_run).latest("id")
     pk = failed_run.pk if changelist == STEP_RUNS else review.pk
 
@@ -319,7 +325,12 @@ def test_staff_without_the_permission_cannot_rule(
 
 
 def test_staff_with_the_permission_rules(client, failed_run):
-    client.force_login(staff_user("reviewer", "workflows.view_steprun", "reviews.decide_review"))
+    reviewer = make_user(
+        username="reviewer",
+        perms=("workflows.view_steprun", "reviews.decide_review"),
+        staff=True,
+    )
+    client.force_login(reviewer)
 
     response = apply(client, STEP_RUNS, "request_changes", [failed_run.pk], reason="More detail")
 

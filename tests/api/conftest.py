@@ -6,23 +6,15 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.test import Client
 
 from api.services import api_token_create
+from tests.factories import make_user
 
 VIEW = "workflows.view_workflowsession"
 DRIVE = "workflows.drive_session"
 ABORT = "workflows.abort_session"
 DECIDE = "reviews.decide_review"
-
-
-def grant(user, *perms: str) -> None:
-    for perm in perms:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app_label, codename=codename)
-        )
 
 
 @dataclass
@@ -54,8 +46,7 @@ def make_caller(django_user_model):
 
     def make(*perms: str, username: str | None = None) -> Caller:
         username = username or f"user{django_user_model.objects.count() + 1}"
-        user = django_user_model.objects.create_user(username=username, password="x")
-        grant(user, *perms)
+        user = make_user(username=username, perms=perms)
         _, secret = api_token_create(user=user, name="test")
         return Caller(Client(), secret, user)
 

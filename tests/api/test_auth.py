@@ -16,6 +16,7 @@ from api.auth import TokenAuth
 from api.models import ApiToken
 from api.services import api_token_authenticate, api_token_create, api_token_revoke
 from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, Caller, assert_error
+from tests.factories import make_user
 from workflows.errors import InvalidInput
 
 pytestmark = pytest.mark.django_db
@@ -92,14 +93,14 @@ def test_an_inactive_users_token_is_401(make_caller):
     assert_error(caller.get("/api/projects"), 401, "unauthorized")
 
 
-def test_a_superuser_needs_no_granted_permission(django_user_model):
-    root = django_user_model.objects.create_superuser(username="root", password="x")
+def test_a_superuser_needs_no_granted_permission(db):
+    root = make_user(username="root", superuser=True)
     _, secret = api_token_create(user=root, name="root")
     assert Caller(Client(), secret).get("/api/projects").status_code == 200
 
 
-def test_only_a_hash_and_a_prefix_of_the_secret_are_stored(django_user_model):
-    user = django_user_model.objects.create_user(username="alice")
+def test_only_a_hash_and_a_prefix_of_the_secret_are_stored(db):
+    user = make_user(username="alice")
     token, secret = api_token_create(user=user, name="ci")
     assert secret.startswith("dwk_")
     assert len(secret) > 40
@@ -113,9 +114,9 @@ def test_only_a_hash_and_a_prefix_of_the_secret_are_stored(django_user_model):
     assert api_token_authenticate(secret="not-ours") is None
 
 
-def test_names_are_unique_among_a_users_live_tokens(django_user_model):
-    alice = django_user_model.objects.create_user(username="alice")
-    bob = django_user_model.objects.create_user(username="bob")
+def test_names_are_unique_among_a_users_live_tokens(db):
+    alice = make_user(username="alice")
+    bob = make_user(username="bob")
     first, _ = api_token_create(user=alice, name="ci")
     with pytest.raises(InvalidInput, match="already has a live token named 'ci'"):
         api_token_create(user=alice, name="ci")

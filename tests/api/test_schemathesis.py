@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection
 
 from api.services import api_token_create
+from tests.factories import make_user
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import Catalog
@@ -46,7 +47,7 @@ def _keep_test_connection():
 
 
 @pytest.fixture
-def bearer(_keep_test_connection, django_user_model, project) -> dict[str, str]:
+def bearer(_keep_test_connection, project) -> dict[str, str]:
     """A superuser's token, over a project with one running session to find."""
     sessions.session_start(
         project=project,
@@ -56,7 +57,7 @@ def bearer(_keep_test_connection, django_user_model, project) -> dict[str, str]:
         workflow_name="main",
         goal="g",
     )
-    root = django_user_model.objects.create_superuser(username="root", password="x")
+    root = make_user(username="root", superuser=True)
     _, secret = api_token_create(user=root, name="schemathesis")
     return {"Authorization": f"Bearer {secret}"}
 

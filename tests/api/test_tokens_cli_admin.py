@@ -12,7 +12,8 @@ from django.test import Client
 
 from api.models import ApiToken
 from api.services import api_token_create, api_token_revoke
-from tests.api.conftest import VIEW, Caller, grant
+from tests.api.conftest import VIEW, Caller
+from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -24,10 +25,8 @@ def run(*args: str) -> tuple[str, str]:
 
 
 @pytest.fixture
-def alice(django_user_model):
-    user = django_user_model.objects.create_user(username="alice", password="x")
-    grant(user, VIEW)
-    return user
+def alice(db):
+    return make_user(username="alice", perms=(VIEW,))
 
 
 def test_create_prints_only_the_secret_on_stdout(alice):
@@ -50,8 +49,8 @@ def test_create_refuses_unknown_users_and_taken_names(alice):
     assert ApiToken.objects.count() == 1
 
 
-def test_list_shows_prefixes_never_secrets(alice, django_user_model):
-    bob = django_user_model.objects.create_user(username="bob")
+def test_list_shows_prefixes_never_secrets(alice):
+    bob = make_user(username="bob")
     _, alice_secret = api_token_create(user=alice, name="ci")
     api_token_create(user=bob, name="laptop")
     out, _ = run("list")
@@ -92,8 +91,8 @@ def test_revoke_needs_the_whole_prefix_not_a_part_of_it(alice, part):
 
 
 @pytest.fixture
-def admin_client(django_user_model):
-    admin = django_user_model.objects.create_superuser(username="root", password="x")
+def admin_client(db):
+    admin = make_user(username="root", superuser=True)
     client = Client()
     client.force_login(admin)
     return client
@@ -155,18 +154,21 @@ def test_admin_revoke_action(admin_client, alice):
 
 
 @pytest.fixture
-def staff(django_user_model):
+def staff(db):
     """A staff user who may manage API tokens in the admin, and nothing else."""
-    user = django_user_model.objects.create_user(username="staff", password="x", is_staff=True)
-    grant(user, "api.add_apitoken", "api.change_apitoken", "api.view_apitoken")
+    user = make_user(
+        username="staff",
+        perms=("api.add_apitoken", "api.change_apitoken", "api.view_apitoken"),
+        staff=True,
+    )
     client = Client()
     client.force_login(user)
     return user, client
 
 
-def test_staff_cannot_make_a_token_for_someone_else(staff, alice, django_user_model):
+def test_staff_cannot_make_a_token_for_someone_else(staff, alice):
     user, client = staff
-    root = django_user_model.objects.create_superuser(username="root", password="x")
+    root = make_user(username="root", superuser=True)
     for victim in (root, alice):
         response = client.post("/admin/api/apitoken/add/", {"user": victim.pk, "name": "mine"})
         assert response.status_code == 200
@@ -193,7 +195,7 @@ def test_only_a_superuser_may_make_or_revoke_tokens_of_others(staff, alice):
         api_token_revoke(token=token, revoked_by=user)
     token.refresh_from_db()
     assert token.revoked_at is None
-    root = type(alice).objects.create_superuser(username="root", password="x")
+    root = make_user(username="root", superuser=True)
     api_token_create(user=alice, name="y", made_by=root)
     assert api_token_revoke(token=token, revoked_by=root)
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from reviews.gate import CommandReviewer, Verdict
 from reviews.services import GateConfig, review_conclude, review_plan, review_request_changes
 from tests.driving import step_finish
+from tests.factories import make_user
 from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure
@@ -19,18 +20,6 @@ from workflows.services.catalog import Catalog
 
 # Never run: review_conclude is handed the verdicts directly.
 GATE = GateConfig(reviewer=CommandReviewer("never-run-reviewer"), max_attempts=100)
-
-
-def make_user(username: str, *groups: str, perms: tuple[str, ...] = ()) -> User:
-    user = User.objects.create_user(username, password="pw-" + username)
-    for name in groups:
-        user.groups.add(Group.objects.get(name=name))
-    for perm in perms:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(
-            Permission.objects.get(content_type__app_label=app_label, codename=codename)
-        )
-    return user
 
 
 def client_for(user: User | None, *, enforce_csrf: bool = False) -> Client:
@@ -42,18 +31,19 @@ def client_for(user: User | None, *, enforce_csrf: bool = False) -> Client:
 
 @pytest.fixture
 def watcher(db) -> User:
-    return make_user("wanda", "Watchers")
+    # The password is for the test that logs in through the form.
+    return make_user(username="wanda", groups=("Watchers",), password="pw-wanda")
 
 
 @pytest.fixture
 def decider(db) -> User:
-    return make_user("dana", "Deciders")
+    return make_user(username="dana", groups=("Deciders",))
 
 
 @pytest.fixture
 def nobody(db) -> User:
     """Logged in, but without the permission to watch."""
-    return make_user("nemo")
+    return make_user(username="nemo")
 
 
 @pytest.fixture

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
 
-from tests.dashboard.conftest import client_for, make_user
+from tests.dashboard.conftest import client_for
+from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -48,7 +48,7 @@ def test_people_without_the_watch_permission_get_403(nobody, sid, url):
 
 @pytest.mark.parametrize("url", PAGES)
 def test_the_watch_permission_alone_is_enough(sid, url):
-    user = make_user("solo", perms=("workflows.view_workflowsession",))
+    user = make_user(username="solo", perms=("workflows.view_workflowsession",))
     assert client_for(user).get(url.format(sid=sid)).status_code == 200
 
 
@@ -100,6 +100,6 @@ def test_log_in_through_the_form_and_out_with_a_post(db, watcher):
 
 
 def test_superusers_see_everything(db, sid):
-    admin = User.objects.create_superuser("root", password="pw")
+    admin = make_user(username="root", superuser=True)
     for url in PAGES:
         assert client_for(admin).get(url.format(sid=sid)).status_code == 200

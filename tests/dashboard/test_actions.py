@@ -6,10 +6,10 @@ import html as htmllib
 import re
 
 import pytest
-from django.contrib.auth.models import User
 
 from reviews.models import HumanDecision
-from tests.dashboard.conftest import client_for, make_user
+from tests.dashboard.conftest import client_for
+from tests.factories import make_user
 from workflows.models import Event, StepRun, WorkflowSession
 
 pytestmark = pytest.mark.django_db
@@ -158,10 +158,10 @@ def test_each_action_checks_its_own_permission(driver):
     session = driver.to_wrap_up()
     url = f"/sessions/{session.session_id}/"
     decide_only = client_for(
-        make_user("d", perms=("workflows.view_workflowsession", "reviews.decide_review"))
+        make_user(username="d", perms=("workflows.view_workflowsession", "reviews.decide_review"))
     )
     abort_only = client_for(
-        make_user("a", perms=("workflows.view_workflowsession", "workflows.abort_session"))
+        make_user(username="a", perms=("workflows.view_workflowsession", "workflows.abort_session"))
     )
 
     assert decide_only.post(url + "abort/", {"reason": "r"}).status_code == 403
@@ -232,7 +232,7 @@ def test_concurrent_members_are_decided_one_by_one(deciding, driver):
 
 
 def test_superuser_can_decide(driver):
-    admin = User.objects.create_superuser("root", password="pw")
+    admin = make_user(username="root", superuser=True)
     session = driver.to_wrap_up()
     response = client_for(admin).post(f"/sessions/{session.session_id}/abort/", {"reason": "stop"})
     assert response.status_code == 302

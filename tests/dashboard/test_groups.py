@@ -7,7 +7,8 @@ from django.contrib.auth.models import Group, Permission
 from django.core.management.sql import emit_post_migrate_signal
 
 from dashboard.apps import ensure_groups
-from tests.dashboard.conftest import client_for, make_user
+from tests.dashboard.conftest import client_for
+from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -65,8 +66,8 @@ def test_a_deleted_group_comes_back():
 
 def test_the_groups_grant_what_the_pages_check(driver):
     session = driver.to_wrap_up()
-    watcher = make_user("w", "Watchers")
-    decider = make_user("d", "Deciders")
+    watcher = make_user(username="w", groups=("Watchers",))
+    decider = make_user(username="d", groups=("Deciders",))
     assert watcher.has_perm("workflows.view_workflowsession")
     assert not watcher.has_perm("reviews.decide_review")
     assert decider.has_perms(list(DECIDE))

@@ -9,16 +9,19 @@ from __future__ import annotations
 import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 
 from dashboard import live
 from deepwork_site.asgi import application
+from tests.factories import make_user
 from workflows.events import event_record
 from workflows.models import Event, Project
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 TIMEOUT = 10
+# The permission that lets a person watch sessions live.
+WATCH = "workflows.view_workflowsession"
 
 
 @pytest.fixture(autouse=True)
@@ -31,17 +34,6 @@ async def _stop_tailer(settings):
     await live.shutdown()
 
 
-def make_user(username: str, *, may_watch: bool) -> User:
-    user = User.objects.create_user(username, password="unused-password")
-    if may_watch:
-        user.user_permissions.add(
-            Permission.objects.get(
-                content_type__app_label="workflows", codename="view_workflowsession"
-            )
-        )
-    return user
-
-
 def session_cookie(user: User) -> str:
     client = Client()
     client.force_login(user)
@@ -50,7 +42,7 @@ def session_cookie(user: User) -> str:
 
 @pytest.fixture
 def watcher(transactional_db) -> User:
-    return make_user("watcher", may_watch=True)
+    return make_user(username="watcher", perms=(WATCH,))
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ from django.db import OperationalError, connection, transaction
 from dashboard import live
 from dashboard.origin import origin_matches_host
 from tests.driving import step_finish
+from tests.factories import make_user
 from tests.live.conftest import (
     add_event,
     assert_closed_with,
-    make_user,
     max_event_id,
     open_socket,
     receive_events,
@@ -75,7 +75,7 @@ async def test_anonymous_socket_is_closed_with_4403(transactional_db):
 
 
 async def test_user_without_the_watch_permission_is_closed_with_4403(transactional_db):
-    user = await database_sync_to_async(make_user)("outsider", may_watch=False)
+    user = await database_sync_to_async(make_user)(username="outsider")
     cookie = await database_sync_to_async(session_cookie)(user)
     communicator = socket("/ws/events/?after=0", cookie)
     connected, _ = await communicator.connect()
@@ -135,7 +135,7 @@ async def test_bad_parameters_close_with_4400(watcher_cookie):
         assert connected, query
         await assert_closed_with(communicator, 4400)
         await communicator.disconnect()
-    assert not live.get_tailer()._subscribers
+    assert live.get_tailer().subscriber_count == 0
 
 
 async def test_catch_up_sends_every_event_after_the_given_id_with_its_details(
@@ -313,11 +313,11 @@ async def test_two_sockets_share_one_tailer_and_each_gets_its_own_events(
     received = await receive_until(everything, second.id)
     assert [event["id"] for event in received] == [first.id, second.id]
     assert [event["id"] for event in await receive_events(only_other)] == [second.id]
-    assert len(live.get_tailer()._subscribers) == 2
+    assert live.get_tailer().subscriber_count == 2
 
     await everything.disconnect()
     await only_other.disconnect()
-    assert not live.get_tailer()._subscribers
+    assert live.get_tailer().subscriber_count == 0
 
 
 @pytest.mark.postgres

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 
 from reviews.gate import ClaudeReviewer, CommandReviewer
 from reviews.models import HumanDecision, ReviewResult
 from reviews.services import GateConfig, GateFailed, review_override, review_request_changes
 from reviews.services import step_finish_gated as finish
-from tests.factories import write_job
+from tests.factories import make_user, write_job
 from workflows.errors import Conflict, InvalidInput
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions
@@ -28,10 +28,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FAKE = Path(__file__).with_name("fake_reviewer.py")
 
 
-async def person(username: str):
+async def person(username: str) -> User:
     """A person who decides on reviews (decisions are always someone's)."""
-    user, _ = await get_user_model().objects.aget_or_create(username=username)
-    return user
+    return await database_sync_to_async(make_user)(username=username)
 
 
 GATE_JOB = textwrap.dedent(

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.test import RequestFactory
 
 from deepwork_site.auth import signed_in_user
+from tests.factories import make_user
 
 
 @pytest.mark.django_db
 def test_the_authenticated_user_is_the_one_acting():
-    alice = User.objects.create_user("alice")
+    alice = make_user(username="alice")
     request = RequestFactory().get("/")
     request.user = alice
     assert signed_in_user(request) == alice

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.driving import step_finish
+from tests.factories import make_user
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.schemas import StepStatus
@@ -261,15 +262,25 @@ def test_session_keeps_its_definition_when_job_yml_changes(project, agent, catal
 
 def test_lost_race_changes_nothing_and_names_the_current_step(project, agent, catalog):
     sid = start(project, agent, catalog).begin_step.session_id
-    stale = WorkflowSession.objects.get(session_id=sid)
-    finish(project, agent, {"notes.md": "notes.md"})  # another caller advances first
+
+    def another_caller_advances_first(checkpoint):
+        finish(project, agent, {"notes.md": "notes.md"})
+        return None  # the gate lets this hand-in through, to a session that has moved on
 
     with pytest.raises(Conflict) as excinfo:
-        sessions._claim(stale, current_entry_index=1, current_step_id="part_a")
+        step_finish(
+            project=project,
+            agent=agent,
+            outputs={"notes.md": "notes.md"},
+            quality_gate=another_caller_advances_first,
+        )
     assert str(excinfo.value) == (
         f"Session '{sid}' moved on while this call ran: its current step is now 'part_a'; "
         "nothing was changed"
     )
+    session = WorkflowSession.objects.get(session_id=sid)
+    assert (session.revision, session.current_step_id) == (1, "part_a")
+    assert Event.objects.filter(kind=Event.Kind.STEP_FINISHED).count() == 1
 
 
 def test_go_to_step_discards_later_progress(project, agent, catalog):
@@ -367,10 +378,10 @@ def test_every_event_kind_has_one_payload_shape_and_unknown_keys_are_refused(pro
     assert not Event.objects.exists()
 
 
-def test_review_passed_stores_only_the_keys_given_and_by_as_a_username(project, django_user_model):
+def test_review_passed_stores_only_the_keys_given_and_by_as_a_username(project):
     from workflows import events
 
-    person = django_user_model.objects.create_user(username="olga")
+    person = make_user(username="olga")
     skipped = events.event_record(
         kind=Event.Kind.REVIEW_PASSED,
         project=project,
@@ -402,18 +413,23 @@ def test_a_new_agent_and_its_connected_event_commit_together(project, monkeypatc
     assert not Agent.objects.filter(agent_id="named").exists()
 
 
+# Transactional: the gated finish runs the services as the MCP tool does, on the database
+# thread with stale connections closed around it, which a test's open transaction cannot survive.
+@pytest.mark.django_db(transaction=True)
 def test_an_override_is_consumed_with_its_event_and_the_advance_or_not_at_all(
-    project, agent, catalog, monkeypatch, django_user_model
+    project, agent, catalog, monkeypatch
 ):
+    from asgiref.sync import async_to_sync
+
     from reviews.models import HumanDecision
-    from reviews.services import GateConfig, _finish_until_reviews, review_override
+    from reviews.services import GateConfig, review_override, step_finish_gated
     from workflows import events
 
     sid = start(project, agent, catalog).begin_step.session_id
     finish(project, agent, {"notes.md": "notes.md"})
     finish(project, agent, {"a.md": "a.md", "b.md": "b.md"})
     run = StepRun.objects.get(step_id="wrap_up", status="active")
-    review_override(step_run=run, reason="fine", by=django_user_model.objects.create_user("ed"))
+    review_override(step_run=run, reason="fine", by=make_user(username="ed"))
     real = events.event_record
 
     def failing_delivery(**kwargs):
@@ -424,15 +440,14 @@ def test_an_override_is_consumed_with_its_event_and_the_advance_or_not_at_all(
     monkeypatch.setattr(events, "event_record", failing_delivery)
 
     def hand_in():
-        return _finish_until_reviews(
+        # The pending override settles the hand-in, so no reviewer ever runs.
+        return async_to_sync(step_finish_gated)(
             project=project,
             agent=agent,
             gate=GateConfig(),
             outputs={"summary.md": "summary.md"},
-            notes=None,
-            override_reason=None,
             session_id=sid,
-        )[0]
+        )
 
     with pytest.raises(RuntimeError):
         hand_in()

@@ -1,8 +1,8 @@
 """The written-out queries of the hot transition path: what they read and write, and how many.
 
-``session_head``, ``stack_for_agent``, ``_claim`` and ``session_abort`` skip the ORM's query
-building for speed; these tests pin that they still mean exactly what the ORM versions meant,
-on SQLite and on PostgreSQL.
+``session_head``, ``stack_for_agent``, the compare-and-set behind every transition and
+``session_abort`` skip the ORM's query building for speed; these tests pin that they still
+mean exactly what the ORM versions meant, on SQLite and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from tests.driving import step_finish
+from tests.factories import make_user
 from workflows.errors import Conflict, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.selectors import session_head, session_resolve, stack_for_agent
@@ -64,7 +64,7 @@ def test_abort_query_count_stays_constant_as_the_stack_grows(
 def test_abort_below_the_top_records_everything_in_one_go(project, agent, catalog):
     below = start(project, agent, catalog)
     start(project, agent, catalog, job="nested", workflow="only")
-    person = get_user_model().objects.create_user("operator")
+    person = make_user(username="operator")
     before = timezone.now()
 
     response = sessions.session_abort(
@@ -95,25 +95,38 @@ def test_abort_below_the_top_records_everything_in_one_go(project, agent, catalo
     assert event.payload == {"step_id": "gather", "explanation": "wrong job", "by": "operator"}
 
 
-def test_lost_abort_race_changes_nothing(project, agent, catalog):
+def test_lost_abort_race_changes_nothing(project, agent, catalog, monkeypatch):
     sid = start(project, agent, catalog)
-    stale = session_head(project=project, agent=agent, session_id=sid)
-    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    read = sessions.session_head
+    stale: list[WorkflowSession] = []
 
+    def read_then_let_the_rival_in(**kwargs):
+        session = read(**kwargs)
+        if not stale:
+            stale.append(session)  # the rival's own read must not start a third caller
+            step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+        return session
+
+    monkeypatch.setattr(sessions, "session_head", read_then_let_the_rival_in)
     with pytest.raises(Conflict, match="its current step is now 'part_a'"):
-        sessions._claim(stale, status=WorkflowSession.Status.ABORTED, completed_at=timezone.now())
+        sessions.session_abort(project=project, agent=agent, explanation="wrong", session_id=sid)
 
-    assert stale.revision == 0
+    assert stale[0].revision == 0
+    assert not Event.objects.filter(kind=Event.Kind.SESSION_ABORTED).exists()
+    assert not StepRun.objects.filter(status=StepRun.Status.ABORTED).exists()
     current = WorkflowSession.objects.get(session_id=sid)
     assert (current.status, current.revision, current.completed_at) == ("active", 1, None)
 
 
-def test_claim_moves_the_revision_and_the_given_fields(project, agent, catalog):
+def test_an_advance_moves_the_revision_and_the_step(project, agent, catalog):
     sid = start(project, agent, catalog)
-    session = session_head(project=project, agent=agent, session_id=sid)
+    checkpoint = sessions.step_checkpoint(
+        project=project, agent=agent, outputs={"notes.md": "notes.md"}, session_id=sid
+    )
+    session = checkpoint.session
     earlier = WorkflowSession.objects.get(session_id=sid).updated_at
 
-    sessions._claim(session, current_entry_index=1, current_step_id="part_a")
+    sessions.step_advance(checkpoint=checkpoint)
 
     stored = WorkflowSession.objects.get(session_id=sid)
     assert (stored.revision, stored.current_entry_index, stored.current_step_id) == (
