@@ -298,9 +298,7 @@ def test_one_session_with_its_runs_reviews_and_decisions(viewer, operator, proje
     ]
     assert detail["runs"][0]["outputs"] == {"notes.md": "notes.md"}
     assert detail["runs"][1]["reviews"] == []
-    review_override(
-        step_run=StepRun.objects.get(step_id="part_a"), reason="fine", by=operator.user
-    )
+    review_override(step_run=StepRun.objects.get(step_id="part_a"), reason="fine", by=operator.user)
     decision = viewer.get(f"/api/sessions/{session_id}").json()["runs"][1]["decisions"][0]
     assert (decision["kind"], decision["decided_by"], decision["reason"]) == (
         "override",

@@ -12,8 +12,9 @@ import subprocess
 
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 
+from tests.factories import make_user
 from tests.processes import child_database_url, child_env, start_uvicorn, stop, wait_for_port
 
 CHROMIUM = os.environ.get("DEEPWORK_CHROMIUM", "/usr/bin/chromium")
@@ -53,10 +54,9 @@ def web_server(transactional_db):
 def create_person(username: str, group: str) -> User:
     """A user the web server can log in: hashed with the server's default hasher (the test
     process itself uses a fast one the server does not accept)."""
-    user = User.objects.create(
-        username=username, password=PBKDF2PasswordHasher().encode(PASSWORD, "browser-salt")
-    )
-    user.groups.add(Group.objects.get(name=group))
+    user = make_user(username=username, groups=(group,))
+    user.password = PBKDF2PasswordHasher().encode(PASSWORD, "browser-salt")
+    user.save(update_fields=["password"])
     return user
 
 

@@ -76,9 +76,7 @@ class Driver:
         return WorkflowSession.objects.get(session_id=response.begin_step.session_id)
 
     def finish(self, outputs: dict, notes: str | None = None):
-        return step_finish(
-            project=self.project, agent=self.agent, outputs=outputs, notes=notes
-        )
+        return step_finish(project=self.project, agent=self.agent, outputs=outputs, notes=notes)
 
     def fail_review(self, outputs: dict, feedback: str = "The summary misses the B half"):
         """Hand in the current (reviewed) step and record a failing external verdict."""

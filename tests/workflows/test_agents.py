@@ -54,9 +54,7 @@ def test_a_stack_left_by_a_dead_process_is_adopted(project, catalog):
     successor = agent_claim(project=project, holder=ProcessHolder.for_this_process())
 
     assert successor.pk == orphan.pk
-    response = step_finish(
-        project=project, agent=successor, outputs={"notes.md": "notes.md"}
-    )
+    response = step_finish(project=project, agent=successor, outputs={"notes.md": "notes.md"})
     assert response.begin_step.step_id == "part_a"
 
 
