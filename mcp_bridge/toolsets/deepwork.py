@@ -20,6 +20,7 @@ from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
 from reviews.services import step_finish_gated
 from workflows.db import DatabaseBusy, db_sync_to_async, is_busy, retrying_when_busy
+from workflows.dialects import deepwork
 from workflows.errors import WorkflowError
 from workflows.schemas import (
     AbortWorkflowResponse,
@@ -31,7 +32,6 @@ from workflows.schemas import (
     StartWorkflowResponse,
     WorkflowInfo,
 )
-from workflows.services import sessions as session_services
 from workflows.services.catalog import REPAIR_HINT
 
 logger = logging.getLogger("deepwork.mcp")
@@ -137,29 +137,26 @@ class Engine:
 
     def start_workflow(self, **kwargs: Any) -> StartWorkflowResponse:
         state = self.state
-        return session_services.session_start(
+        return deepwork.start_workflow(
             project=state.project(), agent=state.agent(), catalog=state.catalog().view(), **kwargs
         )
 
     def abort_workflow(self, **kwargs: Any) -> AbortWorkflowResponse:
         state = self.state
-        return session_services.session_abort(
-            project=state.project(), agent=state.agent(), **kwargs
-        )
+        return deepwork.abort_workflow(project=state.project(), agent=state.agent(), **kwargs)
 
     def go_to_step(self, **kwargs: Any) -> GoToStepResponse:
         state = self.state
-        return session_services.session_go_to_step(
-            project=state.project(), agent=state.agent(), **kwargs
-        )
+        return deepwork.go_to_step(project=state.project(), agent=state.agent(), **kwargs)
 
     async def finished_step(self, **kwargs: Any) -> FinishedStepResponse:
         state = self.state
         if not state.ready():
             await db_sync_to_async(state.agent)()
-        return await step_finish_gated(
+        outcome = await step_finish_gated(
             project=state.project(), agent=state.agent(), gate=state.gate, **kwargs
         )
+        return deepwork.finished_step(outcome)
 
 
 # --- The database-call wrapper: the one place errors become DeepWork's wording. --------------
