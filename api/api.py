@@ -5,7 +5,7 @@ document (/api/openapi.json) and its Swagger page (/api/docs) are public, as the
 data. Reads need ``workflows.view_workflowsession``; the actions need the permission named on
 each. Finishing a step with ``override_reason`` skips its review, so it also needs
 ``reviews.decide_review``. Actions call the same services as the MCP tools and answer with the
-same wire models.
+same wire models, rendered by the same DeepWork dialect.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The ``deepwork`` toolset: DeepWork 0.9.1's five workflow tools, in its wording.
 
-Tools are thin: parse, call one engine service in the database thread, render the answer. The
-engine calls are gathered in one block below (``Engine``), so re-pointing them at a new service
+Tools are thin: parse, call one engine service in the database thread, and answer with what the
+DeepWork dialect (``workflows.dialects.deepwork``) renders from its domain result. The engine
+calls are gathered in one block below (``Engine``), so re-pointing them at a new service
 signature is an edit in one place.
 """
 
@@ -27,12 +28,8 @@ from workflows.schemas import (
     FinishedStepResponse,
     GetWorkflowsResponse,
     GoToStepResponse,
-    JobInfo,
-    JobLoadErrorInfo,
     StartWorkflowResponse,
-    WorkflowInfo,
 )
-from workflows.services.catalog import REPAIR_HINT
 
 logger = logging.getLogger("deepwork.mcp")
 
@@ -114,24 +111,7 @@ class Engine:
         cached = self._workflows_answer
         if cached is not None and cached[0] is view:
             return cached[1]
-        answer = GetWorkflowsResponse(
-            jobs=[
-                JobInfo(
-                    name=job.name,
-                    summary=job.summary,
-                    workflows=[WorkflowInfo(name=n, summary=s) for n, s in job.workflows],
-                )
-                for job in view.jobs
-            ],
-            errors=[
-                JobLoadErrorInfo(
-                    job_name=error.dir_name,
-                    job_dir=error.job_dir,
-                    error=error.error + REPAIR_HINT,
-                )
-                for error in view.errors
-            ],
-        )
+        answer = deepwork.workflows(view)
         self._workflows_answer = (view, answer)
         return answer
 

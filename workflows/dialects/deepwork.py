@@ -35,19 +35,30 @@ from workflows.schemas import (
     ActiveStepInfo,
     ExpectedOutput,
     FinishedStepResponse,
+    GetWorkflowsResponse,
     GoToStepResponse,
+    JobInfo,
+    JobLoadErrorInfo,
     QualityCriteriaResult,
     ReviewInfo,
     ReviewResult,
     StackEntry,
     StartWorkflowResponse,
     StepStatus,
+    WorkflowInfo,
 )
 from workflows.services import sessions
+from workflows.services.catalog import CatalogView
 
 P = ParamSpec("P")
 R = TypeVar("R")
 W = TypeVar("W")
+
+# Follows each job's load error in ``get_workflows``.
+REPAIR_HINT = (
+    "\nThis project likely needs `/deepwork:repair` run to correct the issue unless the "
+    "offending file(s) were changed this session and the agent can fix it directly."
+)
 
 # What ``finished_step`` wants as the value of each output type.
 OUTPUT_SYNTAX = {"file": "filepath", "files": "array of filepaths for all individual files"}
@@ -64,6 +75,26 @@ Report your detailed findings."
 4. Repeat steps 1-3 until all criteria pass
 5. Once all criteria pass, call finished_step again with quality_review_override_reason set \
 to describe the review outcome (e.g. 'Self-review passed: all criteria met')"""
+
+
+def workflows(view: CatalogView) -> GetWorkflowsResponse:
+    """The catalog as DeepWork's ``get_workflows`` answer: the jobs, then the load errors."""
+    return GetWorkflowsResponse(
+        jobs=[
+            JobInfo(
+                name=job.name,
+                summary=job.summary,
+                workflows=[WorkflowInfo(name=n, summary=s) for n, s in job.workflows],
+            )
+            for job in view.jobs
+        ],
+        errors=[
+            JobLoadErrorInfo(
+                job_name=error.dir_name, job_dir=error.job_dir, error=error.error + REPAIR_HINT
+            )
+            for error in view.errors
+        ],
+    )
 
 
 def entry_instructions(instructions: Sequence[StepInstructions]) -> str:
