@@ -100,9 +100,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     ) -> None:
         if change:
             return
-        token, secret = api_token_create(
-            user=obj.user, name=obj.name, made_by=signed_in_user(request)
-        )
+        token, secret = api_token_create(user=obj.user, name=obj.name, by=signed_in_user(request))
         # The admin logs and links the object it passed in: make it the saved token.
         for field in ApiToken._meta.concrete_fields:
             setattr(obj, field.attname, getattr(token, field.attname))
@@ -130,6 +128,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         revoked = sum(
-            api_token_revoke(token=token, revoked_by=signed_in_user(request)) for token in queryset
+            api_token_revoke(token=token, by=signed_in_user(request)) for token in queryset
         )
         self.message_user(request, f"Revoked {plural(revoked, 'token')}.", messages.SUCCESS)

@@ -5,7 +5,7 @@ document (/api/openapi.json) and its Swagger page (/api/docs) are public, as the
 data. Reads need ``workflows.view_workflowsession``; the actions need the permission named on
 each. Finishing a step with ``override_reason`` skips its review, so it also needs
 ``reviews.decide_review``. Actions call the same services as the MCP tools and answer with the
-same wire models.
+same wire models, rendered by the same DeepWork dialect.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from deepwork_site.auth import signed_in_user
 from reviews.models import HumanDecision
 from reviews.selectors import session_with_reviews
 from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
+from workflows.dialects import deepwork
 from workflows.models import Project, WorkflowSession
 from workflows.schemas import (
     AbortWorkflowResponse,
@@ -69,7 +70,6 @@ from workflows.selectors.sessions import (
     step_run_for_decision,
 )
 from workflows.services.catalog import catalog_view
-from workflows.services.sessions import session_abort, session_go_to_step, session_start
 
 MAX_ID = 2**63 - 1
 
@@ -274,7 +274,7 @@ def start_workflow(request: HttpRequest, body: StartIn) -> Status[StartWorkflowR
     user = signed_in_user(request)
     project = project_get(project_id=body.project)
     catalog = catalog_view(project=project)
-    answer = session_start(
+    answer = deepwork.start_workflow(
         project=project,
         agent_id=body.agent_id or f"api:{user.get_username()}",
         catalog=catalog,
@@ -305,7 +305,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> Finis
             f"Skipping the review with 'override_reason' needs the permission '{DECIDE}'",
         )
     session = session_get(session_id=session_id)
-    return async_to_sync(step_finish_gated)(
+    outcome = async_to_sync(step_finish_gated)(
         project=session.project,
         agent=session.agent,
         gate=REST_GATE,
@@ -315,6 +315,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> Finis
         session_id=session.session_id,
         by=signed_in_user(request),
     )
+    return deepwork.finished_step(outcome)
 
 
 @api.post(
@@ -326,7 +327,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> Finis
 def abort_session(request: HttpRequest, session_id: Name, body: AbortIn) -> AbortWorkflowResponse:
     """Abort the session; the reason and who aborted are recorded."""
     session = session_get(session_id=session_id)
-    return session_abort(
+    return deepwork.abort_workflow(
         project=session.project,
         agent=session.agent,
         explanation=body.reason,
@@ -344,7 +345,7 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn) -> Abor
 def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn) -> GoToStepResponse:
     """Return the session to an earlier step (or restart the current one), as `go_to_step`."""
     session = session_get(session_id=session_id)
-    return session_go_to_step(
+    return deepwork.go_to_step(
         project=session.project,
         agent=session.agent,
         step_id=body.step_id,

@@ -34,11 +34,11 @@ def _may_act_for(person: User | None, user_id: int) -> bool:
     return person is None or person.is_superuser or person.pk == user_id
 
 
-def api_token_create(*, user: User, name: str, made_by: User | None = None) -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, name: str, by: User | None = None) -> tuple[ApiToken, str]:
     """Make a token for ``user``; returns it with its secret, which is never stored or shown
-    again. ``made_by``, the person asking (None: the server's operator, e.g. the command
+    again. ``by``, the person asking (None: the server's operator, e.g. the command
     line), must be ``user`` or a superuser."""
-    if not _may_act_for(made_by, user.pk):
+    if not _may_act_for(by, user.pk):
         raise PermissionDenied("Only a superuser may make a token for another user")
     name = name.strip()
     if not name or len(name) > 100:
@@ -58,10 +58,10 @@ def api_token_create(*, user: User, name: str, made_by: User | None = None) -> t
     return token, secret
 
 
-def api_token_revoke(*, token: ApiToken, revoked_by: User | None = None) -> bool:
-    """Revoke ``token`` at once; False if it was already revoked. ``revoked_by`` as
-    ``made_by`` of ``api_token_create``."""
-    if not _may_act_for(revoked_by, token.user_id):
+def api_token_revoke(*, token: ApiToken, by: User | None = None) -> bool:
+    """Revoke ``token`` at once; False if it was already revoked. ``by`` as in
+    ``api_token_create``."""
+    if not _may_act_for(by, token.user_id):
         raise PermissionDenied("Only a superuser may revoke another user's token")
     now = timezone.now()
     revoked = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from workflows.files import NotRegularFile, read_project_file
-from workflows.schemas import CriterionResult
+from workflows.results import CriterionResult
 
 MARK = "=" * 20
 RULE = "-" * 20

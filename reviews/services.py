@@ -33,12 +33,11 @@ from reviews.gate import (
 from reviews.models import HumanDecision, ReviewResult
 from workflows import events, limits
 from workflows.db import db_sync_to_async
-from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, WorkflowError
 from workflows.events import User
 from workflows.files import project_write_text
 from workflows.models import Agent, Event, Project, StepRun
-from workflows.schemas import FinishedStepResponse
+from workflows.results import FailedReview, FinishOutcome, NeedsWork, SelfReviewRequired
 from workflows.selectors import stack_for_agent
 from workflows.services.sessions import StepCheckpoint, step_advance, step_checkpoint
 
@@ -73,7 +72,7 @@ class GateConfig:
 class ReviewPlan:
     """What the gate decided before running anything."""
 
-    answer: FinishedStepResponse | None = None  # needs_work without running reviews
+    answer: NeedsWork | SelfReviewRequired | None = None  # sent back without running reviews
     passes: bool = False  # passes without running reviews
     tasks: list[ReviewTask] = field(default_factory=list)
     attempt: int = 0
@@ -170,8 +169,8 @@ def review_plan(
                     events.ChangesDelivered(decision=changes.pk),
                 )
         if claimed:
-            plan.answer = deepwork.needs_work(
-                failed=[deepwork.FailedReview(run_each="step", feedback=feedback)],
+            plan.answer = NeedsWork(
+                failed=(FailedReview(run_each="step", feedback=feedback),),
                 stack=stack_for_agent(agent=checkpoint.agent),
             )
             return plan
@@ -227,7 +226,7 @@ def review_plan(
         _event(
             checkpoint, Event.Kind.REVIEW_REQUESTED, events.ReviewRequested(instructions=relative)
         )
-        plan.answer = deepwork.self_review_required(
+        plan.answer = SelfReviewRequired(
             instructions_path=relative, stack=stack_for_agent(agent=checkpoint.agent)
         )
         return plan
@@ -296,8 +295,8 @@ def review_conclude(
     gate: GateConfig,
     plan: ReviewPlan,
     results: list[Verdict | ReviewerError],
-) -> FinishedStepResponse:
-    """Record every verdict, then advance, answer ``needs_work`` or fail the gate.
+) -> FinishOutcome:
+    """Record every verdict, then advance, send the work back or fail the gate.
 
     A reviewer that could not run judged nothing: its hand-in gets its attempt back and no
     verdict is recorded. Passing verdicts commit with the advance, or not at all.
@@ -363,21 +362,21 @@ def review_conclude(
         record()
     if broken:
         raise GateFailed(str(broken[0]))
-    failed_reviews = [
-        deepwork.FailedReview(
+    failed_reviews = tuple(
+        FailedReview(
             run_each=task.run_each,
             target_file=task.target_file,
             feedback=verdict.feedback,
-            criteria_results=verdict.criteria_results,
+            criteria_results=tuple(verdict.criteria_results),
         )
         for task, verdict in failed
-    ]
+    )
     if plan.attempt >= gate.max_attempts:
+        feedback = "; ".join(review.feedback for review in failed_reviews)
         raise GateFailed(
-            f"Quality gate failed after {gate.max_attempts} attempts. Feedback: "
-            f"{deepwork.joined_feedback(failed_reviews)}"
+            f"Quality gate failed after {gate.max_attempts} attempts. Feedback: {feedback}"
         )
-    return deepwork.needs_work(failed=failed_reviews, stack=stack_for_agent(agent=checkpoint.agent))
+    return NeedsWork(failed=failed_reviews, stack=stack_for_agent(agent=checkpoint.agent))
 
 
 def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:
@@ -418,7 +417,7 @@ def _deliver_override(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:
         )
 
 
-def _advance_after_pass(*, checkpoint: StepCheckpoint, plan: ReviewPlan) -> FinishedStepResponse:
+def _advance_after_pass(*, checkpoint: StepCheckpoint, plan: ReviewPlan) -> FinishOutcome:
     """Advance, recording in the same transaction what let the hand-in pass: if another call
     moved the session first, neither the verdict nor the override's delivery is kept."""
 
@@ -441,7 +440,7 @@ def _finish_until_reviews(
     override_reason: str | None,
     session_id: str | None,
     by: User | None = None,
-) -> tuple[FinishedStepResponse | None, StepCheckpoint, ReviewPlan | None]:
+) -> tuple[FinishOutcome | None, StepCheckpoint, ReviewPlan | None]:
     """Everything before the reviews run, in one trip to the database thread: validate, plan,
     and, when no review has to run, advance straight away."""
     limits.OVERRIDE_REASON.check("override_reason", override_reason)
@@ -474,7 +473,7 @@ async def step_finish_gated(
     session_id: str | None = None,
     progress: Progress | None = None,
     by: User | None = None,
-) -> FinishedStepResponse:
+) -> FinishOutcome:
     """``finished_step`` end to end, with the quality gate when ``gate`` is set."""
     answer, checkpoint, plan = await db_sync_to_async(_finish_until_reviews)(
         project=project,

@@ -1,5 +1,7 @@
 """Finishing a step synchronously, without the quality gate: how tests drive sessions along.
 
+Answers as the ``finished_step`` tool does, in the DeepWork dialect's wire model.
+
 Production hands in through ``reviews.services.step_finish_gated``; tests that only need a
 session moved on (or a seam between validation and the advance) use this.
 """
@@ -7,7 +9,10 @@ session moved on (or a seam between validation and the advance) use this.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+from reviews.services import step_finish_gated
+from workflows.dialects import deepwork
 from workflows.models import Agent, Project
 from workflows.schemas import FinishedStepResponse
 from workflows.services.sessions import StepCheckpoint, step_advance, step_checkpoint
@@ -33,4 +38,10 @@ def step_finish(
         verdict = quality_gate(checkpoint)
         if verdict is not None:
             return verdict
-    return step_advance(checkpoint=checkpoint)
+    return deepwork.finished_step(step_advance(checkpoint=checkpoint))
+
+
+async def finished_step(**kwargs: Any) -> FinishedStepResponse:
+    """``step_finish_gated`` (same arguments) answered as the ``finished_step`` tool and the REST
+    finish answer it."""
+    return deepwork.finished_step(await step_finish_gated(**kwargs))

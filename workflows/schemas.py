@@ -7,7 +7,6 @@ present, ``null`` where unset.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -74,15 +73,7 @@ class StartWorkflowResponse(BaseModel):
     stack: list[StackEntry]
 
 
-class CriterionResult(TypedDict):
-    """One criterion's verdict as a reviewer gave it and ``ReviewResult.criteria_results``
-    stores it; ``QualityCriteriaResult`` is its wire form."""
-
-    criterion: str
-    passed: bool
-    feedback: str | None
-
-
+# The wire form of ``workflows.results.CriterionResult`` (no docstring: it would enter the schema).
 class QualityCriteriaResult(BaseModel):
     criterion: str
     passed: bool

@@ -1,7 +1,8 @@
 """The ``deepwork`` toolset: DeepWork 0.9.1's five workflow tools, in its wording.
 
-Tools are thin: parse, call one engine service in the database thread, render the answer. The
-engine calls are gathered in one block below (``Engine``), so re-pointing them at a new service
+Tools are thin: parse, call one engine service in the database thread, and answer with what the
+DeepWork dialect (``workflows.dialects.deepwork``) renders from its domain result. The engine
+calls are gathered in one block below (``Engine``), so re-pointing them at a new service
 signature is an edit in one place.
 """
 
@@ -20,19 +21,15 @@ from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
 from reviews.services import step_finish_gated
 from workflows.db import DatabaseBusy, db_sync_to_async, is_busy, retrying_when_busy
+from workflows.dialects import deepwork
 from workflows.errors import WorkflowError
 from workflows.schemas import (
     AbortWorkflowResponse,
     FinishedStepResponse,
     GetWorkflowsResponse,
     GoToStepResponse,
-    JobInfo,
-    JobLoadErrorInfo,
     StartWorkflowResponse,
-    WorkflowInfo,
 )
-from workflows.services import sessions as session_services
-from workflows.services.catalog import REPAIR_HINT
 
 logger = logging.getLogger("deepwork.mcp")
 
@@ -114,52 +111,32 @@ class Engine:
         cached = self._workflows_answer
         if cached is not None and cached[0] is view:
             return cached[1]
-        answer = GetWorkflowsResponse(
-            jobs=[
-                JobInfo(
-                    name=job.name,
-                    summary=job.summary,
-                    workflows=[WorkflowInfo(name=n, summary=s) for n, s in job.workflows],
-                )
-                for job in view.jobs
-            ],
-            errors=[
-                JobLoadErrorInfo(
-                    job_name=error.dir_name,
-                    job_dir=error.job_dir,
-                    error=error.error + REPAIR_HINT,
-                )
-                for error in view.errors
-            ],
-        )
+        answer = deepwork.workflows(view)
         self._workflows_answer = (view, answer)
         return answer
 
     def start_workflow(self, **kwargs: Any) -> StartWorkflowResponse:
         state = self.state
-        return session_services.session_start(
+        return deepwork.start_workflow(
             project=state.project(), agent=state.agent(), catalog=state.catalog().view(), **kwargs
         )
 
     def abort_workflow(self, **kwargs: Any) -> AbortWorkflowResponse:
         state = self.state
-        return session_services.session_abort(
-            project=state.project(), agent=state.agent(), **kwargs
-        )
+        return deepwork.abort_workflow(project=state.project(), agent=state.agent(), **kwargs)
 
     def go_to_step(self, **kwargs: Any) -> GoToStepResponse:
         state = self.state
-        return session_services.session_go_to_step(
-            project=state.project(), agent=state.agent(), **kwargs
-        )
+        return deepwork.go_to_step(project=state.project(), agent=state.agent(), **kwargs)
 
     async def finished_step(self, **kwargs: Any) -> FinishedStepResponse:
         state = self.state
         if not state.ready():
             await db_sync_to_async(state.agent)()
-        return await step_finish_gated(
+        outcome = await step_finish_gated(
             project=state.project(), agent=state.agent(), gate=state.gate, **kwargs
         )
+        return deepwork.finished_step(outcome)
 
 
 # --- The database-call wrapper: the one place errors become DeepWork's wording. --------------

@@ -44,6 +44,7 @@ from workflows.files import (
 )
 from workflows.models import WorkflowSession
 from workflows.outputs import DeclaredOutput, validate_outputs
+from workflows.results import SelfReviewRequired
 from workflows.services import sessions
 
 T = TypeVar("T")
@@ -211,7 +212,7 @@ def test_self_review_instructions_replace_a_planted_link_out_of_the_project(driv
 
     plan = returns(lambda: plan_self_review(driver))
 
-    assert plan.answer.status == "needs_work"
+    assert isinstance(plan.answer, SelfReviewRequired)
     assert outside.read_text() == "PRECIOUS, NOT THE PROJECT'S\n"
     assert not target.is_symlink()
     assert target.read_text().startswith("# Quality Review Instructions\n")
@@ -226,7 +227,7 @@ def test_self_review_instructions_replace_a_planted_pipe_without_blocking(driver
 
     plan = returns(lambda: plan_self_review(driver), target)
 
-    assert plan.answer.status == "needs_work"
+    assert isinstance(plan.answer, SelfReviewRequired)
     assert target.is_file()
     assert target.read_text().startswith("# Quality Review Instructions\n")
 

@@ -308,7 +308,7 @@ def test_a_big_job_file_holds_no_lock_while_it_is_read(tmp_path, monkeypatch, te
             workflow_name="main",
             goal="unaffected",
         )
-        assert started.begin_step.step_id == "gather"
+        assert started.begun.steps[0].step_id == "gather"
     finally:
         release.set()
         worker.join(timeout=60)

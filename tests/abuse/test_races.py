@@ -27,6 +27,7 @@ from api.services import api_token_create
 from reviews import services as review_services
 from reviews.models import ReviewResult
 from reviews.services import GateConfig, step_finish_gated
+from tests.driving import finished_step
 from tests.factories import make_user
 from workflows.errors import Conflict, WorkflowError
 from workflows.models import Event, StepRun, WorkflowSession
@@ -78,7 +79,7 @@ def at_wrap_up(project, agent, catalog) -> str:
         job_name="demo",
         workflow_name="main",
         goal="race",
-    ).begin_step.session_id
+    ).begun.session.session_id
     gate = GateConfig()
     for outputs in ({"notes.md": "notes.md"}, {"a.md": "a.md", "b.md": "b.md"}):
         async_to_sync(step_finish_gated)(
@@ -108,7 +109,7 @@ def test_the_loser_of_an_override_race_leaves_no_verdict(project, agent, catalog
     @in_thread
     def contender(_: int) -> Any:
         try:
-            return async_to_sync(step_finish_gated)(
+            return async_to_sync(finished_step)(
                 project=project,
                 agent=agent,
                 gate=GateConfig(),

@@ -220,7 +220,8 @@ async def test_finished_step_with_200_kib_of_notes_is_reviewed_and_recorded(
     from channels.db import database_sync_to_async
 
     from reviews.models import ReviewResult
-    from reviews.services import GateConfig, step_finish_gated
+    from reviews.services import GateConfig
+    from tests.driving import finished_step
     from tests.factories import write_job
     from tests.reviews.test_gate import GATE_JOB, start_session
 
@@ -228,7 +229,7 @@ async def test_finished_step_with_200_kib_of_notes_is_reviewed_and_recorded(
     (project_dir / "draft.md").write_text("DRAFT BODY\n")
     project, agent = await database_sync_to_async(start_session)(project_dir, "gated")
 
-    response = await step_finish_gated(
+    response = await finished_step(
         project=project,
         agent=agent,
         gate=GateConfig(reviewer=CommandReviewer(f"{sys.executable} {FAKE}")),

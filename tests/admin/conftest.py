@@ -12,6 +12,7 @@ from reviews.services import GateConfig, review_conclude, review_plan, review_re
 from tests.driving import step_finish
 from tests.factories import write_job
 from workflows.models import Agent, Project, StepRun, WorkflowSession
+from workflows.results import NeedsWork
 from workflows.services import sessions
 from workflows.services.catalog import Catalog
 
@@ -39,7 +40,7 @@ class Driver:
             workflow_name=workflow,
             goal=goal,
         )
-        return WorkflowSession.objects.get(session_id=response.begin_step.session_id)
+        return WorkflowSession.objects.get(session_id=response.begun.session.session_id)
 
     def finish(self, session: WorkflowSession, outputs: dict) -> None:
         step_finish(
@@ -79,7 +80,7 @@ class Driver:
             plan=plan,
             results=[verdict] * len(plan.tasks),
         )
-        assert response.status == "needs_work"
+        assert isinstance(response, NeedsWork)
         return StepRun.objects.get(session=session, step_id="wrap_up", status="active")
 
 

@@ -1,5 +1,6 @@
 """The apps import in one direction: the engine never imports an interface, ``workflows`` never
-imports ``reviews``, and the admin helpers every app shares import no app's interface.
+imports ``reviews``, the engine never imports a dialect (it answers in domain terms), and the
+admin helpers every app shares import no app's interface.
 
 Read from the source (every import statement, at module level or inside a function), so a
 lazy import hidden in a function body counts as much as one at the top.
@@ -59,6 +60,25 @@ def test_workflows_does_not_import_reviews():
 @pytest.mark.parametrize("app", ["workflows", "reviews"])
 def test_the_engine_does_not_import_an_interface(app):
     assert offending(sources(app), INTERFACES) == []
+
+
+def engine_sources() -> list[Path]:
+    """The engine's writers and readers and the domain answers they return."""
+    workflows = ROOT / "workflows"
+    return sorted(
+        [
+            *(workflows / "services").rglob("*.py"),
+            *(workflows / "selectors").rglob("*.py"),
+            workflows / "results.py",
+            *sources("reviews"),
+        ]
+    )
+
+
+def test_the_engine_answers_in_domain_terms_not_a_dialects_wire():
+    """DeepWork's wording and wire models are the dialect's: a second dialect renders the same
+    domain answers without going through DeepWork's."""
+    assert offending(engine_sources(), ("workflows.dialects", "workflows.schemas")) == []
 
 
 def test_the_shared_admin_helpers_import_no_app_interface():

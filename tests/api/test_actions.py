@@ -15,6 +15,7 @@ from api.services import api_token_create
 from reviews.models import HumanDecision, ReviewResult
 from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, assert_error
 from tests.factories import write_job
+from workflows.dialects import deepwork
 from workflows.models import Agent, Event, StepRun, WorkflowSession
 from workflows.services import sessions as session_services
 from workflows.services.projects import project_ensure
@@ -106,7 +107,7 @@ def test_rest_answers_equal_the_engines_answers(operator, demo):
     session_id = start(operator, demo).json()["begin_step"]["session_id"]
     rest = finish(operator, session_id, {"notes.md": "notes.md"}).json()
     session = WorkflowSession.objects.select_related("agent", "project").get(session_id=session_id)
-    again = session_services.session_go_to_step(
+    again = deepwork.go_to_step(
         project=session.project, agent=session.agent, step_id="part_a", session_id=session_id
     )
     assert rest["begin_step"] == again.begin_step.model_dump(mode="json")
@@ -434,6 +435,6 @@ def test_an_agents_own_actions_name_no_person(project, catalog, agent):
         goal="g",
     )
     event = Event.objects.get(
-        session__session_id=answer.begin_step.session_id, kind="session_started"
+        session__session_id=answer.begun.session.session_id, kind="session_started"
     )
     assert "by" not in event.payload

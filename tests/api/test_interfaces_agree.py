@@ -52,7 +52,7 @@ def renamed(demo_project):
             job_name=job,
             workflow_name=workflow,
             goal="g",
-        ).begin_step.session_id
+        ).begun.session.session_id
         for job, workflow in (("demo", "quick"), ("renamed_dir", "one"))
     ]
     step_finish(project=project, agent=agent, outputs={})

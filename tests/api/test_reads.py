@@ -10,9 +10,9 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from reviews.gate import CommandReviewer
-from reviews.services import GateConfig, review_override, step_finish_gated
+from reviews.services import GateConfig, review_override
 from tests.api.conftest import assert_error
-from tests.driving import step_finish
+from tests.driving import finished_step, step_finish
 from tests.factories import write_job
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions
@@ -39,7 +39,7 @@ def start(project, agent_id="agent-1", job="demo", workflow="quick", goal="g", *
         workflow_name=workflow,
         goal=goal,
         **kwargs,
-    ).begin_step.session_id
+    ).begun.session.session_id
 
 
 def set_started(session_id: str, when: datetime) -> None:
@@ -319,7 +319,7 @@ def test_external_review_verdicts_are_shown_per_criterion(viewer, project, monke
     step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
     step_finish(project=project, agent=agent, outputs={"a.md": "a.md", "b.md": "b.md"})
     gate = GateConfig(reviewer=CommandReviewer(f"{sys.executable} {FAKE_REVIEWER}"))
-    answer = async_to_sync(step_finish_gated)(
+    answer = async_to_sync(finished_step)(
         project=project, agent=agent, gate=gate, outputs={"summary.md": "summary.md"}
     )
     assert answer.status == "needs_work"

@@ -189,15 +189,15 @@ def test_staff_cannot_make_a_token_for_someone_else(staff, alice):
 def test_only_a_superuser_may_make_or_revoke_tokens_of_others(staff, alice):
     user, _ = staff
     with pytest.raises(PermissionDenied):
-        api_token_create(user=alice, name="x", made_by=user)
-    token, _ = api_token_create(user=alice, name="x", made_by=alice)
+        api_token_create(user=alice, name="x", by=user)
+    token, _ = api_token_create(user=alice, name="x", by=alice)
     with pytest.raises(PermissionDenied):
-        api_token_revoke(token=token, revoked_by=user)
+        api_token_revoke(token=token, by=user)
     token.refresh_from_db()
     assert token.revoked_at is None
     root = make_user(username="root", superuser=True)
-    api_token_create(user=alice, name="y", made_by=root)
-    assert api_token_revoke(token=token, revoked_by=root)
+    api_token_create(user=alice, name="y", by=root)
+    assert api_token_revoke(token=token, by=root)
 
 
 def test_staff_see_and_revoke_only_their_own_tokens(staff, alice):

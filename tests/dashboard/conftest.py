@@ -14,6 +14,7 @@ from reviews.services import GateConfig, review_conclude, review_plan, review_re
 from tests.driving import step_finish
 from tests.factories import make_user
 from workflows.models import Agent, Project, StepRun, WorkflowSession
+from workflows.results import NeedsWork
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import Catalog
@@ -73,7 +74,7 @@ class Driver:
             workflow_name=workflow,
             goal=goal,
         )
-        return WorkflowSession.objects.get(session_id=response.begin_step.session_id)
+        return WorkflowSession.objects.get(session_id=response.begun.session.session_id)
 
     def finish(self, outputs: dict, notes: str | None = None):
         return step_finish(project=self.project, agent=self.agent, outputs=outputs, notes=notes)
@@ -108,7 +109,7 @@ class Driver:
         )
         plan = review_plan(checkpoint=checkpoint, gate=GATE, override_reason=None)
         assert plan.answer is not None
-        assert plan.answer.status == "needs_work"
+        assert isinstance(plan.answer, NeedsWork)
 
     def to_wrap_up(self, goal: str = "Write it up") -> WorkflowSession:
         """A demo/main session at its reviewed last step, with one failed review."""
@@ -116,7 +117,7 @@ class Driver:
         self.finish({"notes.md": "notes.md", "extras": ["extra1.md", "./extra2.md"]}, "gathered")
         self.finish({"a.md": "a.md", "b.md": "b.md"})
         answer = self.fail_review({"summary.md": "summary.md"})
-        assert answer.status == "needs_work"
+        assert isinstance(answer, NeedsWork)
         session.refresh_from_db()
         return session
 

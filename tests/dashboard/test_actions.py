@@ -53,6 +53,7 @@ def test_override_records_the_decision_and_the_agent_gets_it(deciding, decider, 
 def test_request_changes_sends_the_feedback_to_the_agent(deciding, driver):
     from reviews.services import review_plan
     from tests.dashboard.conftest import GATE
+    from workflows.dialects import deepwork
     from workflows.services import sessions
 
     session = driver.to_wrap_up()
@@ -71,7 +72,9 @@ def test_request_changes_sends_the_feedback_to_the_agent(deciding, driver):
         project=driver.project, agent=driver.agent, outputs={"summary.md": "summary.md"}
     )
     plan = review_plan(checkpoint=checkpoint, gate=GATE, override_reason=None)
-    assert plan.answer.feedback == "Changes requested by dana: Name every note"
+    assert deepwork.finished_step(plan.answer).feedback == (
+        "Changes requested by dana: Name every note"
+    )
 
 
 def test_abort_records_who_and_why(deciding, driver):

@@ -42,7 +42,7 @@ def start_session(project, agent, catalog, goal: str = "live") -> str:
         workflow_name="only",
         goal=goal,
     )
-    return started.begin_step.session_id
+    return started.begun.session.session_id
 
 
 @database_sync_to_async

@@ -13,7 +13,8 @@ import pytest
 
 from reviews.gate import ReviewerCouldNotRun, Verdict
 from reviews.models import ReviewResult
-from reviews.services import GateConfig, GateFailed, step_finish_gated
+from reviews.services import GateConfig, GateFailed
+from tests.driving import finished_step
 from tests.factories import write_job
 from tests.reviews.test_gate import GATE_JOB, start_session
 from workflows.models import Event, StepRun
@@ -45,7 +46,7 @@ def gated(project_dir: Path, db):
 
 async def hand_in(gated, reviewer: StandInReviewer, max_attempts: int = 2):
     project, agent = gated
-    return await step_finish_gated(
+    return await finished_step(
         project=project,
         agent=agent,
         gate=GateConfig(reviewer=reviewer, max_attempts=max_attempts),  # type: ignore[arg-type]

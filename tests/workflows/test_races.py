@@ -43,7 +43,7 @@ def start_demo(project, agent, catalog) -> str:
         job_name="demo",
         workflow_name="main",
         goal="race",
-    ).begin_step.session_id
+    ).begun.session.session_id
 
 
 def finish_in_thread(project, agent, sid, gate):
@@ -123,7 +123,7 @@ def test_abort_racing_finished_step_leaves_one_consistent_outcome(project, agent
         aborted = pool.submit(aborter)
         finish_result, abort_result = finished.result(), aborted.result()
 
-    assert abort_result.aborted_step == "gather"
+    assert abort_result.step_id == "gather"
     assert isinstance(finish_result, Conflict)
     assert "was aborted by another call" in str(finish_result)
     session = WorkflowSession.objects.get(session_id=sid)

@@ -6,8 +6,10 @@ import pytest
 
 from tests.driving import step_finish
 from tests.factories import make_user
+from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
+from workflows.results import WorkflowCompleted
 from workflows.schemas import StepStatus
 from workflows.services import sessions
 from workflows.services.agents import ProcessHolder, agent_claim
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 def start(project, agent, catalog, job="demo", workflow="main", **kwargs):
-    return sessions.session_start(
+    return deepwork.start_workflow(
         project=project,
         agent=agent,
         catalog=catalog.view(),
@@ -180,7 +182,7 @@ def test_abort_resumes_the_parent_and_records_why(project, agent, catalog):
     start(project, agent, catalog)
     inner = start(project, agent, catalog, job="nested", workflow="only")
 
-    response = sessions.session_abort(project=project, agent=agent, explanation="stop nested")
+    response = deepwork.abort_workflow(project=project, agent=agent, explanation="stop nested")
 
     assert response.model_dump() == {
         "aborted_workflow": "nested/only",
@@ -288,7 +290,7 @@ def test_go_to_step_discards_later_progress(project, agent, catalog):
     finish(project, agent, {"notes.md": "notes.md"})
     finish(project, agent, {"a.md": "a.md", "b.md": "b.md"})
 
-    response = sessions.session_go_to_step(project=project, agent=agent, step_id="part_b")
+    response = deepwork.go_to_step(project=project, agent=agent, step_id="part_b")
 
     assert response.begin_step.step_id == "part_a"
     assert response.invalidated_steps == ["part_a", "part_b", "wrap_up"]
@@ -457,6 +459,6 @@ def test_an_override_is_consumed_with_its_event_and_the_advance_or_not_at_all(
     assert not Event.objects.filter(kind=Event.Kind.SESSION_COMPLETED).exists()
 
     monkeypatch.setattr(events, "event_record", real)
-    assert hand_in().status == StepStatus.WORKFLOW_COMPLETE
+    assert isinstance(hand_in(), WorkflowCompleted)
     assert HumanDecision.objects.get().consumed_at is not None
     assert Event.objects.filter(kind=Event.Kind.OVERRIDE_DELIVERED).count() == 1

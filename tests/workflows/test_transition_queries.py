@@ -14,8 +14,10 @@ from django.utils import timezone
 
 from tests.driving import step_finish
 from tests.factories import make_user
+from workflows.dialects import deepwork
 from workflows.errors import Conflict, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
+from workflows.results import StackItem
 from workflows.selectors import session_head, session_resolve, stack_for_agent
 from workflows.services import sessions
 from workflows.services.agents import ProcessHolder, agent_claim
@@ -35,7 +37,7 @@ def start(project, agent, catalog, job="demo", workflow="main") -> str:
         job_name=job,
         workflow_name=workflow,
         goal="queries",
-    ).begin_step.session_id
+    ).begun.session.session_id
 
 
 @pytest.mark.parametrize("depth", [1, 6])
@@ -46,7 +48,7 @@ def test_abort_query_count_stays_constant_as_the_stack_grows(
     step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
 
     with django_assert_num_queries(ABORT_QUERIES):
-        response = sessions.session_abort(project=project, agent=agent, explanation="enough")
+        response = deepwork.abort_workflow(project=project, agent=agent, explanation="enough")
 
     assert (response.aborted_workflow, response.aborted_step) == ("demo/main", "part_a")
     assert [entry.step for entry in response.stack] == ["gather"] * (depth - 1)
@@ -67,7 +69,7 @@ def test_abort_below_the_top_records_everything_in_one_go(project, agent, catalo
     person = make_user(username="operator")
     before = timezone.now()
 
-    response = sessions.session_abort(
+    response = deepwork.abort_workflow(
         project=project, agent=agent, explanation="wrong job", session_id=below, by=person
     )
 
@@ -193,8 +195,5 @@ def test_stack_is_per_agent_bottom_to_top(project, agent, catalog, django_assert
     with django_assert_num_queries(1):
         stack = stack_for_agent(agent=agent)
 
-    assert [e.model_dump() for e in stack] == [
-        {"workflow": "demo/main", "step": "gather"},
-        {"workflow": "nested/only", "step": "first"},
-    ]
-    assert [e.workflow for e in stack_for_agent(agent=other)] == ["nested/only"]
+    assert stack == (StackItem("demo", "main", "gather"), StackItem("nested", "only", "first"))
+    assert stack_for_agent(agent=other) == (StackItem("nested", "only", "first"),)

@@ -11,7 +11,7 @@ from django.db.models.functions import Coalesce
 
 from workflows.errors import Conflict, NotFound
 from workflows.models import Agent, Project, StepRun, WorkflowSession, WorkflowStep
-from workflows.schemas import StackEntry
+from workflows.results import Stack, StackItem
 
 NO_ACTIVE_SESSION = "No active workflow session. Use start_workflow to begin a workflow."
 
@@ -48,12 +48,12 @@ _TOP_SQL = (
 _BY_ID_SQL = f"SELECT {_HEAD_COLUMNS} FROM {_SESSIONS} WHERE project_id = %s AND session_id = %s"
 
 
-def stack_for_agent(*, agent: Agent) -> list[StackEntry]:
-    """The agent's active sessions, bottom to top, as DeepWork's ``stack`` entries."""
+def stack_for_agent(*, agent: Agent) -> Stack:
+    """The agent's active sessions, bottom to top."""
     with connection.cursor() as cursor:
         cursor.execute(_STACK_SQL, [agent.pk, _ACTIVE])
         rows = cursor.fetchall()
-    return [StackEntry(workflow=f"{job}/{workflow}", step=step) for job, workflow, step in rows]
+    return tuple(StackItem(job_name=job, workflow_name=wf, step_id=step) for job, wf, step in rows)
 
 
 def _check_targetable(session: WorkflowSession | None, session_id: str | None) -> WorkflowSession:

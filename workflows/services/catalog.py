@@ -46,10 +46,6 @@ logger = logging.getLogger(__name__)
 
 STANDARD_JOBS_DIR = Path(__file__).resolve().parent.parent / "standard_jobs"
 ADDITIONAL_FOLDERS_ENV = "DEEPWORK_ADDITIONAL_JOBS_FOLDERS"
-REPAIR_HINT = (
-    "\nThis project likely needs `/deepwork:repair` run to correct the issue unless the "
-    "offending file(s) were changed this session and the agent can fix it directly."
-)
 
 
 @dataclass(frozen=True)

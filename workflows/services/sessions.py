@@ -19,7 +19,6 @@ from django.db.models import Field
 from django.utils import timezone
 
 from workflows import events, limits
-from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.events import User
 from workflows.files import FileTooLarge, NotRegularFile, read_regular_text
@@ -34,12 +33,14 @@ from workflows.models import (
     WorkflowSession,
 )
 from workflows.outputs import DeclaredOutput, validate_outputs
-from workflows.schemas import (
-    AbortWorkflowResponse,
-    FinishedStepResponse,
-    GoToStepResponse,
-    StartWorkflowResponse,
-    StepStatus,
+from workflows.results import (
+    SessionAborted,
+    SessionStarted,
+    StepAdvanced,
+    StepBegun,
+    StepInstructions,
+    WentToStep,
+    WorkflowCompleted,
 )
 from workflows.selectors import (
     session_head,
@@ -112,9 +113,18 @@ def _read_instructions(job: Job, step: Step) -> str:
         ) from None
 
 
-def _entry_instructions(job: Job, entry: list[Step]) -> list[tuple[str, str]]:
-    """Each step's ``(step_id, instructions)``, read before any transaction opens."""
-    return [(step.step_id, _read_instructions(job, step)) for step in entry]
+def _entry_instructions(job: Job, entry: list[Step]) -> tuple[StepInstructions, ...]:
+    """Each step's instructions, read before any transaction opens."""
+    return tuple(StepInstructions(step.step_id, _read_instructions(job, step)) for step in entry)
+
+
+def _begun(
+    session: WorkflowSession,
+    job: Job,
+    entry: list[Step],
+    instructions: tuple[StepInstructions, ...],
+) -> StepBegun:
+    return StepBegun(session=session, job=job, steps=tuple(entry), instructions=instructions)
 
 
 def _start_runs(
@@ -209,7 +219,7 @@ def session_start(
     goal: str,
     instance_id: str | None = None,
     by: User | None = None,
-) -> StartWorkflowResponse:
+) -> SessionStarted:
     """Start a workflow on top of the agent's stack and return its first step.
 
     ``by`` is the person starting it over the REST API; it is recorded in the event.
@@ -284,11 +294,8 @@ def session_start(
             continue
     else:
         raise Conflict("Could not allocate a unique session id; try again")
-    return StartWorkflowResponse(
-        begin_step=deepwork.begin_step(
-            session=session, job=job, entry=first, instructions=instructions
-        ),
-        stack=stack_for_agent(agent=agent),
+    return SessionStarted(
+        begun=_begun(session, job, first, instructions), stack=stack_for_agent(agent=agent)
     )
 
 
@@ -340,7 +347,7 @@ def step_checkpoint(
 
 def step_advance(
     *, checkpoint: StepCheckpoint, on_claimed: Callable[[], None] | None = None
-) -> FinishedStepResponse:
+) -> StepAdvanced | WorkflowCompleted:
     """Complete the checkpoint's entry and move to the next one (or complete the session).
 
     Compare-and-sets the session revision read by ``step_checkpoint``: if anything moved the
@@ -353,7 +360,7 @@ def step_advance(
     outputs, notes = checkpoint.outputs, checkpoint.notes
     next_index = session.current_entry_index + 1
     next_entry = None if next_index >= len(entries) else entries[next_index]
-    instructions = [] if next_entry is None else _entry_instructions(job, next_entry)
+    instructions = () if next_entry is None else _entry_instructions(job, next_entry)
     now = timezone.now()
 
     with transaction.atomic():
@@ -408,16 +415,10 @@ def step_advance(
             .values_list("outputs", flat=True)
         ):
             all_outputs.update(run_outputs)
-        return deepwork.workflow_complete(
+        return WorkflowCompleted(
             workflow_name=session.workflow_name, all_outputs=all_outputs, stack=stack
         )
-    return FinishedStepResponse(
-        status=StepStatus.NEXT_STEP,
-        begin_step=deepwork.begin_step(
-            session=session, job=job, entry=next_entry, instructions=instructions
-        ),
-        stack=stack,
-    )
+    return StepAdvanced(begun=_begun(session, job, next_entry, instructions), stack=stack)
 
 
 def session_abort(
@@ -427,7 +428,7 @@ def session_abort(
     explanation: str,
     session_id: str | None = None,
     by: User | None = None,
-) -> AbortWorkflowResponse:
+) -> SessionAborted:
     """Abort a session; the caller's stack resumes at its new top.
 
     ``by`` is the person aborting it from the dashboard, admin or API; it is recorded
@@ -469,14 +470,8 @@ def session_abort(
         # Read before the commit: on SQLite the write lock is still held, so this is the stack
         # exactly as the commit leaves it; elsewhere it is as fresh as a read after it would be.
         stack = stack_for_agent(agent=agent)
-    top = stack[-1] if stack else None
-    return AbortWorkflowResponse(
-        aborted_workflow=f"{session.job_name}/{session.workflow_name}",
-        aborted_step=aborted_step,
-        explanation=explanation,
-        stack=stack,
-        resumed_workflow=top.workflow if top else None,
-        resumed_step=top.step if top else None,
+    return SessionAborted(
+        session=session, step_id=aborted_step, explanation=explanation, stack=stack
     )
 
 
@@ -487,7 +482,7 @@ def session_go_to_step(
     step_id: str,
     session_id: str | None = None,
     by: User | None = None,
-) -> GoToStepResponse:
+) -> WentToStep:
     """Return to an earlier step (or restart the current one), discarding later progress."""
     limits.STEP_ID.check("step_id", step_id)
     session = session_resolve(project=project, agent=agent, session_id=session_id)
@@ -528,10 +523,8 @@ def session_go_to_step(
             payload=events.StepReopened(step_id=entry[0].step_id, invalidated_steps=invalidated),
         )
         _start_runs(project, agent, session, target, entry)
-    return GoToStepResponse(
-        begin_step=deepwork.begin_step(
-            session=session, job=session.job, entry=entry, instructions=instructions
-        ),
-        invalidated_steps=invalidated,
+    return WentToStep(
+        begun=_begun(session, session.job, entry, instructions),
+        invalidated_steps=tuple(invalidated),
         stack=stack_for_agent(agent=agent),
     )
