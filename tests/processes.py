@@ -20,6 +20,32 @@ from django.conf import settings
 MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 START_TIMEOUT = 30.0
 
+# Raw JSON-RPC for the tests that speak to mcpserve line by line instead of through a client.
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def initialize_request(client: str) -> dict[str, object]:
+    """The ``initialize`` request (id 1) of a client named ``client``."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": client, "version": "1"},
+        },
+    }
+
+
+def handshake(client: str) -> list[dict[str, object]]:
+    """Initialize, initialized, then ``tools/list`` as request 2."""
+    return [
+        initialize_request(client),
+        INITIALIZED,
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+
 
 def child_database_url() -> str:
     """The URL of the database this test runs on (a file for SQLite), for a child process."""

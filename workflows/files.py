@@ -159,20 +159,11 @@ def file_kind(mode: int) -> str:
 def _open_root(root: Path) -> int:
     if not root.is_absolute():
         raise ValueError(f"project root must be absolute: {root}")
-    fd = os.open("/", _DIR_FLAGS)
     try:
-        for part in root.parts[1:]:
-            try:
-                inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise ProjectRootChanged(root) from None
-                raise
-            os.close(fd)
-            fd = inner
-        return fd
-    except BaseException:
-        os.close(fd)
+        return _walk(os.open("/", _DIR_FLAGS), root.parts[1:], create=False)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ProjectRootChanged(root) from None
         raise
 
 

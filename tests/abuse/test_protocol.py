@@ -20,22 +20,18 @@ import pytest
 from django.db import connection
 
 from tests.e2e.driver import Driver
-from tests.processes import MANAGE, child_database_url, child_env_on_test_db
+from tests.processes import (
+    INITIALIZED,
+    MANAGE,
+    child_database_url,
+    child_env_on_test_db,
+    initialize_request,
+)
 from workflows.models import WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "abuse", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+INITIALIZE = initialize_request("abuse")
 LONE = "\\ud800"  # the six characters of the JSON escape, as a client would send them
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import MANAGE, child_env
+from tests.processes import MANAGE, child_env, handshake
 
 pytestmark = pytest.mark.e2e
 
@@ -26,20 +26,7 @@ SERVERS = 4
 PG_ADMIN_URL = os.environ.get(
     "DEEPWORK_TEST_PG_ADMIN", "postgres://postgres@127.0.0.1:5432/postgres"
 )
-HANDSHAKE = [
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "startup", "version": "1"},
-        },
-    },
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-]
+HANDSHAKE = handshake("startup")
 
 
 def start_together(project: Path, env: dict[str, str], count: int) -> list[subprocess.Popen]:

@@ -14,21 +14,19 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
-from tests.processes import MANAGE, child_env_on_test_db, free_port, stop, wait_for_port
+from tests.processes import (
+    MANAGE,
+    child_env_on_test_db,
+    free_port,
+    initialize_request,
+    stop,
+    wait_for_port,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 TOKEN = "test-token-123"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
+INITIALIZE = initialize_request("t")
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 

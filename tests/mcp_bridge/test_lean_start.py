@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.processes import MANAGE, child_env_on_test_db
+from tests.processes import MANAGE, child_env_on_test_db, handshake
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -24,18 +24,7 @@ NOT_NEEDED = ("griffe", "key_value", "beartype")
 
 def test_mcpserve_imports_no_web_stack(demo_project, tmp_path):
     messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "lean", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        *handshake("lean"),
         {
             "jsonrpc": "2.0",
             "id": 3,

@@ -18,7 +18,7 @@ import pytest
 
 from mcp_bridge.runner import is_pipe as _is_pipe
 from tests.e2e.driver import Driver
-from tests.processes import MANAGE, child_env_on_test_db
+from tests.processes import MANAGE, child_env_on_test_db, handshake
 from workflows.models import WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
@@ -54,20 +54,7 @@ async def test_a_message_far_longer_than_a_pipe_buffer_goes_through(demo_project
 
 def test_stdin_closing_ends_the_server_after_its_answers_are_out(demo_project):
     env = child_env_on_test_db()
-    messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "test", "version": "1"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-    ]
+    messages = handshake("test")
     server = subprocess.Popen(
         [sys.executable, MANAGE, "mcpserve", "--path", str(demo_project)],
         stdin=subprocess.PIPE,
