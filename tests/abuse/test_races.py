@@ -29,9 +29,9 @@ from reviews.models import ReviewResult
 from reviews.services import GateConfig, step_finish_gated
 from tests.driving import finished_step
 from tests.factories import make_user
+from tests.workflows.test_races import start_demo
 from workflows.errors import Conflict, WorkflowError
 from workflows.models import Event, StepRun, WorkflowSession
-from workflows.services import sessions
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
@@ -72,14 +72,7 @@ def plan_together(monkeypatch) -> Callable[[], None]:
 
 def at_wrap_up(project, agent, catalog) -> str:
     """A demo session at ``wrap_up``, the step with a review."""
-    sid = sessions.session_start(
-        project=project,
-        agent=agent,
-        catalog=catalog.view(),
-        job_name="demo",
-        workflow_name="main",
-        goal="race",
-    ).begun.session.session_id
+    sid = start_demo(project, agent, catalog)
     gate = GateConfig()
     for outputs in ({"notes.md": "notes.md"}, {"a.md": "a.md", "b.md": "b.md"}):
         async_to_sync(step_finish_gated)(
