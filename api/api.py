@@ -80,8 +80,9 @@ MAX_ID = 2**63 - 1
 REST_GATE = GateConfig()
 
 READ_ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
-# Only the actions read a body, so only they can be too large.
-ACTION_ERRORS = {**READ_ERRORS, 409: ErrorOut, 413: ErrorOut}
+# Only the actions read a body, so only they can be too large; only they write, so only they
+# can find the database busy.
+ACTION_ERRORS = {**READ_ERRORS, 409: ErrorOut, 413: ErrorOut, 503: ErrorOut}
 
 
 class DeepworkAPI(NinjaAPI):

@@ -13,11 +13,13 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent
+from django.db import OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, AuthorizationError, HttpError, ValidationError
 
 from reviews.services import GateFailed
+from workflows.db import BUSY_MESSAGE, is_busy
 from workflows.errors import (
     Conflict,
     InvalidInput,
@@ -64,6 +66,7 @@ HTTP_CODES = {
     409: "conflict",
     413: "payload_too_large",
     429: "throttled",
+    503: "database_busy",
 }
 
 
@@ -175,6 +178,18 @@ def install(api: NinjaAPI) -> None:
             # Django's wording can name server paths: the client gets a fixed message.
             message = "The request was refused as malformed"
         return answer(request, 400, "bad_request", message)
+
+    @api.exception_handler(OperationalError)
+    def database_error(request: HttpRequest, exc: OperationalError) -> HttpResponse:
+        # Other writers held the lock past the database's own wait: the transaction rolled
+        # back, so the same request later is safe; say so instead of a bare 500.
+        if is_busy(exc):
+            logger.warning("Database busy in %s %s: %s", request.method, request.path, exc)
+            response = answer(request, 503, "database_busy", BUSY_MESSAGE)
+            response["Retry-After"] = "2"
+            return response
+        logger.exception("Database error in %s %s", request.method, request.path)
+        return answer(request, 500, "internal_error", "Internal server error")
 
     @api.exception_handler(Exception)
     def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:

@@ -46,6 +46,13 @@ BUSY_RETRY_PAUSES = (0.05, 0.2, 0.5)
 _PG_BUSY_CODES = frozenset({"55P03", "40P01", "40001"})
 
 
+# What an agent or a program is told when the database stayed busy: plain words, no lock jargon.
+BUSY_MESSAGE = (
+    "The database is busy with other work right now and this call changed nothing. "
+    "Try the same call again in a few seconds."
+)
+
+
 class DatabaseBusy(Exception):
     """The database stayed locked by other writers through every retry."""
 

@@ -20,7 +20,13 @@ from pydantic import Field
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
 from reviews.services import step_finish_gated
-from workflows.db import DatabaseBusy, db_sync_to_async, is_busy, retrying_when_busy
+from workflows.db import (
+    BUSY_MESSAGE,
+    DatabaseBusy,
+    db_sync_to_async,
+    is_busy,
+    retrying_when_busy,
+)
 from workflows.dialects import deepwork
 from workflows.errors import WorkflowError
 from workflows.schemas import (
@@ -80,10 +86,6 @@ workflow below it, if any.
 - Abort a workflow you cannot finish instead of leaving it half done.
 """
 
-BUSY_MESSAGE = (
-    "The database is busy with other work right now and this call changed nothing. "
-    "Try the same call again in a few seconds."
-)
 
 # DeepWork 0.9.1 advertises this loose schema for its dict-returning tools; clients that
 # validate structured content against a detailed schema pay for it on every call.
