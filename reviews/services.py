@@ -104,6 +104,11 @@ def _event(
     )
 
 
+def _step_ids(checkpoint: StepCheckpoint) -> list[str]:
+    """The entry's steps in the workflow's order, as a review round's event names them."""
+    return [step.step_id for step in checkpoint.steps]
+
+
 def _inputs_by_step(checkpoint: StepCheckpoint) -> dict[str, tuple[tuple[str, str], ...]]:
     """Each step's file inputs, resolved to the paths its producing step handed in."""
     produced: dict[str, dict[str, str | list[str]]] = {}
@@ -339,21 +344,19 @@ def review_conclude(
                 error=str(result) if verdict is None else None,
                 duration_ms=None if verdict is None else verdict.duration_ms,
             )
-        attempt, reviews = plan.attempt, len(plan.tasks)
+        round_ = events.ReviewRound(
+            step_ids=_step_ids(checkpoint),
+            attempt=plan.attempt,
+            reviews=len(plan.tasks),
+            failed=len(failed),
+            override_reason=None,
+        )
         if passed:
-            _event(
-                checkpoint,
-                Event.Kind.REVIEW_PASSED,
-                events.ReviewPassed(attempt=attempt, reviews=reviews, failed=len(failed)),
-            )
+            _event(checkpoint, Event.Kind.REVIEW_PASSED, round_, by=checkpoint.by)
             # Attempts are counted per step run and start again once the step passes.
             StepRun.objects.filter(pk__in=plan.run_ids.values()).update(quality_attempts=0)
         else:
-            _event(
-                checkpoint,
-                Event.Kind.REVIEW_FAILED,
-                events.ReviewFailed(attempt=attempt, reviews=reviews, failed=len(failed)),
-            )
+            _event(checkpoint, Event.Kind.REVIEW_FAILED, round_, by=checkpoint.by)
 
     if passed:
         return step_advance(checkpoint=checkpoint, on_claimed=record)
@@ -380,15 +383,20 @@ def review_conclude(
 
 
 def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:
-    """The hand-in's reason as each step's passing verdict. Over the REST API a person hands
-    in with it: the verdict is theirs, not the agent's self-review."""
+    """The hand-in's reason as each step's passing verdict, and one event for the hand-in.
+    Over the REST API a person hands in with it: the verdict is theirs, not the agent's
+    self-review."""
     assert plan.override_reason is not None
     person = checkpoint.by.get_username() if checkpoint.by is not None else ""
-    for step_id, run_id in plan.run_ids.items():
-        ReviewResult.objects.create(
-            step_run_id=run_id,
+    step_ids = _step_ids(checkpoint)
+    attempts = dict(
+        StepRun.objects.filter(pk__in=plan.run_ids.values()).values_list("pk", "quality_attempts")
+    )
+    ReviewResult.objects.bulk_create(
+        ReviewResult(
+            step_run_id=plan.run_ids[step_id],
             session=checkpoint.session,
-            attempt=StepRun.objects.get(pk=run_id).quality_attempts,
+            attempt=attempts[plan.run_ids[step_id]],
             run_each="step",
             passed=True,
             feedback=plan.override_reason,
@@ -396,12 +404,21 @@ def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> Non
             reviewer=person or checkpoint.agent.agent_id,
             override_reason=plan.override_reason,
         )
-        _event(
-            checkpoint,
-            Event.Kind.REVIEW_PASSED,
-            events.ReviewPassed(step_id=step_id, override_reason=plan.override_reason),
-            by=checkpoint.by,
-        )
+        for step_id in step_ids
+    )
+    _event(
+        checkpoint,
+        Event.Kind.REVIEW_PASSED,
+        events.ReviewRound(
+            step_ids=step_ids,
+            # No review ran, so no attempt was counted: the one the entry's runs are at.
+            attempt=attempts[plan.run_ids[step_ids[0]]],
+            reviews=0,
+            failed=0,
+            override_reason=plan.override_reason,
+        ),
+        by=checkpoint.by,
+    )
 
 
 def _deliver_override(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:

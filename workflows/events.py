@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django.db import router, transaction
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from workflows import outbox
 from workflows.models import Agent, Event, Project, WorkflowSession
@@ -66,22 +66,16 @@ class ReviewRequested(Payload):
     instructions: str
 
 
-class ReviewPassed(Payload):
-    """A step's reviews passed. Either external reviews ran (``attempt``, ``reviews``,
-    ``failed``: the whole entry) or a reason skipped them for one step (``step_id``,
-    ``override_reason``); only the keys given are stored."""
+class ReviewRound(Payload):
+    """One hand-in's round of reviews of its entry, passed or failed: the entry's steps in
+    order, the attempt, how many reviews ran and failed, and the reason that skipped them (then
+    no review ran). Every key is always stored, so readers never guess which shape they got."""
 
-    attempt: int | None = None
-    reviews: int | None = None
-    failed: int | None = None
-    step_id: str | None = None
-    override_reason: str | None = None
-
-
-class ReviewFailed(Payload):
+    step_ids: list[str] = Field(min_length=1)
     attempt: int
     reviews: int
     failed: int
+    override_reason: str | None
 
 
 class ReviewOverridden(Payload):
@@ -120,8 +114,8 @@ PAYLOADS: Mapping[str, type[Payload]] = {
     Event.Kind.SESSION_COMPLETED: SessionCompleted,
     Event.Kind.SESSION_ABORTED: SessionAborted,
     Event.Kind.REVIEW_REQUESTED: ReviewRequested,
-    Event.Kind.REVIEW_PASSED: ReviewPassed,
-    Event.Kind.REVIEW_FAILED: ReviewFailed,
+    Event.Kind.REVIEW_PASSED: ReviewRound,
+    Event.Kind.REVIEW_FAILED: ReviewRound,
     Event.Kind.REVIEW_OVERRIDDEN: ReviewOverridden,
     Event.Kind.CHANGES_REQUESTED: ChangesRequested,
     Event.Kind.OVERRIDE_DELIVERED: OverrideDelivered,
@@ -136,10 +130,10 @@ def _stored(kind: str, payload: Payload | Mapping[str, Any], by: User | None) ->
     model = PAYLOADS[kind]
     if not isinstance(payload, model):
         # A mapping, or a model of another kind handed in by mistake: validate as this kind.
-        data = payload.model_dump(exclude_unset=True) if isinstance(payload, Payload) else payload
+        data = payload.model_dump() if isinstance(payload, Payload) else payload
         payload = model.model_validate(data)
-    # Only what was given: optional keys a writer left out stay out of the stored JSON.
-    stored = payload.model_dump(mode="json", exclude_unset=True)
+    # Every field, defaults included: a kind's stored shape never depends on what a writer set.
+    stored = payload.model_dump(mode="json")
     if by is not None:
         stored["by"] = by.get_username()
     return stored

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django import template
 from django.utils import timezone
@@ -38,6 +39,24 @@ def _shorten(text: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _review_round(payload: dict[str, Any]) -> list[str]:
+    """A review round: attempt, failures, steps, reason. Rows written before every round had
+    one shape (external reviews without steps, a reason with one ``step_id``) still read."""
+    parts: list[str] = []
+    if payload.get("attempt"):
+        parts.append(f"attempt {payload['attempt']}")
+    if payload.get("reviews"):
+        parts.append(f"{payload.get('failed', 0)} of {payload['reviews']} failed")
+    steps = payload.get("step_ids")
+    if not isinstance(steps, list):
+        steps = [payload["step_id"]] if payload.get("step_id") else []
+    if steps:
+        parts.append(("step " if len(steps) == 1 else "steps ") + ", ".join(map(str, steps)))
+    if payload.get("override_reason"):
+        parts.append(_shorten(payload["override_reason"]))
+    return parts
+
+
 @register.filter
 def event_detail(event: Event) -> str:
     """One line saying what the event's payload adds to its kind."""
@@ -52,14 +71,7 @@ def event_detail(event: Event) -> str:
         if payload.get("invalidated_steps"):
             parts.append("invalidated " + ", ".join(payload["invalidated_steps"]))
     elif event.kind in (Event.Kind.REVIEW_PASSED, Event.Kind.REVIEW_FAILED):
-        if "attempt" in payload:
-            parts.append(f"attempt {payload['attempt']}")
-        if "failed" in payload and "reviews" in payload:
-            parts.append(f"{payload['failed']} of {payload['reviews']} failed")
-        if payload.get("step_id"):
-            parts.append(f"step {payload['step_id']}")
-        if payload.get("override_reason"):
-            parts.append(_shorten(payload["override_reason"]))
+        parts.extend(_review_round(payload))
     elif event.kind == Event.Kind.CATALOG_SYNCED:
         parts.append(f"{payload.get('jobs', 0)} jobs, {payload.get('errors', 0)} load errors")
     elif event.kind == Event.Kind.REVIEW_REQUESTED:

@@ -161,7 +161,10 @@ def test_the_loser_of_an_override_race_over_rest_is_no_ones_verdict(
     assert verdict.reviewer_kind == "human"
     event = Event.objects.get(kind=Event.Kind.REVIEW_PASSED)
     assert event.payload == {
-        "step_id": "wrap_up",
+        "step_ids": ["wrap_up"],
+        "attempt": 0,
+        "reviews": 0,
+        "failed": 0,
         "override_reason": REASON,
         "by": verdict.reviewer,
     }

@@ -22,9 +22,7 @@ def wait_briefly_for_locks() -> None:
             cursor.execute("SET lock_timeout = '200ms'")
 
 
-def test_a_start_while_another_writer_holds_the_lock_is_503_and_changes_nothing(
-    operator, project
-):
+def test_a_start_while_another_writer_holds_the_lock_is_503_and_changes_nothing(operator, project):
     body = {"project": project.pk, "job_name": "demo", "workflow_name": "main", "goal": "g"}
     operator.get(f"/api/projects/{project.pk}/jobs")  # the catalog is synced before the lock
     wait_briefly_for_locks()

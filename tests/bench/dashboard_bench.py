@@ -198,13 +198,23 @@ def seed(reseed: bool) -> None:
             Event.Kind.REVIEW_PASSED,
             Event.Kind.SESSION_COMPLETED,
         ]
+        # A review round's one shape (workflows.events.ReviewRound).
+        review_round = {
+            "step_ids": ["wrap_up"],
+            "attempt": 1,
+            "reviews": 1,
+            "failed": 0,
+            "override_reason": None,
+        }
         events = [
             Event(
                 project=project,
                 session=session,
                 agent_id=session.agent_id,
                 kind=kinds[k % len(kinds)],
-                payload={"step_id": "gather"},
+                payload=review_round
+                if kinds[k % len(kinds)] == Event.Kind.REVIEW_PASSED
+                else {"step_id": "gather"},
                 created_at=session.started_at + timedelta(seconds=k),
             )
             for session in created

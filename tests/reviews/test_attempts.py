@@ -16,7 +16,7 @@ from reviews.models import ReviewResult
 from reviews.services import GateConfig, GateFailed
 from tests.driving import finished_step
 from tests.factories import write_job
-from tests.reviews.test_gate import GATE_JOB, start_session
+from tests.reviews.test_gate import CONCURRENT_JOB, GATE_JOB, start_session
 from workflows.models import Event, StepRun
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -88,3 +88,70 @@ async def test_a_reviewer_that_could_not_run_uses_no_attempt_and_records_no_verd
     assert [
         r async for r in ReviewResult.objects.order_by("id").values_list("attempt", "passed")
     ] == [(1, False), (2, True)]
+    assert await review_rounds() == [
+        (
+            "review_failed",
+            {**ROUND, "step_ids": ["draft"], "attempt": 1, "reviews": 1, "failed": 1},
+        ),
+        ("review_passed", {**ROUND, "step_ids": ["draft"], "attempt": 2, "reviews": 1}),
+    ]
+
+
+ROUND = {"step_ids": [], "attempt": 0, "reviews": 0, "failed": 0, "override_reason": None}
+
+
+async def review_rounds() -> list[tuple[str, dict]]:
+    """Every review_passed and review_failed event, oldest first: each has all five keys."""
+    rounds = [
+        (kind, payload)
+        async for kind, payload in Event.objects.filter(
+            kind__in=[Event.Kind.REVIEW_FAILED, Event.Kind.REVIEW_PASSED]
+        )
+        .order_by("id")
+        .values_list("kind", "payload")
+    ]
+    for _, payload in rounds:
+        assert set(payload) == set(ROUND)
+    return rounds
+
+
+@pytest.fixture
+def pair(project_dir: Path, db):
+    write_job(project_dir, "pair", CONCURRENT_JOB, ["left", "right"])
+    (project_dir / "left.md").write_text("LEFT\n")
+    (project_dir / "right.md").write_text("RIGHT\n")
+    return start_session(project_dir, "pair")
+
+
+async def test_a_concurrent_entry_is_one_review_round_per_hand_in(pair):
+    """Reviewed or passed by a reason, a hand-in of two steps is one event naming both, in the
+    workflow's order; the reason's verdict rows stay one per step."""
+    project, agent = pair
+    both = {"left.md": "left.md", "right.md": "right.md"}
+    reviewer = StandInReviewer(
+        Verdict(passed=True, feedback="Good"), Verdict(passed=False, feedback="Thin")
+    )
+    gate = GateConfig(reviewer=reviewer, max_attempts=3)  # type: ignore[arg-type]
+
+    failed = await finished_step(project=project, agent=agent, gate=gate, outputs=both)
+    assert failed.status == "needs_work"
+    done = await finished_step(
+        project=project, agent=agent, gate=gate, outputs=both, override_reason="Fixed by hand"
+    )
+    assert done.status == "workflow_complete"
+
+    steps = ["left", "right"]
+    assert await review_rounds() == [
+        ("review_failed", {**ROUND, "step_ids": steps, "attempt": 1, "reviews": 2, "failed": 1}),
+        (
+            "review_passed",
+            {**ROUND, "step_ids": steps, "attempt": 1, "override_reason": "Fixed by hand"},
+        ),
+    ]
+    overrides = [
+        row
+        async for row in ReviewResult.objects.filter(override_reason__isnull=False)
+        .order_by("step_run__step_id")
+        .values_list("step_run__step_id", "attempt", "passed")
+    ]
+    assert overrides == [("left", 1, True), ("right", 1, True)]

@@ -429,19 +429,30 @@ class Database:
                 problems.append(f"{name}: revision {session.revision} but {moves} transitions")
 
             # Verdicts and their events.
+            # One event per round of reviews of an entry: it counts the external reviews that
+            # ran, and a round passed on a reason stands for one verdict row per step it names.
             rounds = [e for e in log if e.kind in ("review_passed", "review_failed")]
-            external = sum(e.payload.get("reviews", 0) for e in rounds if "attempt" in e.payload)
+            external = sum(e.payload.get("reviews", 0) for e in rounds)
             external_rows = sum(1 for v in verdicts if v.reviewer_kind == "external")
             if external != external_rows:
                 problems.append(
                     f"{name}: review events count {external} external verdicts, "
                     f"{external_rows} stored"
                 )
-            overrides = sum(1 for e in rounds if "override_reason" in e.payload)
-            override_rows = sum(1 for v in verdicts if v.override_reason is not None)
-            if overrides != override_rows:
+            overridden = Counter(
+                step_id
+                for e in rounds
+                if e.payload.get("override_reason") is not None
+                for step_id in e.payload.get("step_ids", [])
+            )
+            override_rows = Counter(
+                v.step_run.step_id for v in verdicts if v.override_reason is not None
+            )
+            if overridden != override_rows:
                 problems.append(
-                    f"{name}: {overrides} override review_passed events, {override_rows} stored"
+                    f"{name}: override review_passed events stand for "
+                    f"{overridden.total()} verdicts {dict(overridden)}, "
+                    f"{override_rows.total()} stored {dict(override_rows)}"
                 )
             if session.status == "active":
                 started = max((e.pk for e in log if e.kind == "step_started"), default=0)

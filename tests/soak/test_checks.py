@@ -68,7 +68,13 @@ def break_rows(kind: str) -> None:
             project=session.project,
             session=session,
             kind="review_passed",
-            payload={"attempt": 1, "reviews": 1, "failed": 0},
+            payload={
+                "step_ids": [session.current_step_id],
+                "attempt": 1,
+                "reviews": 1,
+                "failed": 0,
+                "override_reason": None,
+            },
         )
     elif kind == "verdict lost":
         ReviewResult.objects.filter(session=session).last().delete()
@@ -85,7 +91,7 @@ FINDINGS = {
     "lost step_finished": "but step_finished",
     "run left active": "but its current entry 2 is ['draft']",
     "pass without advance": "did not advance",
-    "verdict lost": "3 override review_passed events, 2 stored",
+    "verdict lost": "override review_passed events stand for 3 verdicts",
     "revision off": "transitions",
     "finished session with a live run": "1 active runs left",
     "doubled start": "2 session_started events",

@@ -380,7 +380,9 @@ def test_every_event_kind_has_one_payload_shape_and_unknown_keys_are_refused(pro
     assert not Event.objects.exists()
 
 
-def test_review_passed_stores_only_the_keys_given_and_by_as_a_username(project):
+def test_review_rounds_of_both_kinds_store_all_five_keys_and_by_as_a_username(project):
+    from pydantic import ValidationError
+
     from workflows import events
 
     person = make_user(username="olga")
@@ -388,17 +390,57 @@ def test_review_passed_stores_only_the_keys_given_and_by_as_a_username(project):
         kind=Event.Kind.REVIEW_PASSED,
         project=project,
         by=person,
-        payload=events.ReviewPassed(step_id="wrap_up", override_reason="fine"),
+        payload=events.ReviewRound(
+            step_ids=["part_a", "part_b"], attempt=0, reviews=0, failed=0, override_reason="fine"
+        ),
     )
-    reviewed = events.event_record(
-        kind=Event.Kind.REVIEW_PASSED,
+    failed = events.event_record(
+        kind=Event.Kind.REVIEW_FAILED,
         project=project,
-        payload=events.ReviewPassed(attempt=2, reviews=3, failed=0),
+        payload={
+            "step_ids": ["wrap_up"],
+            "attempt": 2,
+            "reviews": 3,
+            "failed": 1,
+            "override_reason": None,
+        },
     )
     skipped.refresh_from_db()
-    reviewed.refresh_from_db()
-    assert skipped.payload == {"step_id": "wrap_up", "override_reason": "fine", "by": "olga"}
-    assert reviewed.payload == {"attempt": 2, "reviews": 3, "failed": 0}
+    failed.refresh_from_db()
+    assert skipped.payload == {
+        "step_ids": ["part_a", "part_b"],
+        "attempt": 0,
+        "reviews": 0,
+        "failed": 0,
+        "override_reason": "fine",
+        "by": "olga",
+    }
+    # No reason is stored as null, not left out: one shape for every round.
+    assert failed.payload == {
+        "step_ids": ["wrap_up"],
+        "attempt": 2,
+        "reviews": 3,
+        "failed": 1,
+        "override_reason": None,
+    }
+
+    # The shapes the two kinds had before (a reason for one step; counts without the steps)
+    # are refused, as is a round of no steps.
+    for kind, payload in [
+        (Event.Kind.REVIEW_PASSED, {"step_id": "wrap_up", "override_reason": "fine"}),
+        (Event.Kind.REVIEW_FAILED, {"attempt": 1, "reviews": 1, "failed": 1}),
+        (
+            Event.Kind.REVIEW_PASSED,
+            {"step_ids": ["wrap_up"], "attempt": 1, "reviews": 1, "failed": 0},
+        ),
+        (
+            Event.Kind.REVIEW_FAILED,
+            {"step_ids": [], "attempt": 1, "reviews": 1, "failed": 1, "override_reason": None},
+        ),
+    ]:
+        with pytest.raises(ValidationError):
+            events.event_record(kind=kind, project=project, payload=payload)
+    assert Event.objects.count() == 2
 
 
 def test_a_new_agent_and_its_connected_event_commit_together(project, monkeypatch):
