@@ -106,6 +106,83 @@ class AgentConnected(Payload):
     adopted: bool
 
 
+# The tracker's (seed 002) events: ids as the tools show them (text), enum values as stored.
+
+
+class TrackedWorkflowCreated(Payload):
+    workflow_id: str
+    name: str
+    profile: str
+    status: str
+    total_phases: int
+
+
+class TrackedWorkflowUpdated(Payload):
+    """A status or current-phase change; ``reason`` says which call made it."""
+
+    workflow_id: str
+    status: str
+    current_phase: int
+    reason: str
+
+
+class PhaseCreated(Payload):
+    workflow_id: str
+    phase_id: str
+    number: int
+    name: str
+    status: str
+
+
+class PhaseUpdated(Payload):
+    workflow_id: str
+    phase_id: str
+    number: int
+    status: str
+
+
+class TaskCreated(Payload):
+    workflow_id: str
+    task_id: str
+    name: str
+    phase_id: str | None
+    parent_task_id: str | None
+    caller_type: str
+    agent_name: str
+
+
+class TaskUpdated(Payload):
+    workflow_id: str
+    task_id: str
+    status: str
+    duration_ms: int
+    files_changed: dict[str, list[str]]
+    unexpected_files: list[str]
+
+
+class DecisionCreated(Payload):
+    workflow_id: str
+    task_id: str
+    decision_id: str
+    category: str
+
+
+class IssueCreated(Payload):
+    workflow_id: str
+    task_id: str
+    issue_id: str
+    type: str
+    requires_human_review: bool
+
+
+class MilestoneCreated(Payload):
+    workflow_id: str
+    task_id: str
+    milestone_id: str
+    message: str
+    progress: float | None
+
+
 PAYLOADS: Mapping[str, type[Payload]] = {
     Event.Kind.SESSION_STARTED: SessionStarted,
     Event.Kind.STEP_STARTED: StepStarted,
@@ -122,6 +199,15 @@ PAYLOADS: Mapping[str, type[Payload]] = {
     Event.Kind.CHANGES_DELIVERED: ChangesDelivered,
     Event.Kind.CATALOG_SYNCED: CatalogSynced,
     Event.Kind.AGENT_CONNECTED: AgentConnected,
+    Event.Kind.WORKFLOW_CREATED: TrackedWorkflowCreated,
+    Event.Kind.WORKFLOW_UPDATED: TrackedWorkflowUpdated,
+    Event.Kind.PHASE_CREATED: PhaseCreated,
+    Event.Kind.PHASE_UPDATED: PhaseUpdated,
+    Event.Kind.TASK_CREATED: TaskCreated,
+    Event.Kind.TASK_UPDATED: TaskUpdated,
+    Event.Kind.DECISION_CREATED: DecisionCreated,
+    Event.Kind.ISSUE_CREATED: IssueCreated,
+    Event.Kind.MILESTONE_CREATED: MilestoneCreated,
 }
 assert set(PAYLOADS) == set(Event.Kind.values), "every event kind needs its payload model"
 

@@ -326,6 +326,16 @@ class Event(models.Model):
         CHANGES_DELIVERED = "changes_delivered", "Requested changes delivered to the agent"
         CATALOG_SYNCED = "catalog_synced", "Job catalog changed"
         AGENT_CONNECTED = "agent_connected", "Agent connected"
+        # The tracker's (seed 002) events, named as in the original.
+        WORKFLOW_CREATED = "workflow:created", "Tracked workflow started"
+        WORKFLOW_UPDATED = "workflow:updated", "Tracked workflow updated"
+        PHASE_CREATED = "phase:created", "Phase started"
+        PHASE_UPDATED = "phase:updated", "Phase updated"
+        TASK_CREATED = "task:created", "Task started"
+        TASK_UPDATED = "task:updated", "Task completed"
+        DECISION_CREATED = "decision:created", "Decision logged"
+        ISSUE_CREATED = "issue:created", "Issue logged"
+        MILESTONE_CREATED = "milestone:created", "Milestone logged"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="events")
     session = models.ForeignKey(
@@ -350,3 +360,33 @@ class Event(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.pk} {self.kind}"
+
+
+# The tracker's tables live in their own module; imported here so Django finds them.
+from workflows.tracker_models import (  # noqa: E402
+    Decision,
+    Issue,
+    Milestone,
+    Phase,
+    Task,
+    TrackedWorkflow,
+)
+
+__all__ = [
+    "Agent",
+    "Decision",
+    "Event",
+    "Issue",
+    "Job",
+    "JobLoadError",
+    "Milestone",
+    "Phase",
+    "Project",
+    "Step",
+    "StepRun",
+    "Task",
+    "TrackedWorkflow",
+    "Workflow",
+    "WorkflowSession",
+    "WorkflowStep",
+]
