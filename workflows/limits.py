@@ -114,3 +114,35 @@ def check_outputs(outputs: Mapping[str, object]) -> None:
         for path in paths:
             if isinstance(path, str):
                 OUTPUT_PATH.check(f"output '{name}' path", path)
+
+
+# --- The tracker (seed 002): the original's own limits, then ours for what it left open. ---
+TRACKER_NAME = TextLimit(max_chars=200, multiline=False)  # workflow, phase, task, agent names
+MILESTONE_MESSAGE = TextLimit(max_chars=500, multiline=True)
+TRACKER_TEXT = LONG_TEXT  # objective, goal, summary, descriptions, decision texts
+TRACKER_ITEM = REASON  # one entry of achievements, limitations, options_considered, ...
+MAX_TRACKER_ITEMS = 100  # entries per list field (and areas per task)
+TOTAL_PHASES_RANGE = (1, 20)
+PHASE_NUMBER_RANGE = (1, 100)
+PROGRESS_RANGE = (0, 100)
+AREA = PATH
+
+
+def check_items(field: str, values: list[str] | None, limit: TextLimit = TRACKER_ITEM) -> None:
+    """A list of texts: at most ``MAX_TRACKER_ITEMS`` entries, each within ``limit``."""
+    if values is None:
+        return
+    if len(values) > MAX_TRACKER_ITEMS:
+        raise InvalidInput(
+            f"{field} has {len(values):,} entries; the limit is {MAX_TRACKER_ITEMS:,}"
+        )
+    for index, value in enumerate(values):
+        limit.check(f"{field}[{index}]", value)
+
+
+def check_range(field: str, value: float | None, bounds: tuple[int, int]) -> None:
+    if value is None:
+        return
+    low, high = bounds
+    if not low <= value <= high:
+        raise InvalidInput(f"{field} is {value}; it must be from {low} to {high}")

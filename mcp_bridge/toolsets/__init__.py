@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import deepreview, deepwork
+from mcp_bridge.toolsets import deepreview, deepwork, tracker
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,9 @@ DEEPWORK = Toolset(
     "deepwork", deepwork.TOOL_NAMES, deepwork.register, instructions=deepwork.INSTRUCTIONS
 )
 DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepreview.register)
+TRACKER = Toolset(
+    "tracker", tracker.TOOL_NAMES, tracker.register, instructions=tracker.INSTRUCTIONS
+)
 
 # What each name on the command line serves, in order. DeepWork 0.9.1's wire carries the review
 # tools, so `deepwork` includes `deepreview`; `deepreview` alone serves only the review tools
@@ -38,6 +41,7 @@ DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepreview.register)
 TOOLSETS: dict[str, tuple[Toolset, ...]] = {
     "deepwork": (DEEPWORK, DEEPREVIEW),
     "deepreview": (DEEPREVIEW,),
+    "tracker": (TRACKER,),
 }
 DEFAULT_TOOLSETS = ("deepwork",)
 

@@ -1,0 +1,275 @@
+"""Reads of the tracker (seed 002): ``get_context`` and the metrics of a finished workflow.
+
+Every list is one keyset page (newest first, ``limit`` rows after a cursor), so the query
+count of a context does not grow with the workflow; each list comes with its total count and
+the cursor of its next page (``None`` on the last). Filters select tasks first (phase number,
+agent, start time), then the logs of those tasks; ``since`` applies to the logs' own time too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from workflows.errors import InvalidInput
+from workflows.models import Decision, Issue, Milestone, Phase, Project, Task, TrackedWorkflow
+from workflows.services.tracker import workflow_get
+
+INCLUDES = ("decisions", "milestones", "blockers", "tasks", "phase_summary")
+PAGED = ("decisions", "milestones", "blockers", "tasks")
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _seconds(ms: int | None) -> int | None:
+    return None if ms is None else round(ms / 1000)
+
+
+def _since(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise InvalidInput(
+            f"filter.since {value!r} is not an ISO 8601 date and time (e.g. 2026-01-31T12:00:00Z)"
+        )
+    if timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed, timezone.utc)
+    return parsed
+
+
+def _cursor(name: str, cursors: Mapping[str, str]) -> int | None:
+    value = cursors.get(name)
+    if value is None:
+        return None
+    if not (isinstance(value, str) and value.isdigit() and len(value) < 19):
+        raise InvalidInput(
+            f"cursor.{name} {value!r} is not a cursor; pass the {name}_next_cursor of the "
+            "previous answer"
+        )
+    return int(value)
+
+
+def _page(
+    queryset: QuerySet[Any], name: str, cursors: Mapping[str, str], limit: int
+) -> tuple[list[Any], str | None, int]:
+    after = _cursor(name, cursors)
+    total = queryset.count()
+    if after is not None:
+        queryset = queryset.filter(pk__lt=after)
+    rows = list(queryset.order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (str(rows[-1].pk) if more else None), total
+
+
+def _who(task: Task) -> str:
+    return task.agent_name or task.agent.agent_id
+
+
+def context_get(
+    *,
+    project: Project,
+    workflow_id: str,
+    include: Sequence[str],
+    phase: int | None = None,
+    agent: str | None = None,
+    since: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    cursor: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The seed's ``get_context`` answer: the workflow's header, then each list asked for."""
+    if not include:
+        raise InvalidInput(f"include is empty; give one or more of: {', '.join(INCLUDES)}")
+    unknown = [name for name in include if name not in INCLUDES]
+    if unknown:
+        raise InvalidInput(f"include {unknown[0]!r} is not one of: {', '.join(INCLUDES)}")
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit is {limit}; it must be from 1 to {MAX_LIMIT}")
+    cursors = dict(cursor or {})
+    stray = [name for name in cursors if name not in PAGED]
+    if stray:
+        raise InvalidInput(f"cursor.{stray[0]}: no such list; lists are: {', '.join(PAGED)}")
+    since_at = _since(since)
+    workflow = workflow_get(project=project, workflow_id=workflow_id)
+    answer: dict[str, Any] = {
+        "workflow_id": str(workflow.pk),
+        "workflow_name": workflow.name,
+        "workflow_status": workflow.status,
+        "current_phase": workflow.current_phase,
+        "total_phases": workflow.total_phases,
+    }
+    filtered = phase is not None or agent is not None or since is not None
+    if filtered:
+        answer["filters_applied"] = {"phase": phase, "agent": agent, "since": since}
+    if phase is not None and not Phase.objects.filter(workflow=workflow, number=phase).exists():
+        answer["warning"] = f"Phase {phase} not found in workflow"
+        return answer
+
+    tasks = Task.objects.filter(workflow=workflow)
+    if phase is not None:
+        tasks = tasks.filter(phase__number=phase)
+    if agent is not None:
+        tasks = tasks.filter(Q(agent_name=agent) | Q(agent_name="", agent__agent_id=agent))
+    if since_at is not None:
+        tasks = tasks.filter(started_at__gte=since_at)
+
+    def logs(model: type[Decision] | type[Issue] | type[Milestone]) -> QuerySet[Any]:
+        queryset = model.objects.filter(workflow=workflow).select_related("task__agent")
+        if phase is not None or agent is not None:
+            queryset = queryset.filter(task__in=tasks.values("pk"))
+        if since_at is not None:
+            queryset = queryset.filter(created_at__gte=since_at)
+        return queryset
+
+    if "phase_summary" in include:
+        phases = Phase.objects.filter(workflow=workflow)
+        if phase is not None:
+            phases = phases.filter(number=phase)
+        done = [Task.Status.SUCCESS, Task.Status.PARTIAL_SUCCESS]
+        phases = phases.annotate(
+            n_total=Count("tasks"),
+            n_completed=Count("tasks", filter=Q(tasks__status__in=done)),
+            n_failed=Count("tasks", filter=Q(tasks__status=Task.Status.FAILED)),
+            n_running=Count("tasks", filter=Q(tasks__status=Task.Status.IN_PROGRESS)),
+            task_ms=Sum("tasks__duration_ms"),
+        ).order_by("number")
+        # Phases are few (numbers 1-100), so this list is not paged.
+        answer["phase_summary"] = [
+            {
+                "phase_number": p.number,
+                "phase_name": p.name,
+                "phase_id": str(p.pk),
+                "status": p.status,
+                "tasks": {
+                    "total": p.n_total,
+                    "completed": p.n_completed,
+                    "failed": p.n_failed,
+                    "in_progress": p.n_running,
+                },
+                "duration_seconds": _seconds(p.task_ms) or 0,
+                "started_at": _iso(p.started_at),
+                "completed_at": _iso(p.completed_at),
+            }
+            for p in phases
+        ]
+    if "decisions" in include:
+        rows, following, total = _page(logs(Decision), "decisions", cursors, limit)
+        answer["decisions"] = [
+            {
+                "id": str(d.pk),
+                "task_id": str(d.task_id),
+                "task_name": d.task.name,
+                "agent_name": _who(d.task),
+                "category": d.category,
+                "question": d.question,
+                "options_considered": d.options_considered,
+                "chosen": d.chosen,
+                "reasoning": d.reasoning,
+                "trade_offs": d.trade_offs or None,
+                "created_at": _iso(d.created_at),
+            }
+            for d in rows
+        ]
+        answer["decisions_count"] = total
+        answer["decisions_next_cursor"] = following
+    if "milestones" in include:
+        rows, following, total = _page(logs(Milestone), "milestones", cursors, limit)
+        answer["milestones"] = [
+            {
+                "id": str(m.pk),
+                "task_id": str(m.task_id),
+                "task_name": m.task.name,
+                "agent_name": _who(m.task),
+                "message": m.message,
+                "progress": m.progress,
+                "metadata": m.metadata,
+                "created_at": _iso(m.created_at),
+            }
+            for m in rows
+        ]
+        answer["milestones_count"] = total
+        answer["milestones_next_cursor"] = following
+    if "blockers" in include:
+        blockers = logs(Issue).filter(requires_human_review=True, resolved_at__isnull=True)
+        rows, following, total = _page(blockers, "blockers", cursors, limit)
+        answer["blockers"] = [
+            {
+                "id": str(i.pk),
+                "task_id": str(i.task_id),
+                "task_name": i.task.name,
+                "agent_name": _who(i.task),
+                "type": i.type,
+                "description": i.description,
+                "resolution": i.resolution,
+                "created_at": _iso(i.created_at),
+            }
+            for i in rows
+        ]
+        answer["blockers_count"] = total
+        answer["has_blockers"] = total > 0
+        answer["blockers_next_cursor"] = following
+    if "tasks" in include:
+        rows, following, total = _page(tasks.select_related("agent"), "tasks", cursors, limit)
+        answer["tasks"] = [
+            {
+                "id": str(t.pk),
+                "phase_id": str(t.phase_id) if t.phase_id else None,
+                "parent_task_id": str(t.parent_id) if t.parent_id else None,
+                "name": t.name,
+                "goal": t.goal,
+                "status": t.status,
+                "caller_type": t.caller_type or None,
+                "agent_name": _who(t),
+                "summary": t.summary or None,
+                "duration_seconds": _seconds(t.duration_ms),
+                "started_at": _iso(t.started_at),
+                "completed_at": _iso(t.completed_at),
+                "manual_review_needed": t.manual_review_needed,
+                "files_changed": t.files_changed or None,
+            }
+            for t in rows
+        ]
+        answer["tasks_count"] = total
+        answer["tasks_next_cursor"] = following
+    return answer
+
+
+def workflow_metrics(*, workflow: TrackedWorkflow) -> dict[str, Any]:
+    """What a workflow took: wall-clock time from its start to its completion, beside the
+    summed task time (which counts parallel tasks twice), tokens and distinct files changed."""
+    tasks = Task.objects.filter(workflow=workflow)
+    totals = tasks.aggregate(
+        n=Count("id"),
+        task_ms=Sum("duration_ms"),
+        tin=Sum("tokens_input"),
+        tout=Sum("tokens_output"),
+    )
+    paths: set[str] = set()
+    for changed in tasks.exclude(files_changed={}).values_list("files_changed", flat=True):
+        for key in ("added", "modified", "deleted"):
+            paths.update(changed.get(key, []))
+    end = workflow.completed_at or timezone.now()
+    wall_seconds = max(0, round((end - workflow.created_at).total_seconds()))
+    return {
+        "total_phases": Phase.objects.filter(workflow=workflow).count(),
+        "total_tasks": totals["n"],
+        "duration": wall_seconds,
+        "total_duration_seconds": wall_seconds,
+        "total_duration_minutes": round(wall_seconds / 60, 1),
+        "task_duration_seconds": _seconds(totals["task_ms"]) or 0,
+        "total_tokens": (totals["tin"] or 0) + (totals["tout"] or 0),
+        "files_changed": len(paths),
+    }
