@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,85 @@ pytestmark = [pytest.mark.django_db(transaction=True)]
 @pytest.fixture
 def server(project_dir) -> FastMCP:
     return create_server(project_dir, toolsets=["tracker"])
+
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+TRACKER_TOOLS = [
+    "start_workflow",
+    "complete_workflow",
+    "get_context",
+    "start_task",
+    "complete_task",
+    "log_decision",
+    "log_issue",
+    "log_milestone",
+    "start_phase",
+    "complete_phase",
+]
+DEEPWORK_TOOLS = [
+    "get_workflows",
+    "start_workflow",
+    "finished_step",
+    "abort_workflow",
+    "go_to_step",
+    "get_review_instructions",
+    "get_configured_reviews",
+    "mark_review_as_passed",
+]
+
+
+@pytest.mark.parametrize(
+    ("toolsets", "snapshot", "names"),
+    [
+        (["tracker"], "tools_list_tracker.json", TRACKER_TOOLS),
+        (
+            ["deepwork", "tracker"],
+            "tools_list_deepwork_tracker.json",
+            # The later toolset's clashing name goes under its prefix; so do the others.
+            DEEPWORK_TOOLS + [f"tracker_{name}" for name in TRACKER_TOOLS],
+        ),
+    ],
+)
+async def test_tools_list_matches_the_snapshot(project_dir, toolsets, snapshot, names):
+    async with Client(create_server(project_dir, toolsets=toolsets)) as client:
+        tools = await client.list_tools()
+    listed = [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "inputSchema": tool.input_schema,
+            "outputSchema": tool.output_schema,
+            "annotations": tool.annotations.model_dump(exclude_none=True)
+            if tool.annotations
+            else None,
+        }
+        for tool in tools
+    ]
+    path = SNAPSHOTS / snapshot
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        path.write_text(json.dumps(listed, indent=2, sort_keys=True) + "\n")
+    assert listed == json.loads(path.read_text())
+    assert [tool["name"] for tool in listed] == names
+
+
+async def test_prefixed_tracker_tools_answer_under_their_prefix(project_dir):
+    server = create_server(project_dir, toolsets=["deepwork", "tracker"])
+    async with Client(server) as client:
+        created = await ok(client, "tracker_start_workflow", {"name": "n"})
+        message = await refused(
+            client, "tracker_start_workflow", {"name": "n", "total_phases": 99}, "VALIDATION_ERROR"
+        )
+        assert "total_phases is 99" in message
+        # Argument errors of a tracker tool keep the tracker's shape under its prefix too.
+        message = await refused(
+            client, "tracker_start_workflow", {"name": "n", "profile": "x"}, "VALIDATION_ERROR"
+        )
+        assert message.startswith("profile: Input should be")
+        # The deepwork tool of the same name is DeepWork's, with its own error wording.
+        result = await client.call_tool("start_workflow", {}, raise_on_error=False)
+        assert result.is_error
+        assert not result.content[0].text.startswith("{")
+    assert created["workflow_id"]
 
 
 async def ok(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -322,7 +403,6 @@ async def test_partial_keeps_its_meaning_and_failed_warns_about_running_tasks(se
         )
         assert done["status"] == "partial"
         assert f"'t' ({task['task_id']})" in done["warnings"][0]
-    assert await TrackedWorkflow.objects.aget(pk=int(wf))
     assert (await TrackedWorkflow.objects.aget(pk=int(wf))).status == "PARTIAL"
 
 
