@@ -4,9 +4,10 @@ The original tracker asked git in the server's working directory, missed untrack
 compared its non-git snapshots and returned nothing when the start commit was gone. Here:
 
 * In a git work tree the snapshot records HEAD, the branch and a fingerprint of every path that
-  was already dirty or untracked. At the end the start commit is diffed against the working
-  tree (``git diff <start>`` covers commits, staged and unstaged changes in one pass, so a file
-  added in a commit and deleted again nets out), untracked files are added, and every path the
+  was already dirty or untracked. At the end the start commit is compared with the working
+  tree (``git status`` when HEAD has not moved; ``git diff <start>`` otherwise, which covers
+  commits, staged and unstaged changes in one pass, so a file added in a commit and deleted
+  again nets out), untracked files are added, and every path the
   snapshot fingerprinted is judged by its fingerprint alone: a file that was dirty before the
   task and is byte-for-byte the same now was not changed by the task, whatever was committed.
 * Anywhere else (no repository, or no git binary) every file of the tree is fingerprinted and
@@ -245,6 +246,7 @@ class _Status:
     head: str | None
     branch: str | None
     dirty: list[str]  # tracked paths that differ from HEAD in the index or the working tree
+    against_head: dict[str, str]  # those of them that differ from HEAD on disk: A, M or D
     untracked: list[str]
     nested: list[str]  # untracked folders git reports whole (nested repositories)
 
@@ -269,6 +271,7 @@ def _git_status(root: Path) -> _Status:
     head: str | None = None
     branch: str | None = None
     dirty: list[str] = []
+    against_head: dict[str, str] = {}
     untracked: list[str] = []
     nested: list[str] = []
     tokens = iter(out.split(b"\0"))
@@ -280,13 +283,19 @@ def _git_status(root: Path) -> _Status:
             name = os.fsdecode(token[len(b"# branch.head ") :])
             branch = None if name == "(detached)" else name
         elif token[:2] == b"1 ":
-            dirty.append(os.fsdecode(token.split(b" ", 8)[8]))
+            path = os.fsdecode(token.split(b" ", 8)[8])
+            dirty.append(path)
+            letter = _against_head(token[2:4].decode())
+            if letter is not None:
+                against_head[path] = letter
         elif token[:2] == b"2 ":
             # Renames are off, but a path pair must still be read as a pair if one comes.
             dirty.append(os.fsdecode(token.split(b" ", 9)[9]))
             dirty.append(os.fsdecode(next(tokens, b"")))
         elif token[:2] == b"u ":
-            dirty.append(os.fsdecode(token.split(b" ", 10)[10]))
+            path = os.fsdecode(token.split(b" ", 10)[10])
+            dirty.append(path)
+            against_head[path] = "M"
         elif token[:2] == b"? ":
             name = os.fsdecode(token[2:])
             (nested if name.endswith("/") else untracked).append(name)
@@ -295,7 +304,18 @@ def _git_status(root: Path) -> _Status:
         # Porcelain paths are relative to the repository's top, not to the project root.
         return [p[len(prefix) :] for p in paths if p.startswith(prefix) and p != prefix]
 
-    return _Status(head, branch, below(dirty), below(untracked), below(nested))
+    changed = {p[len(prefix) :]: v for p, v in against_head.items() if p.startswith(prefix)}
+    return _Status(head, branch, below(dirty), changed, below(untracked), below(nested))
+
+
+def _against_head(xy: str) -> str | None:
+    """A, M or D for a status entry (X: index against HEAD, Y: disk against the index)."""
+    index, disk = xy[0], xy[1]
+    if disk == "D":
+        return None if index == "A" else "D"  # staged as new, then removed: never existed
+    if index in ("A", "D"):
+        return index  # D: dropped from the index; if still on disk it is listed as untracked
+    return "M"
 
 
 def _git_diff(root: Path, base: str) -> dict[str, str]:
@@ -613,8 +633,11 @@ def _compare_git(root: Path, snapshot: Snapshot, result: _Result) -> None:
     warnings = result.warnings
     try:
         status = _git_status(root)
-        base = _git_base(root, snapshot, status, warnings)
-        diff = _git_diff(root, base)
+        if snapshot.head == status.head:
+            # Nothing committed since the start: status already compared HEAD with the disk.
+            diff = status.against_head
+        else:
+            diff = _git_diff(root, _git_base(root, snapshot, status, warnings))
     except _GitTrouble as exc:
         warnings.append(
             f"{exc}; only the files that were already changed at the start could be compared"
@@ -654,7 +677,7 @@ def _git_base(root: Path, snapshot: Snapshot, status: _Status, warnings: list[st
     """The commit the working tree is compared with: the start commit whenever git has it."""
     if snapshot.head is None:
         return _empty_tree(root)
-    if snapshot.head == status.head or _commit_exists(root, snapshot.head):
+    if _commit_exists(root, snapshot.head):
         return snapshot.head
     warnings.append(
         f"the start commit {snapshot.head[:12]} is no longer in the repository (rebased away or "

@@ -102,6 +102,34 @@ def test_a_task_reports_commits_staged_unstaged_untracked_renames_and_deletions(
 
 
 @needs_git
+def test_without_a_commit_the_same_changes_come_from_the_working_tree(repo):
+    write(repo, "dirty_before.txt", "v2\n")
+    write(repo, "untracked_before.txt", "here\n")
+    snapshot = snapshot_take(root=repo)
+
+    write(repo, "stage_me.txt", "staged\n")
+    git(repo, "add", "stage_me.txt")
+    write(repo, "edit_me.txt", "unstaged\n")
+    write(repo, "brand new.txt", "untracked\n")
+    write(repo, "staged new.txt", "staged\n")
+    git(repo, "add", "staged new.txt")
+    git(repo, "mv", "old name.txt", "new name.txt")
+    os.rename(repo / "keep.txt", repo / "kept elsewhere.txt")  # a rename git was not told of
+    (repo / "remove_me.txt").unlink()
+    git(repo, "rm", "-q", "--cached", "commit_me.txt")  # dropped from git, still on disk
+    write(repo, "fleeting.txt", "x\n")
+    git(repo, "add", "fleeting.txt")
+    (repo / "fleeting.txt").unlink()  # staged as new, then gone: it never existed
+
+    assert_changes(
+        changes_since(root=repo, snapshot=snapshot),
+        added=["brand new.txt", "kept elsewhere.txt", "new name.txt", "staged new.txt"],
+        modified=["commit_me.txt", "edit_me.txt", "stage_me.txt"],
+        deleted=["keep.txt", "old name.txt", "remove_me.txt"],
+    )
+
+
+@needs_git
 def test_pre_existing_changes_left_alone_are_not_reported_even_when_committed(repo):
     write(repo, "dirty_before.txt", "v2\n")
     write(repo, "untracked_before.txt", "here\n")
