@@ -20,6 +20,8 @@ server's working directory nor a ``GIT_DIR`` it inherited can point it at anothe
 
 from __future__ import annotations
 
+import base64
+import binascii
 import errno
 import hashlib
 import os
@@ -124,15 +126,22 @@ class Snapshot:
     warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        files: dict[str, Any] = {}
+        raw_files: dict[str, Any] = {}
+        for path, state in self.files.items():
+            value = None if state is None else state.to_json()
+            if _is_text(path):
+                files[path] = value
+            else:
+                # A file name that is not UTF-8 cannot be a JSON key stored by PostgreSQL.
+                raw_files[base64.b64encode(os.fsencode(path)).decode()] = value
         return {
             "version": 1,
             "kind": self.kind,
             "head": self.head,
             "branch": self.branch,
-            "files": {
-                path: None if state is None else state.to_json()
-                for path, state in self.files.items()
-            },
+            "files": files,
+            "raw_files": raw_files,
             "truncated_after": self.truncated_after,
             "warnings": list(self.warnings),
         }
@@ -153,19 +162,28 @@ class Snapshot:
         files = data.get("files")
         if not isinstance(files, dict):
             raise ValueError("snapshot.files must be an object of path -> state")
+        raw_files = data.get("raw_files", {})
+        if not isinstance(raw_files, dict):
+            raise ValueError("snapshot.raw_files must be an object of base64 path -> state")
         warnings = data.get("warnings")
         if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
             raise ValueError("snapshot.warnings must be a list of strings")
+        states: dict[str, FileState | None] = {}
+        for path, state in files.items():
+            where = f"snapshot.files[{path!r}]"
+            states[path] = None if state is None else FileState.from_json(state, where=where)
+        for key, state in raw_files.items():
+            where = f"snapshot.raw_files[{key!r}]"
+            try:
+                path = os.fsdecode(base64.b64decode(key, validate=True))
+            except (binascii.Error, ValueError):
+                raise ValueError(f"{where} is not named in base64") from None
+            states[path] = None if state is None else FileState.from_json(state, where=where)
         return cls(
             kind="git" if kind == "git" else "tree",
             head=data.get("head"),
             branch=data.get("branch"),
-            files={
-                path: None
-                if state is None
-                else FileState.from_json(state, where=f"snapshot.files[{path!r}]")
-                for path, state in files.items()
-            },
+            files=states,
             truncated_after=data.get("truncated_after"),
             warnings=tuple(warnings),
         )
@@ -482,6 +500,20 @@ def _walk(root: Path) -> Iterator[tuple[int, str, str]]:
         os.close(fd)
 
 
+def _is_text(path: str) -> bool:
+    """False for a file name that is not valid UTF-8 (held with surrogate escapes)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: str) -> str:
+    # Results go to agents and JSON columns: undecodable bytes are shown as \xNN escapes.
+    return path if _is_text(path) else os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _is_scratch(path: str) -> bool:
     return any(path == skipped or path.startswith(skipped + "/") for skipped in SKIPPED_PATHS)
 
@@ -590,7 +622,7 @@ class _Result:
 
     def done(self) -> FilesChanged:
         lists = [
-            sorted(p for p in paths if not _is_scratch(p))
+            sorted(_shown(p) for p in paths if not _is_scratch(p))
             for paths in (self.added, self.modified, self.deleted)
         ]
         total = sum(map(len, lists))

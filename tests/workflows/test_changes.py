@@ -202,6 +202,27 @@ def test_paths_with_spaces_newlines_and_unicode(repo):
 
 
 @needs_git
+def test_a_file_name_that_is_not_utf8_is_compared_and_shown_escaped(repo):
+    latin = os.fsdecode(b"caf\xe9.txt")
+    (repo / latin).write_bytes(b"before\n")
+    snapshot = snapshot_take(root=repo)
+    assert list(snapshot.files) == [latin]
+    stored = json.dumps(snapshot.to_json(), ensure_ascii=False).encode("utf-8")  # no surrogate
+    restored = Snapshot.from_json(json.loads(stored))
+    assert restored == snapshot
+
+    assert changes_since(root=repo, snapshot=restored).paths() == []
+    (repo / latin).write_bytes(b"after\n")
+    (repo / os.fsdecode(b"new\xff.txt")).write_bytes(b"x")
+    assert_changes(
+        changes_since(root=repo, snapshot=restored),
+        added=["new\\xff.txt"],
+        modified=["caf\\xe9.txt"],
+        deleted=[],
+    )
+
+
+@needs_git
 def test_a_symlink_is_reported_by_its_own_path_and_never_followed(repo, tmp_path):
     outside = tmp_path / "outside.txt"
     outside.write_text("secret v1\n")
@@ -569,6 +590,10 @@ def test_snapshots_survive_a_json_round_trip(repo, tmp_path):
         (
             {"version": 1, "kind": "git", "files": {}, "warnings": "x"},
             "snapshot.warnings must be a list of strings",
+        ),
+        (
+            {"version": 1, "kind": "tree", "files": {}, "raw_files": {"%%": None}, "warnings": []},
+            "snapshot.raw_files['%%'] is not named in base64",
         ),
     ],
 )
