@@ -308,8 +308,9 @@ def _git_status(root: Path) -> _Status:
                 against_head[path] = letter
         elif token[:2] == b"2 ":
             # Renames are off, but a path pair must still be read as a pair if one comes.
-            dirty.append(os.fsdecode(token.split(b" ", 9)[9]))
-            dirty.append(os.fsdecode(next(tokens, b"")))
+            new, old = os.fsdecode(token.split(b" ", 9)[9]), os.fsdecode(next(tokens, b""))
+            dirty += [new, old]
+            against_head.update({new: "A", old: "D"})
         elif token[:2] == b"u ":
             path = os.fsdecode(token.split(b" ", 10)[10])
             dirty.append(path)

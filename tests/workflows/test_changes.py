@@ -286,6 +286,17 @@ def test_a_project_in_a_subfolder_of_the_repository_sees_only_its_own_files(repo
 
 
 @needs_git
+def test_a_new_nested_repository_is_named_in_a_warning(repo):
+    snapshot = snapshot_take(root=repo)
+    (repo / "vendor" / "lib").mkdir(parents=True)
+    git(repo / "vendor" / "lib", "init", "-q")
+    write(repo, "vendor/lib/code.py", "x\n")
+    result = changes_since(root=repo, snapshot=snapshot)
+    assert result.paths() == []
+    assert result.warnings == ["'vendor/lib/' is a nested git repository; its files are not listed"]
+
+
+@needs_git
 def test_detached_head_is_compared_with_its_start_commit(repo):
     write(repo, "edit_me.txt", "v2\n")
     git(repo, "commit", "-q", "-am", "second")
