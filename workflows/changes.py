@@ -1,0 +1,719 @@
+"""Which files a task (or a step) changed: a snapshot at its start, a comparison at its end.
+
+The original tracker asked git in the server's working directory, missed untracked files, never
+compared its non-git snapshots and returned nothing when the start commit was gone. Here:
+
+* In a git work tree the snapshot records HEAD, the branch and a fingerprint of every path that
+  was already dirty or untracked. At the end the start commit is compared with the working
+  tree (``git status`` when HEAD has not moved; ``git diff <start>`` otherwise, which covers
+  commits, staged and unstaged changes in one pass, so a file added in a commit and deleted
+  again nets out), untracked files are added, and every path the
+  snapshot fingerprinted is judged by its fingerprint alone: a file that was dirty before the
+  task and is byte-for-byte the same now was not changed by the task, whatever was committed.
+* Anywhere else (no repository, or no git binary) every file of the tree is fingerprinted and
+  the two trees are really compared.
+
+Nothing here raises for trouble with git or the files: what cannot be known is left out and
+said in a warning. Git always runs with ``-C root`` and a scrubbed environment, so neither the
+server's working directory nor a ``GIT_DIR`` it inherited can point it at another repository.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import errno
+import hashlib
+import os
+import stat
+import subprocess
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, Literal
+
+from workflows.files import NotRegularFile, file_kind, open_regular_file
+
+GIT_TIMEOUT_SECONDS = 20.0
+# A snapshot is stored in a JSON column and hashes what it records: both stay bounded.
+MAX_PATHS = 20_000
+MAX_HASHED_BYTES = 256 * 1024 * 1024
+
+# Never part of a task's work, and often huge: version-control internals, dependency and tool
+# caches, the server's own scratch folder.
+SKIPPED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "node_modules",
+        ".venv",
+        "venv",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".tox",
+        ".nox",
+    }
+)
+SKIPPED_PATHS = frozenset({".deepwork/tmp"})
+
+# Variables that would make git look at another repository than the one at the project root.
+_GIT_LOCATION_VARIABLES = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_CHUNK = 1024 * 1024
+
+
+# --- Values ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileState:
+    """One file as it stood: ``digest`` is ``sha256:<hex>`` for a regular file, ``symlink:<hex>``
+    (of the link's target text) for a link, the kind for anything else, and None when it was
+    not hashed (over a cap, or unreadable); then size and mtime stand in for the content."""
+
+    size: int
+    mtime_ns: int
+    digest: str | None
+
+    def same_as(self, other: FileState) -> bool:
+        if self.digest is not None and other.digest is not None:
+            return self.digest == other.digest
+        return (self.size, self.mtime_ns) == (other.size, other.mtime_ns)
+
+    def to_json(self) -> list[Any]:
+        return [self.size, self.mtime_ns, self.digest]
+
+    @classmethod
+    def from_json(cls, data: Any, *, where: str) -> FileState:
+        if not (
+            isinstance(data, list)
+            and len(data) == 3
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in data[:2])
+            and (data[2] is None or isinstance(data[2], str))
+        ):
+            raise ValueError(f"{where} must be [size, mtime_ns, digest or null], not {data!r}")
+        return cls(size=data[0], mtime_ns=data[1], digest=data[2])
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a project looked like at a task's (or step's) start.
+
+    ``kind`` "git": ``head`` (None before the first commit), ``branch`` (None when detached) and
+    ``files`` holding every path that was dirty or untracked then (None: a tracked file that was
+    deleted). ``kind`` "tree": ``files`` holds every file of the tree; when the walk stopped at
+    the cap, ``truncated_after`` is the last path recorded, and later paths are not compared.
+    ``warnings`` are carried into the comparison's result.
+    """
+
+    kind: Literal["git", "tree"]
+    head: str | None = None
+    branch: str | None = None
+    files: Mapping[str, FileState | None] = field(default_factory=dict)
+    truncated_after: str | None = None
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        files: dict[str, Any] = {}
+        raw_files: dict[str, Any] = {}
+        for path, state in self.files.items():
+            value = None if state is None else state.to_json()
+            if _is_text(path):
+                files[path] = value
+            else:
+                # A file name that is not UTF-8 cannot be a JSON key stored by PostgreSQL.
+                raw_files[base64.b64encode(os.fsencode(path)).decode()] = value
+        return {
+            "version": 1,
+            "kind": self.kind,
+            "head": self.head,
+            "branch": self.branch,
+            "files": files,
+            "raw_files": raw_files,
+            "truncated_after": self.truncated_after,
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Snapshot:
+        """The snapshot ``to_json`` gave; ``ValueError`` naming the field when it is malformed."""
+        if not isinstance(data, dict):
+            raise ValueError(f"snapshot must be an object, not {type(data).__name__}")
+        if data.get("version") != 1:
+            raise ValueError(f"snapshot.version must be 1, not {data.get('version')!r}")
+        kind = data.get("kind")
+        if kind not in ("git", "tree"):
+            raise ValueError(f"snapshot.kind must be 'git' or 'tree', not {kind!r}")
+        for name in ("head", "branch", "truncated_after"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise ValueError(f"snapshot.{name} must be a string or null")
+        files = data.get("files")
+        if not isinstance(files, dict):
+            raise ValueError("snapshot.files must be an object of path -> state")
+        raw_files = data.get("raw_files", {})
+        if not isinstance(raw_files, dict):
+            raise ValueError("snapshot.raw_files must be an object of base64 path -> state")
+        warnings = data.get("warnings")
+        if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+            raise ValueError("snapshot.warnings must be a list of strings")
+        states: dict[str, FileState | None] = {}
+        for path, state in files.items():
+            where = f"snapshot.files[{path!r}]"
+            states[path] = None if state is None else FileState.from_json(state, where=where)
+        for key, state in raw_files.items():
+            where = f"snapshot.raw_files[{key!r}]"
+            try:
+                path = os.fsdecode(base64.b64decode(key, validate=True))
+            except (binascii.Error, ValueError):
+                raise ValueError(f"{where} is not named in base64") from None
+            states[path] = None if state is None else FileState.from_json(state, where=where)
+        return cls(
+            kind="git" if kind == "git" else "tree",
+            head=data.get("head"),
+            branch=data.get("branch"),
+            files=states,
+            truncated_after=data.get("truncated_after"),
+            warnings=tuple(warnings),
+        )
+
+
+@dataclass(frozen=True)
+class FilesChanged:
+    """Sorted project-relative POSIX paths; a rename is a delete plus an add."""
+
+    added: list[str]
+    modified: list[str]
+    deleted: list[str]
+    warnings: list[str]
+
+    def paths(self) -> list[str]:
+        return sorted({*self.added, *self.modified, *self.deleted})
+
+
+# --- Git ---------------------------------------------------------------------------------------
+
+
+class _GitTrouble(Exception):
+    """Git could not answer; str() is the warning."""
+
+
+class _NotARepository(_GitTrouble):
+    pass
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARIABLES}
+    env.update(GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    return env
+
+
+def _git(root: Path, *args: str) -> bytes:
+    """Git's stdout for ``args`` run in ``root``; ``_GitTrouble`` on any failure."""
+    command = [
+        "git",
+        "--no-optional-locks",
+        "--no-pager",
+        "-c",
+        "core.quotepath=off",
+        # A project's configured fsmonitor is a program of its choosing: never run it.
+        "-c",
+        "core.fsmonitor=false",
+        "-C",
+        str(root),
+        *args,
+    ]
+    try:
+        done = subprocess.run(
+            command,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            env=_git_env(),
+            timeout=GIT_TIMEOUT_SECONDS,
+            check=False,
+        )
+    except FileNotFoundError:
+        raise _GitTrouble("git is not installed (no git executable on PATH)") from None
+    except subprocess.TimeoutExpired:
+        raise _GitTrouble(
+            f"git {args[0]} did not answer within {GIT_TIMEOUT_SECONDS:g} seconds"
+        ) from None
+    except OSError as exc:
+        raise _GitTrouble(f"git could not be run: {exc}") from None
+    if done.returncode != 0:
+        message = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+        if "not a git repository" in message:
+            raise _NotARepository(message)
+        raise _GitTrouble(f"git {args[0]} failed: {message}")
+    return done.stdout
+
+
+@dataclass(frozen=True)
+class _Status:
+    head: str | None
+    branch: str | None
+    dirty: list[str]  # tracked paths that differ from HEAD in the index or the working tree
+    against_head: dict[str, str]  # those of them that differ from HEAD on disk: A, M or D
+    untracked: list[str]
+    nested: list[str]  # untracked folders git reports whole (nested repositories)
+
+
+def _git_status(root: Path) -> _Status:
+    inside = _git(root, "rev-parse", "--is-inside-work-tree", "--show-prefix").split(b"\n")
+    if inside[0] != b"true":
+        raise _NotARepository("not inside a git work tree")
+    prefix = os.fsdecode(inside[1]) if len(inside) > 1 else ""
+    out = _git(
+        root,
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "-z",
+        "--untracked-files=all",
+        "--ignored=no",
+        "--no-renames",
+        "--",
+        ".",
+    )
+    head: str | None = None
+    branch: str | None = None
+    dirty: list[str] = []
+    against_head: dict[str, str] = {}
+    untracked: list[str] = []
+    nested: list[str] = []
+    tokens = iter(out.split(b"\0"))
+    for token in tokens:
+        if token.startswith(b"# branch.oid "):
+            oid = token[len(b"# branch.oid ") :].decode()
+            head = None if oid == "(initial)" else oid
+        elif token.startswith(b"# branch.head "):
+            name = os.fsdecode(token[len(b"# branch.head ") :])
+            branch = None if name == "(detached)" else name
+        elif token[:2] == b"1 ":
+            path = os.fsdecode(token.split(b" ", 8)[8])
+            dirty.append(path)
+            letter = _against_head(token[2:4].decode())
+            if letter is not None:
+                against_head[path] = letter
+        elif token[:2] == b"2 ":
+            # Renames are off, but a path pair must still be read as a pair if one comes.
+            new, old = os.fsdecode(token.split(b" ", 9)[9]), os.fsdecode(next(tokens, b""))
+            dirty += [new, old]
+            against_head.update({new: "A", old: "D"})
+        elif token[:2] == b"u ":
+            path = os.fsdecode(token.split(b" ", 10)[10])
+            dirty.append(path)
+            against_head[path] = "M"
+        elif token[:2] == b"? ":
+            name = os.fsdecode(token[2:])
+            (nested if name.endswith("/") else untracked).append(name)
+
+    def below(paths: list[str]) -> list[str]:
+        # Porcelain paths are relative to the repository's top, not to the project root.
+        return [p[len(prefix) :] for p in paths if p.startswith(prefix) and p != prefix]
+
+    changed = {p[len(prefix) :]: v for p, v in against_head.items() if p.startswith(prefix)}
+    return _Status(head, branch, below(dirty), changed, below(untracked), below(nested))
+
+
+def _against_head(xy: str) -> str | None:
+    """A, M or D for a status entry (X: index against HEAD, Y: disk against the index)."""
+    index, disk = xy[0], xy[1]
+    if disk == "D":
+        return None if index == "A" else "D"  # staged as new, then removed: never existed
+    if index in ("A", "D"):
+        return index  # D: dropped from the index; if still on disk it is listed as untracked
+    return "M"
+
+
+def _git_diff(root: Path, base: str) -> dict[str, str]:
+    """Path -> A, M or D between commit ``base`` and the working tree, below ``root``."""
+    out = _git(
+        root,
+        "diff",
+        "--name-status",
+        "-z",
+        "--no-renames",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--relative",
+        base,
+    )
+    changes: dict[str, str] = {}
+    tokens = iter(out.split(b"\0"))
+    for token in tokens:
+        if not token:
+            continue
+        letter = token[:1].decode()
+        if letter in ("R", "C"):
+            old, new = next(tokens, b""), next(tokens, b"")
+            if letter == "R":
+                changes[os.fsdecode(old)] = "D"
+            changes[os.fsdecode(new)] = "A"
+            continue
+        path = os.fsdecode(next(tokens, b""))
+        changes[path] = letter if letter in ("A", "D") else "M"
+    return changes
+
+
+def _commit_exists(root: Path, sha: str) -> bool:
+    try:
+        _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}")
+    except _GitTrouble:
+        return False
+    return True
+
+
+def _empty_tree(root: Path) -> str:
+    # The empty tree's id depends on the repository's hash (SHA-1 or SHA-256); ask git.
+    return _git(root, "hash-object", "-t", "tree", "/dev/null").decode().strip()
+
+
+# --- Files -------------------------------------------------------------------------------------
+
+
+class _Budget:
+    """Bytes still to be hashed; past it, files are fingerprinted by size and mtime only."""
+
+    def __init__(self) -> None:
+        self.left = MAX_HASHED_BYTES
+        self.exhausted = False
+
+
+def _open_dir(root_fd: int, parts: tuple[str, ...]) -> int:
+    fd = os.dup(root_fd)
+    try:
+        for part in parts:
+            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _state_at(dir_fd: int, name: str, budget: _Budget) -> FileState | None:
+    """The state of entry ``name`` of ``dir_fd``, never following a link; None if absent."""
+    try:
+        info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        target = os.fsencode(os.readlink(name, dir_fd=dir_fd))
+        return FileState(
+            info.st_size, info.st_mtime_ns, "symlink:" + hashlib.sha256(target).hexdigest()
+        )
+    if not stat.S_ISREG(info.st_mode):
+        return FileState(info.st_size, info.st_mtime_ns, file_kind(info.st_mode).split()[-1])
+    if info.st_size > budget.left:
+        budget.exhausted = True
+        return FileState(info.st_size, info.st_mtime_ns, None)
+    digest = hashlib.sha256()
+    read = 0
+    with open_regular_file(name, dir_fd=dir_fd, follow_symlinks=False) as handle:
+        after = os.fstat(handle.fileno())
+        while chunk := handle.read(min(_CHUNK, budget.left - read + 1)):
+            read += len(chunk)
+            if read > budget.left:  # it grew while being read
+                budget.exhausted = True
+                return FileState(after.st_size, after.st_mtime_ns, None)
+            digest.update(chunk)
+    budget.left -= read
+    return FileState(read, after.st_mtime_ns, "sha256:" + digest.hexdigest())
+
+
+def _state_of(root: Path, relative: str, budget: _Budget, warnings: list[str]) -> FileState | None:
+    """The state of the project path ``relative``: no link on the way is followed."""
+    *folders, name = PurePosixPath(relative).parts
+    try:
+        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            dir_fd = _open_dir(root_fd, tuple(folders))
+        finally:
+            os.close(root_fd)
+        try:
+            return _state_at(dir_fd, name, budget)
+        finally:
+            os.close(dir_fd)
+    except FileNotFoundError:
+        return None
+    except (NotRegularFile, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOTDIR, errno.ELOOP):
+            # A folder on the way is now a file or a link: the path itself is gone.
+            return None
+        warnings.append(f"'{relative}' could not be read ({exc}); compared by size and time only")
+        try:
+            info = (root / relative).lstat()
+        except OSError:
+            return None
+        return FileState(info.st_size, info.st_mtime_ns, None)
+
+
+def _budget_warning(budget: _Budget) -> list[str]:
+    if not budget.exhausted:
+        return []
+    return [
+        f"more than {MAX_HASHED_BYTES} bytes to hash: the remaining files are compared by size "
+        "and modification time only"
+    ]
+
+
+def _walk(root: Path) -> Iterator[tuple[int, str, str]]:
+    """(directory descriptor, name, project path) of every non-directory entry, in path order
+    (children sorted by name, depth first), skipping ``SKIPPED_DIRS`` and never following links.
+    The descriptor is valid until the next item is taken."""
+
+    def visit(fd: int, prefix: str) -> Iterator[tuple[int, str, str]]:
+        with os.scandir(fd) as listing:
+            entries = sorted(listing, key=lambda entry: entry.name)
+        for entry in entries:
+            path = prefix + entry.name
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name in SKIPPED_DIRS or path in SKIPPED_PATHS:
+                    continue
+                try:
+                    inner = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue  # unreadable, or swapped for a link since it was listed
+                try:
+                    yield from visit(inner, path + "/")
+                finally:
+                    os.close(inner)
+            else:
+                yield fd, entry.name, path
+
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        yield from visit(fd, "")
+    finally:
+        os.close(fd)
+
+
+def _is_text(path: str) -> bool:
+    """False for a file name that is not valid UTF-8 (held with surrogate escapes)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: str) -> str:
+    # Results go to agents and JSON columns: undecodable bytes are shown as \xNN escapes.
+    return path if _is_text(path) else os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _is_scratch(path: str) -> bool:
+    return any(path == skipped or path.startswith(skipped + "/") for skipped in SKIPPED_PATHS)
+
+
+def _order(path: str) -> tuple[str, ...]:
+    return tuple(path.split("/"))
+
+
+def _tree_files(root: Path, warnings: list[str]) -> tuple[dict[str, FileState], str | None]:
+    files: dict[str, FileState] = {}
+    budget = _Budget()
+    walked: str | None = None
+    last: str | None = None
+    try:
+        for dir_fd, name, path in _walk(root):
+            if len(files) >= MAX_PATHS:
+                last = walked
+                warnings.append(
+                    f"the project has more than {MAX_PATHS} files: only the first {MAX_PATHS} "
+                    f"(up to '{last}') are compared"
+                )
+                break
+            try:
+                state = _state_at(dir_fd, name, budget)
+            except OSError as exc:
+                warnings.append(f"'{path}' could not be read ({exc}); compared by size only")
+                state = None
+            if state is not None:
+                files[path] = state
+                walked = path
+    except OSError as exc:
+        warnings.append(f"the project folder could not be read: {exc}")
+    warnings.extend(_budget_warning(budget))
+    return files, last
+
+
+# --- Snapshot ----------------------------------------------------------------------------------
+
+
+def _require_absolute(root: Path) -> None:
+    if not root.is_absolute():
+        raise ValueError(f"root must be an absolute path, not {str(root)!r}")
+
+
+def snapshot_take(*, root: Path) -> Snapshot:
+    """The project at ``root`` as it stands; never raises for git or file trouble (it warns)."""
+    _require_absolute(root)
+    if not root.is_dir():
+        # Asking git first would only add its own "cannot change to" to the same news.
+        return Snapshot(kind="tree", warnings=(f"the project folder {root} is not a directory",))
+    warnings: list[str] = []
+    try:
+        status = _git_status(root)
+    except _NotARepository:
+        pass
+    except _GitTrouble as exc:
+        warnings.append(f"{exc}; the project's files were snapshotted without git")
+    else:
+        return _git_snapshot(root, status, warnings)
+    files, last = _tree_files(root, warnings)
+    return Snapshot(
+        kind="tree",
+        files=dict(files),
+        truncated_after=last,
+        warnings=tuple(warnings),
+    )
+
+
+def _git_snapshot(root: Path, status: _Status, warnings: list[str]) -> Snapshot:
+    paths = sorted(p for p in {*status.dirty, *status.untracked} if not _is_scratch(p))
+    if len(paths) > MAX_PATHS:
+        warnings.append(
+            f"{len(paths)} files were already changed or untracked at the start; only the first "
+            f"{MAX_PATHS} are remembered, the others may be reported as changed"
+        )
+        paths = paths[:MAX_PATHS]
+    budget = _Budget()
+    files = {path: _state_of(root, path, budget, warnings) for path in paths}
+    warnings.extend(_budget_warning(budget))
+    return Snapshot(
+        kind="git",
+        head=status.head,
+        branch=status.branch,
+        files=files,
+        warnings=tuple(warnings),
+    )
+
+
+# --- Comparison --------------------------------------------------------------------------------
+
+
+class _Result:
+    def __init__(self, warnings: list[str]) -> None:
+        self.added: set[str] = set()
+        self.modified: set[str] = set()
+        self.deleted: set[str] = set()
+        self.warnings = warnings
+
+    def judge(self, path: str, before: FileState | None, after: FileState | None) -> None:
+        if before is None and after is not None:
+            self.added.add(path)
+        elif before is not None and after is None:
+            self.deleted.add(path)
+        elif before is not None and after is not None and not before.same_as(after):
+            self.modified.add(path)
+
+    def done(self) -> FilesChanged:
+        lists = [
+            sorted(_shown(p) for p in paths if not _is_scratch(p))
+            for paths in (self.added, self.modified, self.deleted)
+        ]
+        total = sum(map(len, lists))
+        if total > MAX_PATHS:
+            self.warnings.append(
+                f"{total} files changed; only the first {MAX_PATHS} paths of each list are given"
+            )
+            lists = [paths[:MAX_PATHS] for paths in lists]
+        return FilesChanged(
+            added=lists[0],
+            modified=lists[1],
+            deleted=lists[2],
+            warnings=list(dict.fromkeys(self.warnings)),  # a re-walk repeats the snapshot's caps
+        )
+
+
+def changes_since(*, root: Path, snapshot: Snapshot) -> FilesChanged:
+    """What changed under ``root`` since ``snapshot`` was taken; never raises for git or file
+    trouble: what cannot be known is left out and named in ``warnings``."""
+    _require_absolute(root)
+    result = _Result(list(snapshot.warnings))
+    if snapshot.kind == "tree":
+        _compare_trees(root, snapshot, result)
+    else:
+        _compare_git(root, snapshot, result)
+    return result.done()
+
+
+def _compare_trees(root: Path, snapshot: Snapshot, result: _Result) -> None:
+    now, _ = _tree_files(root, result.warnings)
+    limit = None if snapshot.truncated_after is None else _order(snapshot.truncated_after)
+    for path in {*snapshot.files, *now}:
+        if limit is not None and _order(path) > limit:
+            continue
+        result.judge(path, snapshot.files.get(path), now.get(path))
+
+
+def _compare_git(root: Path, snapshot: Snapshot, result: _Result) -> None:
+    budget = _Budget()
+    warnings = result.warnings
+    try:
+        status = _git_status(root)
+        if snapshot.head == status.head:
+            # Nothing committed since the start: status already compared HEAD with the disk.
+            diff = status.against_head
+        else:
+            diff = _git_diff(root, _git_base(root, snapshot, status, warnings))
+    except _GitTrouble as exc:
+        warnings.append(
+            f"{exc}; only the files that were already changed at the start could be compared"
+        )
+        for path, before in snapshot.files.items():
+            result.judge(path, before, _state_of(root, path, budget, warnings))
+        warnings.extend(_budget_warning(budget))
+        return
+
+    if snapshot.branch is not None and status.branch != snapshot.branch:
+        now = "a detached HEAD" if status.branch is None else f"branch '{status.branch}'"
+        warnings.append(
+            f"the checkout moved from branch '{snapshot.branch}' to {now} during the task; "
+            "the differences between them are counted as the task's changes"
+        )
+    for folder in status.nested:
+        if folder not in snapshot.files:
+            warnings.append(f"'{folder}' is a nested git repository; its files are not listed")
+
+    untracked = set(status.untracked)
+    for path in {*diff, *untracked, *snapshot.files}:
+        if path in snapshot.files:
+            # Dirty or untracked at the start: only its content then and now tell.
+            result.judge(path, snapshot.files[path], _state_of(root, path, budget, warnings))
+        elif path in diff:
+            letter = diff[path]
+            if letter == "D" and path in untracked:
+                result.modified.add(path)  # dropped from git but still on disk
+            else:
+                {"A": result.added, "D": result.deleted}.get(letter, result.modified).add(path)
+        else:
+            result.added.add(path)
+    warnings.extend(_budget_warning(budget))
+
+
+def _git_base(root: Path, snapshot: Snapshot, status: _Status, warnings: list[str]) -> str:
+    """The commit the working tree is compared with: the start commit whenever git has it."""
+    if snapshot.head is None:
+        return _empty_tree(root)
+    if _commit_exists(root, snapshot.head):
+        return snapshot.head
+    warnings.append(
+        f"the start commit {snapshot.head[:12]} is no longer in the repository (rebased away or "
+        "pruned): changes committed during the task cannot be listed, only those not committed"
+    )
+    return status.head if status.head is not None else _empty_tree(root)
