@@ -134,13 +134,13 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _snapshot_fields(snapshot: dict[str, Any] | None) -> dict[str, Any]:
+def _snapshot_fields(task_id: int, snapshot: dict[str, Any] | None) -> dict[str, Any]:
+    """The original's snapshot id and type: the start commit for a git snapshot ("git"), the
+    task's own id for a fingerprint of the folder's files ("tree")."""
     if not snapshot:
         return {"snapshot_id": None, "snapshot_type": None}
-    return {
-        "snapshot_id": snapshot.get("id") or snapshot.get("head"),
-        "snapshot_type": snapshot.get("type") or snapshot.get("kind"),
-    }
+    kind = snapshot.get("kind")
+    return {"snapshot_id": snapshot.get("head") or f"{kind}-{task_id}", "snapshot_type": kind}
 
 
 class Outcome(BaseModel):
@@ -366,7 +366,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             data: dict[str, Any] = {
                 "task_id": str(task.pk),
                 "workflow_id": str(task.workflow_id),
-                **_snapshot_fields(task.snapshot),
+                **_snapshot_fields(task.pk, task.snapshot),
                 "started_at": _iso(task.started_at),
             }
             if started.phase is not None:

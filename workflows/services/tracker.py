@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from django.db import models, transaction
 from django.utils import timezone
 
-from workflows import events, limits, scope
+from workflows import changes, events, limits, scope
 from workflows.errors import Conflict, InvalidInput, NotFound
 from workflows.models import (
     Agent,
@@ -381,20 +381,12 @@ def phase_complete(
 # --- File changes (workflows.changes): slow, so always outside a transaction. -----------------
 
 
-def _changes_module() -> Any:
-    try:
-        from workflows import changes
-    except ImportError:  # the change tracker is not part of this build
-        return None
-    return changes
-
-
 def _snapshot(root: Path | None) -> tuple[dict[str, Any] | None, list[str]]:
-    changes = _changes_module()
-    if root is None or changes is None:
+    if root is None:
         return None, []
     try:
-        return changes.snapshot_take(root=root).to_json(), []
+        snapshot = changes.snapshot_take(root=root)
+        return snapshot.to_json(), list(snapshot.warnings)
     except Exception as exc:  # never fail the call because of the project's files
         logger.warning("Snapshot of %s failed: %s", root, exc)
         return None, [f"file changes cannot be tracked for this task: {exc}"]
@@ -415,8 +407,7 @@ class FileChanges:
 
 
 def _changes(root: Path | None, snapshot: dict[str, Any] | None) -> FileChanges:
-    changes = _changes_module()
-    if root is None or changes is None:
+    if root is None:
         return FileChanges()
     if snapshot is None:
         return FileChanges(warnings=["no snapshot was taken at start_task; files not compared"])
