@@ -308,8 +308,8 @@ def _check_phase_args(number: int, name: str | None) -> None:
     limits.TRACKER_NAME.check("phase_name", name)
 
 
-def _running_workflow(project: Project, workflow_id: str) -> TrackedWorkflow:
-    workflow = workflow_get(project=project, workflow_id=workflow_id, lock=True)
+def _running_workflow(project: Project, workflow_id: str, lock: bool = True) -> TrackedWorkflow:
+    workflow = workflow_get(project=project, workflow_id=workflow_id, lock=lock)
     if workflow.status != TrackedWorkflow.Status.IN_PROGRESS:
         raise Conflict(
             f"workflow {workflow.pk} is {workflow.status}; work can be added only to a workflow "
@@ -465,7 +465,7 @@ def task_start(
         raise InvalidInput("phase_name is given without phase; give the phase number too")
     scope.areas_check(areas or [])
     # Cheap checks first, so a bad id costs no snapshot; all are made again under the lock.
-    _running_workflow(project, workflow_id)
+    _running_workflow(project, workflow_id, lock=False)
     if parent_task_id is not None:
         task_get(project=project, task_id=parent_task_id, field_name="parent_task_id")
     snapshot, warnings = _snapshot(root)

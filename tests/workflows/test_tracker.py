@@ -1,0 +1,252 @@
+"""The tracker's services on the real database: status rules, races with real threads, file
+changes in a real git repository, and events written for every change.
+
+The races gate on the slow part each call does outside its transaction (the project snapshot
+or the file comparison): every thread has read the same state before any of them writes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connections
+
+from workflows.errors import Conflict, InvalidInput, WorkflowError
+from workflows.models import Event, Phase, Task, TrackedWorkflow
+from workflows.services import tracker
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CONTENDERS = 6
+
+
+def in_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except WorkflowError as exc:
+            return exc
+        finally:
+            connections.close_all()
+
+    return wrapper
+
+
+def gated(monkeypatch, name: str, parties: int) -> None:
+    """Make ``tracker.<name>`` wait until ``parties`` threads have reached it."""
+    everyone = threading.Barrier(parties)
+    original = getattr(tracker, name)
+
+    def waiting(*args: Any, **kwargs: Any) -> Any:
+        everyone.wait(timeout=30)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(tracker, name, waiting)
+
+
+def git(root: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def workflow(project, agent) -> TrackedWorkflow:
+    return tracker.tracked_workflow_start(project=project, agent=agent, name="w", objective="o")
+
+
+def test_two_agents_completing_one_task_exactly_one_wins(project, agent, workflow, monkeypatch):
+    task = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g"
+    ).task
+    gated(monkeypatch, "_changes", CONTENDERS)
+    statuses = ["success", "failed", "partial_success"] * 2
+
+    @in_thread
+    def complete(n: int) -> Any:
+        return tracker.task_complete(
+            project=project,
+            agent=agent,
+            task_id=str(task.pk),
+            status=statuses[n],
+            summary=f"by {n}",
+            root=Path(project.root_path),
+        )
+
+    with ThreadPoolExecutor(CONTENDERS) as pool:
+        results = list(pool.map(complete, range(CONTENDERS)))
+
+    winners = [r for r in results if isinstance(r, tracker.TaskCompleted)]
+    losers = [r for r in results if isinstance(r, Conflict)]
+    assert len(winners) == 1, results
+    assert len(losers) == CONTENDERS - 1, results
+    assert all("Task is not in progress: 't'" in str(loser) for loser in losers)
+    task.refresh_from_db()
+    won = results.index(winners[0])
+    assert task.status == tracker.TASK_OUTCOMES[statuses[won]]
+    assert task.summary == f"by {won}"
+    assert Event.objects.filter(kind="task:updated").count() == 1
+
+
+def test_tasks_racing_to_open_one_phase_create_it_once(project, agent, workflow, monkeypatch):
+    gated(monkeypatch, "_snapshot", CONTENDERS)
+
+    @in_thread
+    def start(n: int) -> Any:
+        return tracker.task_start(
+            project=project,
+            agent=agent,
+            workflow_id=str(workflow.pk),
+            name=f"t{n}",
+            goal="g",
+            phase=1,
+            root=Path(project.root_path),
+        )
+
+    with ThreadPoolExecutor(CONTENDERS) as pool:
+        results = list(pool.map(start, range(CONTENDERS)))
+
+    assert all(isinstance(r, tracker.TaskStarted) for r in results), results
+    assert sum(r.phase_created for r in results) == 1
+    assert len({r.phase.pk for r in results}) == 1
+    assert Phase.objects.count() == 1
+    assert Event.objects.filter(kind="phase:created").count() == 1
+    assert Task.objects.filter(phase__number=1).count() == CONTENDERS
+
+
+def test_a_subtask_cannot_start_under_a_finished_parent(project, agent, workflow):
+    parent = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="p", goal="g"
+    ).task
+    tracker.task_complete(
+        project=project, agent=agent, task_id=str(parent.pk), status="success", summary="s"
+    )
+    before = Task.objects.count()
+    with pytest.raises(Conflict, match="sub-tasks start only under a running task"):
+        tracker.task_start(
+            project=project,
+            agent=agent,
+            workflow_id=str(workflow.pk),
+            name="c",
+            goal="g",
+            parent_task_id=str(parent.pk),
+        )
+    assert Task.objects.count() == before
+
+
+def test_a_phase_once_closed_takes_no_new_task(project, agent, workflow):
+    started = tracker.phase_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), number=1
+    )
+    tracker.phase_complete(project=project, agent=agent, phase_id=str(started.phase.pk))
+    with pytest.raises(Conflict, match=r"phase 1 \('Phase 1'\) is already COMPLETED"):
+        tracker.task_start(
+            project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g", phase=1
+        )
+    with pytest.raises(Conflict, match="already COMPLETED"):
+        tracker.phase_complete(project=project, agent=agent, phase_id=str(started.phase.pk))
+    workflow.refresh_from_db()
+    assert workflow.current_phase == 1
+
+
+def test_file_changes_of_a_task_in_a_git_repository(project, agent, workflow, tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "config", "user.email", "t@example.com")
+    git(root, "config", "user.name", "t")
+    (root / "src").mkdir()
+    (root / "src" / "keep.py").write_text("keep\n")
+    (root / "src" / "edit.py").write_text("edit\n")
+    (root / "gone.txt").write_text("gone\n")
+    (root / "dirty.txt").write_text("clean\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "start")
+    (root / "dirty.txt").write_text("dirty before the task\n")  # not the task's doing
+
+    started = tracker.task_start(
+        project=project,
+        agent=agent,
+        workflow_id=str(workflow.pk),
+        name="t",
+        goal="g",
+        areas=["src"],
+        root=root,
+    )
+    assert started.task.snapshot["kind"] == "git"
+    (root / "src" / "edit.py").write_text("edited\n")
+    (root / "src" / "new.py").write_text("new\n")
+    (root / "gone.txt").unlink()
+    (root / "notes.md").write_text("outside the areas\n")
+
+    done = tracker.task_complete(
+        project=project,
+        agent=agent,
+        task_id=str(started.task.pk),
+        status="success",
+        summary="s",
+        root=root,
+    )
+    assert done.files.as_dict() == {
+        "added": ["notes.md", "src/new.py"],
+        "modified": ["src/edit.py"],
+        "deleted": ["gone.txt"],
+    }
+    assert done.verification.scope_match is False
+    assert done.verification.unexpected_files == ["gone.txt", "notes.md"]
+    task = Task.objects.get(pk=started.task.pk)
+    assert task.files_changed == done.files.as_dict()
+    assert task.unexpected_files == ["gone.txt", "notes.md"]
+    assert any("outside the declared areas (src)" in w for w in task.warnings)
+    event = Event.objects.get(kind="task:updated")
+    assert event.payload["files_changed"] == done.files.as_dict()
+
+
+def test_concurrent_tasks_in_one_checkout_are_warned(project, agent, workflow):
+    root = Path(project.root_path)
+    first = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="a", goal="g", root=root
+    ).task
+    second = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="b", goal="g", root=root
+    ).task
+    done = tracker.task_complete(
+        project=project,
+        agent=agent,
+        task_id=str(first.pk),
+        status="success",
+        summary="s",
+        root=root,
+    )
+    assert any(f"'b' ({second.pk})" in w and "may" in w for w in done.files.warnings)
+
+
+def test_bad_input_changes_nothing(project, agent, workflow):
+    task = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g"
+    ).task
+    before = (Task.objects.count(), Event.objects.count())
+    with pytest.raises(InvalidInput, match="status 'done' is not one of: success, partial_success"):
+        tracker.task_complete(
+            project=project, agent=agent, task_id=str(task.pk), status="done", summary="s"
+        )
+    with pytest.raises(InvalidInput, match="type 'bug' is not one of: documentation_gap"):
+        tracker.issue_log(
+            project=project,
+            agent=agent,
+            task_id=str(task.pk),
+            type="bug",
+            description="d",
+            resolution="r",
+        )
+    with pytest.raises(InvalidInput, match="progress is nan"):
+        tracker.milestone_log(
+            project=project, agent=agent, task_id=str(task.pk), message="m", progress=float("nan")
+        )
+    assert (Task.objects.count(), Event.objects.count()) == before
+    task.refresh_from_db()
+    assert task.status == "IN_PROGRESS"
