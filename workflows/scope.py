@@ -10,13 +10,24 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-from wcmatch import glob
+from typing import Any
 
 from workflows import limits
 from workflows.errors import InvalidInput
 
-FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB | glob.NEGATE | glob.SPLIT
+
+def _glob() -> Any:
+    # Imported on first use: mcpserve loads this module at start and answers tools/list
+    # without it.
+    from wcmatch import glob
+
+    return glob
+
+
+def _flags(glob: Any) -> int:
+    return int(glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB | glob.NEGATE | glob.SPLIT)
+
+
 _GLOB_CHARS = re.compile(r"[*?\[\]{}!]")
 _CLASS = re.compile(r"\[!?\]?[^\]]*\]")
 _RANGE = re.compile(r"(.)-(.)")
@@ -50,15 +61,17 @@ def areas_check(areas: Sequence[str]) -> None:
                     )
         if area.count("{") != area.count("}"):
             raise InvalidInput(f"{field} is not a valid glob: its braces '{{' '}}' do not pair")
+        glob = _glob()
         try:
-            glob.translate(area, flags=FLAGS)
+            glob.translate(area, flags=_flags(glob))
         except Exception as exc:  # wcmatch raises several kinds; all mean "cannot use this"
             raise InvalidInput(f"{field} is not a valid glob: {exc}") from None
 
 
 def _covers(area: str, path: str) -> bool:
     if _is_glob(area):
-        return bool(glob.globmatch(path, area, flags=FLAGS))
+        glob = _glob()
+        return bool(glob.globmatch(path, area, flags=_flags(glob)))
     prefix = area.strip("/")
     return prefix in ("", ".") or path == prefix or path.startswith(prefix + "/")
 

@@ -9,7 +9,7 @@ agent, start time), then the logs of those tasks; ``since`` applies to the logs'
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
@@ -46,7 +46,7 @@ def _since(value: str | None) -> datetime | None:
             f"filter.since {value!r} is not an ISO 8601 date and time (e.g. 2026-01-31T12:00:00Z)"
         )
     if timezone.is_naive(parsed):
-        parsed = timezone.make_aware(parsed, timezone.utc)
+        parsed = timezone.make_aware(parsed, UTC)
     return parsed
 
 
