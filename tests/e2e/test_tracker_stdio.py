@@ -3,12 +3,17 @@ folder without git): phases, a nested task, logs, and the exact files a task cha
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.driver import Driver
+from tests.mcp_bridge.test_lean_start import NOT_NEEDED, WEB_STACK
+from tests.processes import MANAGE, child_env_on_test_db, handshake
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -189,3 +194,49 @@ async def test_a_folder_without_git_is_really_compared(tmp_path: Path):
             "deleted": ["drop.txt"],
         }
         assert done["verification"] == {"scope_match": True, "unexpected_files": [], "warnings": []}
+
+
+def test_mcpserve_tracker_starts_lean(tmp_path: Path):
+    """Alone, the tracker loads neither the web stack nor what only later calls need."""
+    root = (tmp_path / "lean").resolve()
+    root.mkdir()
+    messages = [
+        *handshake("lean"),
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "start_workflow", "arguments": {"name": "lean"}},
+        },
+    ]
+    log = (tmp_path / "stderr").open("wb")  # a file: the import list outgrows a pipe's buffer
+    args = [sys.executable, "-X", "importtime", MANAGE, "mcpserve", "--path", str(root)]
+    server = subprocess.Popen(
+        [*args, "--toolsets", "tracker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=log,
+        env=child_env_on_test_db(),
+    )
+    try:
+        assert server.stdin is not None
+        assert server.stdout is not None
+        server.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())
+        server.stdin.flush()
+        answers = {a["id"]: a for a in (json.loads(server.stdout.readline()) for _ in range(3))}
+        server.stdin.close()
+        code = server.wait(timeout=60)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        log.close()
+    stderr = (tmp_path / "stderr").read_text()
+    assert code == 0, stderr[-3000:]
+    assert len(answers[2]["result"]["tools"]) == 10
+    assert not answers[3]["result"].get("isError"), answers[3]
+    imported = set(re.findall(r"^import time:.*\|\s*(\S+)$", stderr, re.M))
+    assert "workflows.services.tracker" in imported  # the list is real
+    for root_module in (*WEB_STACK, *NOT_NEEDED, "wcmatch"):
+        loaded = sorted(m for m in imported if m == root_module or m.startswith(root_module + "."))
+        assert not loaded, f"mcpserve --toolsets tracker imported {loaded}"
