@@ -25,6 +25,13 @@ WATCH = {
     "workflows.view_workflow",
     "workflows.view_workflowsession",
     "workflows.view_workflowstep",
+    # The tracker's (seed 002) tables: watching covers them too.
+    "workflows.view_trackedworkflow",
+    "workflows.view_phase",
+    "workflows.view_task",
+    "workflows.view_decision",
+    "workflows.view_issue",
+    "workflows.view_milestone",
 }
 DECIDE = {"workflows.abort_session", "workflows.drive_session", "reviews.decide_review"}
 
