@@ -250,3 +250,36 @@ def test_bad_input_changes_nothing(project, agent, workflow):
     assert (Task.objects.count(), Event.objects.count()) == before
     task.refresh_from_db()
     assert task.status == "IN_PROGRESS"
+
+
+def test_phase_complete_on_a_closed_phase_leaves_the_task_running(project, agent, workflow):
+    first = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="a", goal="g", phase=1
+    )
+    second = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="b", goal="g", phase=1
+    )
+    closed = tracker.task_complete(
+        project=project,
+        agent=agent,
+        task_id=str(first.task.pk),
+        status="success",
+        summary="s",
+        phase_complete=True,
+    )
+    assert closed.phase is not None
+    assert f"'b' ({second.task.pk})" in closed.phase.warnings[0]
+    events_before = Event.objects.count()
+    with pytest.raises(
+        Conflict, match=r"phase_complete: phase 1 \('Phase 1'\) is already COMPLETED"
+    ):
+        tracker.task_complete(
+            project=project,
+            agent=agent,
+            task_id=str(second.task.pk),
+            status="success",
+            summary="s",
+            phase_complete=True,
+        )
+    assert Task.objects.get(pk=second.task.pk).status == "IN_PROGRESS"
+    assert Event.objects.count() == events_before

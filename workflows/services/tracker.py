@@ -333,12 +333,15 @@ class PhaseCompleted:
     warnings: list[str]
 
 
+_OPEN_PHASE = (Phase.Status.PENDING, Phase.Status.IN_PROGRESS)
+
+
 def _phase_close(*, phase: Phase, agent: Agent, status: str) -> PhaseCompleted:
     """Close ``phase`` (compare-and-set from a running status); warn about running tasks."""
     now = _now()
-    closed = Phase.objects.filter(
-        pk=phase.pk, status__in=[Phase.Status.PENDING, Phase.Status.IN_PROGRESS]
-    ).update(status=status, completed_at=now)
+    closed = Phase.objects.filter(pk=phase.pk, status__in=_OPEN_PHASE).update(
+        status=status, completed_at=now
+    )
     if not closed:
         phase.refresh_from_db()
         raise Conflict(f"phase {phase.number} ('{phase.name}') is already {phase.status}")
@@ -610,9 +613,14 @@ def task_complete(
             raise InvalidInput(f"{field_name} is {tokens}; it must be from 0 to {MAX_TOKENS:,}")
     task = task_get(project=project, task_id=task_id)
     _check_running(task)
-    if phase_complete and task.phase_id is None:
+    if phase_complete and task.phase is None:
         raise InvalidInput(
             "phase_complete is true but the task has no phase; start it with a phase number"
+        )
+    if phase_complete and task.phase is not None and task.phase.status not in _OPEN_PHASE:
+        raise Conflict(
+            f"phase_complete: phase {task.phase.number} ('{task.phase.name}') is already "
+            f"{task.phase.status}; nothing was changed"
         )
     files = _changes(root, task.snapshot)
     now = _now()
