@@ -175,6 +175,15 @@ class IssueCreated(Payload):
     requires_human_review: bool
 
 
+class IssueResolved(Payload):
+    """A person's written answer to a blocker (``by`` names them)."""
+
+    workflow_id: str
+    task_id: str
+    issue_id: str
+    human_resolution: str
+
+
 class MilestoneCreated(Payload):
     workflow_id: str
     task_id: str
@@ -207,6 +216,7 @@ PAYLOADS: Mapping[str, type[Payload]] = {
     Event.Kind.TASK_UPDATED: TaskUpdated,
     Event.Kind.DECISION_CREATED: DecisionCreated,
     Event.Kind.ISSUE_CREATED: IssueCreated,
+    Event.Kind.ISSUE_UPDATED: IssueResolved,
     Event.Kind.MILESTONE_CREATED: MilestoneCreated,
 }
 assert set(PAYLOADS) == set(Event.Kind.values), "every event kind needs its payload model"

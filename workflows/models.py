@@ -335,6 +335,7 @@ class Event(models.Model):
         TASK_UPDATED = "task:updated", "Task completed"
         DECISION_CREATED = "decision:created", "Decision logged"
         ISSUE_CREATED = "issue:created", "Issue logged"
+        ISSUE_UPDATED = "issue:updated", "Blocker resolved by a person"
         MILESTONE_CREATED = "milestone:created", "Milestone logged"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="events")

@@ -283,3 +283,46 @@ def test_phase_complete_on_a_closed_phase_leaves_the_task_running(project, agent
         )
     assert Task.objects.get(pk=second.task.pk).status == "IN_PROGRESS"
     assert Event.objects.count() == events_before
+
+
+def test_a_person_resolves_a_blocker_once_and_the_agent_sees_who_and_when(project, agent, workflow):
+    from tests.factories import make_user
+    from workflows.selectors.tracker import context_get
+
+    task = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g"
+    ).task
+    blocker = tracker.issue_log(
+        project=project,
+        agent=agent,
+        task_id=str(task.pk),
+        type="unclear_requirement",
+        description="which?",
+        resolution="asked",
+        requires_human_review=True,
+    )
+    plain = tracker.issue_log(
+        project=project,
+        agent=agent,
+        task_id=str(task.pk),
+        type="other",
+        description="d",
+        resolution="r",
+    )
+    ada = make_user(username="ada")
+    tracker.blocker_resolve(issue_id=blocker.pk, by=ada, resolution="Use JSON.")
+    with pytest.raises(Conflict, match=f"issue {blocker.pk} was already resolved by ada at"):
+        tracker.blocker_resolve(issue_id=blocker.pk, by=ada, resolution="again")
+    with pytest.raises(InvalidInput, match="does not require human review"):
+        tracker.blocker_resolve(issue_id=plain.pk, by=ada, resolution="x")
+
+    context = context_get(project=project, workflow_id=str(workflow.pk), include=["blockers"])
+    assert context["blockers"] == []
+    assert context["has_blockers"] is False
+    [resolved] = context["resolved_blockers"]
+    assert resolved["human_resolution"] == "Use JSON."
+    assert resolved["resolved_by"] == "ada"
+    assert resolved["resolved_at"]
+    event = Event.objects.get(kind="issue:updated")
+    assert event.payload["by"] == "ada"
+    assert event.payload["issue_id"] == str(blocker.pk)

@@ -21,7 +21,7 @@ from workflows.models import Decision, Issue, Milestone, Phase, Project, Task, T
 from workflows.services.tracker import workflow_get
 
 INCLUDES = ("decisions", "milestones", "blockers", "tasks", "phase_summary")
-PAGED = ("decisions", "milestones", "blockers", "tasks")
+PAGED = ("decisions", "milestones", "blockers", "resolved_blockers", "tasks")
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 
@@ -221,6 +221,28 @@ def context_get(
         answer["blockers_count"] = total
         answer["has_blockers"] = total > 0
         answer["blockers_next_cursor"] = following
+        # Blockers a person has answered since: what they wrote, who and when.
+        answered = (
+            logs(Issue)
+            .filter(requires_human_review=True, resolved_at__isnull=False)
+            .select_related("resolved_by")
+        )
+        rows, following, total = _page(answered, "resolved_blockers", cursors, limit)
+        answer["resolved_blockers"] = [
+            {
+                "id": str(i.pk),
+                "task_id": str(i.task_id),
+                "task_name": i.task.name,
+                "type": i.type,
+                "description": i.description,
+                "human_resolution": i.human_resolution,
+                "resolved_by": i.resolved_by.get_username() if i.resolved_by else None,
+                "resolved_at": _iso(i.resolved_at),
+            }
+            for i in rows
+        ]
+        answer["resolved_blockers_count"] = total
+        answer["resolved_blockers_next_cursor"] = following
     if "tasks" in include:
         rows, following, total = _page(tasks.select_related("agent"), "tasks", cursors, limit)
         answer["tasks"] = [

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import models, transaction
 from django.utils import timezone
@@ -44,6 +44,11 @@ from workflows.models import (
     Task,
     TrackedWorkflow,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User as User
+else:
+    User = Any
 
 logger = logging.getLogger(__name__)
 
@@ -792,6 +797,46 @@ def issue_log(
             requires_human_review=row.requires_human_review,
         ),
     )
+
+
+def blocker_resolve(*, issue_id: int, by: User, resolution: str) -> Issue:
+    """A person answers a blocker in writing, once; the agent's next ``get_context`` lists it
+    among ``resolved_blockers`` with who and when."""
+    limits.TRACKER_TEXT.check("resolution", resolution)
+    if not resolution.strip():
+        raise InvalidInput("resolution is empty; write how the blocker is resolved")
+    with transaction.atomic():
+        issue = Issue.objects.select_related("project").filter(pk=issue_id).first()
+        if issue is None:
+            raise NotFound(f"issue {issue_id}: no such issue")
+        if not issue.requires_human_review:
+            raise InvalidInput(
+                f"issue {issue_id} does not require human review, so it is not a blocker"
+            )
+        now = _now()
+        won = Issue.objects.filter(pk=issue.pk, resolved_at__isnull=True).update(
+            human_resolution=resolution, resolved_by=by, resolved_at=now
+        )
+        if not won:
+            issue.refresh_from_db()
+            who = issue.resolved_by.get_username() if issue.resolved_by else "someone"
+            when = issue.resolved_at.isoformat() if issue.resolved_at else "?"
+            raise Conflict(
+                f"issue {issue_id} was already resolved by {who} at {when}; nothing was changed"
+            )
+        issue.refresh_from_db()
+        events.event_record(
+            kind=Event.Kind.ISSUE_UPDATED,
+            project=issue.project,
+            by=by,
+            payload=events.IssueResolved(
+                workflow_id=str(issue.workflow_id),
+                task_id=str(issue.task_id),
+                issue_id=str(issue.pk),
+                human_resolution=resolution,
+            ),
+        )
+    return issue
 
 
 def milestone_log(
