@@ -7,9 +7,9 @@ compared its non-git snapshots and returned nothing when the start commit was go
   was already dirty or untracked. At the end the start commit is compared with the working
   tree (``git status`` when HEAD has not moved; ``git diff <start>`` otherwise, which covers
   commits, staged and unstaged changes in one pass, so a file added in a commit and deleted
-  again nets out), untracked files are added, and every path the
-  snapshot fingerprinted is judged by its fingerprint alone: a file that was dirty before the
-  task and is byte-for-byte the same now was not changed by the task, whatever was committed.
+  again nets out), untracked files are added, and every path the snapshot fingerprinted is
+  judged by its fingerprint alone: a file that was dirty before the task and is byte-for-byte
+  the same now was not changed by the task, whatever was committed.
 * Anywhere else (no repository, or no git binary) every file of the tree is fingerprinted and
   the two trees are really compared.
 
@@ -159,6 +159,13 @@ class Snapshot:
         for name in ("head", "branch", "truncated_after"):
             if data.get(name) is not None and not isinstance(data[name], str):
                 raise ValueError(f"snapshot.{name} must be a string or null")
+        head = data.get("head")
+        if head is not None and not (
+            len(head) in (40, 64) and all(c in "0123456789abcdef" for c in head)
+        ):
+            raise ValueError(
+                f"snapshot.head must be a commit id (40 or 64 hex digits), not {head!r}"
+            )
         files = data.get("files")
         if not isinstance(files, dict):
             raise ValueError("snapshot.files must be an object of path -> state")

@@ -599,6 +599,10 @@ def test_snapshots_survive_a_json_round_trip(repo, tmp_path):
             "snapshot.files['a'] must be [size, mtime_ns, digest or null], not [1, 2]",
         ),
         (
+            {"version": 1, "kind": "git", "head": "--output=/tmp/x", "files": {}, "warnings": []},
+            "snapshot.head must be a commit id (40 or 64 hex digits), not '--output=/tmp/x'",
+        ),
+        (
             {"version": 1, "kind": "git", "files": {}, "warnings": "x"},
             "snapshot.warnings must be a list of strings",
         ),
