@@ -126,6 +126,15 @@ async def run(
     except DatabaseBusy:
         log_call(state, tool, params)
         return error("BUSY", BUSY_MESSAGE)
+    except Exception as exc:
+        # The original's INTERNAL_ERROR: the agent gets the shape it parses, the log the trace.
+        logger.exception("%s failed", tool)
+        log_call(state, tool, params)
+        return error(
+            "INTERNAL_ERROR",
+            f"The server failed on this call ({type(exc).__name__}); its log has the details. "
+            "Writes of this call were rolled back.",
+        )
     log_call(state, tool, params)
     return answer(data)
 

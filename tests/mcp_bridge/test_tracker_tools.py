@@ -676,6 +676,24 @@ BAD = [
         "filter.since 'yesterday' is not an ISO 8601",
     ),
     (
+        "get_context",
+        {"workflow_id": "{wf}", "include": ["tasks"], "filter": {"agent": "a" * 201}},
+        "VALIDATION_ERROR",
+        "filter.agent is 201 characters; the limit is 200",
+    ),
+    (
+        "get_context",
+        {"workflow_id": "{wf}", "include": ["tasks"], "filter": {"phase": 0}},
+        "VALIDATION_ERROR",
+        "filter.phase is 0; it must be from 1 to 100",
+    ),
+    (
+        "get_context",
+        {"workflow_id": "{wf}", "include": ["tasks"], "cursor": {"everything": "1"}},
+        "VALIDATION_ERROR",
+        "cursor.everything: no such list",
+    ),
+    (
         "start_phase",
         {"workflow_id": "{wf}", "number": 101},
         "VALIDATION_ERROR",
@@ -721,3 +739,29 @@ async def test_bad_input_gets_a_precise_error_and_changes_nothing(
         message = await refused(client, tool, filled, code)
         assert expected in message, message
         assert await sync_to_async(counts)() == before
+
+
+async def test_an_unexpected_failure_answers_internal_error_in_the_same_shape(server, monkeypatch):
+    from workflows.services import tracker as services
+
+    def broken(**_: Any) -> None:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(services, "decision_log", broken)
+    async with Client(server) as client:
+        wf = await start(client)
+        task = await ok(client, "start_task", {"workflow_id": wf, "name": "t", "goal": "g"})
+        message = await refused(
+            client,
+            "log_decision",
+            {
+                "task_id": task["task_id"],
+                "category": "other",
+                "question": "q",
+                "chosen": "c",
+                "reasoning": "r",
+            },
+            "INTERNAL_ERROR",
+        )
+    assert "RuntimeError" in message
+    assert "disk on fire" not in message  # details stay in the server's log

@@ -326,3 +326,47 @@ def test_a_person_resolves_a_blocker_once_and_the_agent_sees_who_and_when(projec
     event = Event.objects.get(kind="issue:updated")
     assert event.payload["by"] == "ada"
     assert event.payload["issue_id"] == str(blocker.pk)
+
+
+def test_get_context_costs_the_same_queries_for_few_and_many_rows(project, agent, workflow):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from workflows.selectors.tracker import INCLUDES, context_get
+
+    def log_rows(count: int) -> None:
+        task = tracker.task_start(
+            project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g", phase=1
+        ).task
+        for n in range(count):
+            tracker.decision_log(
+                project=project,
+                agent=agent,
+                task_id=str(task.pk),
+                category="other",
+                question=f"q{n}",
+                chosen="c",
+                reasoning="r",
+            )
+            tracker.milestone_log(project=project, agent=agent, task_id=str(task.pk), message="m")
+            tracker.issue_log(
+                project=project,
+                agent=agent,
+                task_id=str(task.pk),
+                type="other",
+                description="d",
+                resolution="r",
+                requires_human_review=True,
+            )
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            context_get(
+                project=project, workflow_id=str(workflow.pk), include=list(INCLUDES), limit=10
+            )
+        return len(captured)
+
+    log_rows(2)
+    few = queries()
+    log_rows(25)
+    assert queries() == few

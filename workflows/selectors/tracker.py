@@ -16,6 +16,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from workflows import limits
 from workflows.errors import InvalidInput
 from workflows.models import Decision, Issue, Milestone, Phase, Project, Task, TrackedWorkflow
 from workflows.services.tracker import workflow_get
@@ -103,6 +104,9 @@ def context_get(
     if stray:
         raise InvalidInput(f"cursor.{stray[0]}: no such list; lists are: {', '.join(PAGED)}")
     since_at = _since(since)
+    limits.TRACKER_NAME.check("filter.agent", agent)
+    if phase is not None:
+        limits.check_range("filter.phase", phase, limits.PHASE_NUMBER_RANGE)
     workflow = workflow_get(project=project, workflow_id=workflow_id)
     answer: dict[str, Any] = {
         "workflow_id": str(workflow.pk),
