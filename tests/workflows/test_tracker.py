@@ -370,3 +370,35 @@ def test_get_context_costs_the_same_queries_for_few_and_many_rows(project, agent
     few = queries()
     log_rows(25)
     assert queries() == few
+
+
+def test_tasks_completing_at_once_leave_true_workflow_totals(project, agent, workflow, monkeypatch):
+    tasks = [
+        tracker.task_start(
+            project=project, agent=agent, workflow_id=str(workflow.pk), name=f"t{n}", goal="g"
+        ).task
+        for n in range(CONTENDERS)
+    ]
+    gated(monkeypatch, "_changes", CONTENDERS)
+
+    @in_thread
+    def complete(n: int) -> Any:
+        return tracker.task_complete(
+            project=project,
+            agent=agent,
+            task_id=str(tasks[n].pk),
+            status="success",
+            summary="s",
+            tokens_input=n + 1,
+            tokens_output=100,
+            root=Path(project.root_path),
+        )
+
+    with ThreadPoolExecutor(CONTENDERS) as pool:
+        results = list(pool.map(complete, range(CONTENDERS)))
+
+    assert all(isinstance(r, tracker.TaskCompleted) for r in results), results
+    workflow.refresh_from_db()
+    assert workflow.total_tokens == sum(n + 1 + 100 for n in range(CONTENDERS))
+    durations = Task.objects.filter(workflow=workflow).values_list("duration_ms", flat=True)
+    assert workflow.total_duration_ms == sum(durations)

@@ -343,6 +343,9 @@ _OPEN_PHASE = (Phase.Status.PENDING, Phase.Status.IN_PROGRESS)
 
 def _phase_close(*, phase: Phase, agent: Agent, status: str) -> PhaseCompleted:
     """Close ``phase`` (compare-and-set from a running status); warn about running tasks."""
+    # The workflow row first, as every tracker write that changes a workflow's children takes
+    # it: one lock order, so two writers never wait on each other.
+    workflow = TrackedWorkflow.objects.select_for_update().get(pk=phase.workflow_id)
     now = _now()
     closed = Phase.objects.filter(pk=phase.pk, status__in=_OPEN_PHASE).update(
         status=status, completed_at=now
@@ -368,7 +371,6 @@ def _phase_close(*, phase: Phase, agent: Agent, status: str) -> PhaseCompleted:
             status=phase.status,
         ),
     )
-    workflow = TrackedWorkflow.objects.select_for_update().get(pk=phase.workflow_id)
     if phase.number > workflow.current_phase:
         workflow.current_phase = phase.number
         workflow.updated_at = now
@@ -639,6 +641,8 @@ def task_complete(
     warnings = files.warnings + verification.warnings
     duration_ms = max(0, int((now - task.started_at).total_seconds() * 1000))
     with transaction.atomic():
+        # Completions in one workflow queue on its row, so each sums every committed task.
+        TrackedWorkflow.objects.select_for_update().filter(pk=task.workflow_id).first()
         won = Task.objects.filter(pk=task.pk, status=Task.Status.IN_PROGRESS).update(
             status=stored,
             completed_at=now,
