@@ -168,7 +168,10 @@ class Task(models.Model):
     limitations = models.JSONField(default=list, blank=True)
     next_steps = models.JSONField(default=list, blank=True)
     manual_review_needed = models.BooleanField(default=False)
+    manual_review_reason = models.TextField(blank=True, default="")
     packages_added = models.JSONField(default=list, blank=True)
+    packages_removed = models.JSONField(default=list, blank=True)
+    commands_executed = models.JSONField(default=list, blank=True)
     tests_status = models.CharField(
         max_length=16, choices=TestsStatus.choices, blank=True, default=""
     )

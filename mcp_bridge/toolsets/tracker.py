@@ -160,12 +160,16 @@ class Outcome(BaseModel):
     limitations: list[str] | None = None
     next_steps: list[str] | None = None
     manual_review_needed: bool | None = None
+    # Accepted as the original's code did, beyond the seed's list.
+    manual_review_reason: str | None = None
 
 
 class TaskMetadata(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     packages_added: list[str] | None = None
+    packages_removed: list[str] | None = None
+    commands_executed: list[str] | None = None
     tests_status: Literal["passed", "failed", "not_run"] | None = None
     tokens_input: int | None = Field(default=None, description="Tokens read by the task.")
     tokens_output: int | None = Field(default=None, description="Tokens written by the task.")
@@ -428,8 +432,11 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 limitations=outcome.limitations,
                 next_steps=outcome.next_steps,
                 manual_review_needed=bool(outcome.manual_review_needed),
+                manual_review_reason=outcome.manual_review_reason,
                 phase_complete=phase_complete,
                 packages_added=meta.packages_added,
+                packages_removed=meta.packages_removed,
+                commands_executed=meta.commands_executed,
                 tests_status=meta.tests_status,
                 tokens_input=meta.tokens_input,
                 tokens_output=meta.tokens_output,

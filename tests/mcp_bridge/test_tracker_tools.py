@@ -233,10 +233,28 @@ async def test_a_workflow_with_phases_nested_tasks_and_logs(server):
             {
                 "task_id": sub["task_id"],
                 "status": "partial_success",
-                "outcome": {"summary": "drawn", "achievements": ["a"]},
-                "metadata": {"tests_status": "not_run", "tokens_input": 10, "tokens_output": 5},
+                "outcome": {
+                    "summary": "drawn",
+                    "achievements": ["a"],
+                    "manual_review_needed": True,
+                    "manual_review_reason": "check the colours",
+                },
+                "metadata": {
+                    "tests_status": "not_run",
+                    "tokens_input": 10,
+                    "tokens_output": 5,
+                    "packages_added": ["ink"],
+                    "packages_removed": ["crayon"],
+                    "commands_executed": ["draw --all"],
+                },
             },
         )
+        stored = await Task.objects.aget(pk=int(sub["task_id"]))
+        assert stored.manual_review_needed is True
+        assert stored.manual_review_reason == "check the colours"
+        assert (stored.packages_added, stored.packages_removed) == (["ink"], ["crayon"])
+        assert stored.commands_executed == ["draw --all"]
+        assert stored.tests_status == "NOT_RUN"
         assert done["status"] == "partial_success"
         assert done["files_changed"] == {"added": [], "modified": [], "deleted": []}
         assert done["verification"]["scope_match"] is True

@@ -594,8 +594,11 @@ def task_complete(
     limitations: list[str] | None = None,
     next_steps: list[str] | None = None,
     manual_review_needed: bool = False,
+    manual_review_reason: str | None = None,
     phase_complete: bool = False,
     packages_added: list[str] | None = None,
+    packages_removed: list[str] | None = None,
+    commands_executed: list[str] | None = None,
     tests_status: str | None = None,
     tokens_input: int | None = None,
     tokens_output: int | None = None,
@@ -608,7 +611,10 @@ def task_complete(
     limits.check_items("outcome.achievements", achievements)
     limits.check_items("outcome.limitations", limitations)
     limits.check_items("outcome.next_steps", next_steps)
+    limits.TRACKER_ITEM.check("outcome.manual_review_reason", manual_review_reason)
     limits.check_items("metadata.packages_added", packages_added, limits.TRACKER_NAME)
+    limits.check_items("metadata.packages_removed", packages_removed, limits.TRACKER_NAME)
+    limits.check_items("metadata.commands_executed", commands_executed)
     stored_tests = (
         enum_value("metadata.tests_status", tests_status, TESTS_STATUSES) if tests_status else ""
     )
@@ -652,7 +658,10 @@ def task_complete(
             limitations=limitations or [],
             next_steps=next_steps or [],
             manual_review_needed=manual_review_needed,
+            manual_review_reason=manual_review_reason or "",
             packages_added=packages_added or [],
+            packages_removed=packages_removed or [],
+            commands_executed=commands_executed or [],
             tests_status=stored_tests,
             tokens_input=tokens_input or 0,
             tokens_output=tokens_output or 0,
