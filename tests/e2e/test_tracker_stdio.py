@@ -240,3 +240,24 @@ def test_mcpserve_tracker_starts_lean(tmp_path: Path):
     for root_module in (*WEB_STACK, *NOT_NEEDED, "wcmatch"):
         loaded = sorted(m for m in imported if m == root_module or m.startswith(root_module + "."))
         assert not loaded, f"mcpserve --toolsets tracker imported {loaded}"
+
+
+async def test_deepwork_and_tracker_on_one_server(demo_project: Path):
+    async with Driver(demo_project, "--toolsets", "deepwork,tracker") as agent:
+        names = await agent.tool_names()
+        assert {"start_workflow", "get_workflows", "tracker_start_workflow"} <= names
+        assert "tracker_complete_task" in names
+        assert "complete_task" not in names  # the later toolset's names all carry its prefix
+        wf = await agent.call("tracker_start_workflow", {"name": "both"})
+        task = await agent.call(
+            "tracker_start_task", {"workflow_id": wf["workflow_id"], "name": "t", "goal": "g"}
+        )
+        session = await agent.call(
+            "start_workflow", {"goal": "g", "job_name": "demo", "workflow_name": "quick"}
+        )
+        assert session["begin_step"]["step_id"] == "gather"
+        done = await agent.call(
+            "tracker_complete_task",
+            {"task_id": task["task_id"], "status": "success", "outcome": {"summary": "s"}},
+        )
+        assert done["status"] == "success"
