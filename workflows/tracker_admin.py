@@ -225,7 +225,7 @@ class TaskAdmin(ReadOnlyAdmin):
 class LogAdmin(ReadOnlyAdmin):
     """What an agent logged against a task: linked to its workflow and task."""
 
-    change_select_related = ("project", "agent", "workflow", "task")
+    change_select_related: tuple[str, ...] = ("project", "agent", "workflow", "task")
     list_select_related = ["project", "agent", "workflow", "task"]
     ordering = ["-id"]
     show_full_result_count = False
