@@ -347,7 +347,6 @@ class RequestChangesIn(Schema):
 
 TrackedStatus = Literal["PENDING", "IN_PROGRESS", "COMPLETED", "FAILED", "PARTIAL", "BLOCKED"]
 TrackedProfile = Literal["SIMPLE", "STANDARD", "COMPLEX"]
-TRACKER_CURSOR = "`next_cursor` of the previous page."
 
 
 class TrackedWorkflowQuery(Schema):
@@ -581,5 +580,18 @@ class MilestonePage(Schema):
     next_cursor: int | None = Field(description="Pass as `cursor`; null on the last page.")
 
 
+# A person's written text as the tracker's services take it: not blank, and no control
+# character but tab and line breaks (limits.TRACKER_TEXT), declared so that every value the
+# schema allows is one the service accepts. Its length is checked by the service.
+_CONTROL = r"\x00-\x08\x0b\x0c\x0e-\x1f"
+WrittenText = Annotated[
+    str,
+    StringConstraints(pattern=rf"^[^{_CONTROL}]*[^\s{_CONTROL}][^{_CONTROL}]*$"),
+    AfterValidator(_encodable),
+]
+
+
 class ResolveIn(Schema):
-    resolution: Text = Field(description="How the blocker is resolved, for the agent to read.")
+    resolution: WrittenText = Field(
+        description="How the blocker is resolved, for the agent to read."
+    )
