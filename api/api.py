@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
@@ -39,22 +39,31 @@ from api.schemas import (
     EventPage,
     FinishIn,
     GoToStepIn,
+    IssueOut,
+    IssuePage,
+    MilestonePage,
     Name,
     OverrideIn,
     ProjectOut,
     ProjectPage,
     RequestChangesIn,
+    ResolveIn,
     SessionDetailOut,
     SessionPage,
     SessionQuery,
     StartIn,
+    TrackedDecisionPage,
+    TrackedTaskPage,
+    TrackedWorkflowDetailOut,
+    TrackedWorkflowPage,
+    TrackedWorkflowQuery,
 )
 from deepwork_site.auth import signed_in_user
 from reviews.models import HumanDecision
 from reviews.selectors import session_with_reviews
 from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
 from workflows.dialects import deepwork
-from workflows.models import Project, WorkflowSession
+from workflows.models import Decision, Issue, Milestone, Project, TrackedWorkflow, WorkflowSession
 from workflows.schemas import (
     AbortWorkflowResponse,
     FinishedStepResponse,
@@ -69,7 +78,17 @@ from workflows.selectors.sessions import (
     session_page,
     step_run_for_decision,
 )
+from workflows.selectors.tracker import (
+    TrackedWorkflowFilter,
+    issue_page,
+    log_page,
+    task_tree_page,
+    tracked_workflow_detail,
+    tracked_workflow_get,
+    tracked_workflow_page,
+)
 from workflows.services.catalog import catalog_view
+from workflows.services.tracker import blocker_resolve
 
 MAX_ID = 2**63 - 1
 
@@ -386,3 +405,144 @@ def request_changes(
         step_run=run, feedback=body.feedback, by=signed_in_user(request)
     )
     return Status(201, decision)
+
+
+# The tracker (seed 002): what orchestrating agents recorded, and people's answers to blockers.
+
+TrackerCursor = Annotated[
+    int | None, Query(ge=1, le=MAX_ID, description="`next_cursor` of the previous page.")
+]
+PageLimit = Annotated[int, Query(ge=1, le=200)]
+WorkflowId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+@api.get(
+    "/tracker/workflows",
+    response={200: TrackedWorkflowPage, **READ_ERRORS},
+    tags=["tracker"],
+    auth=TokenAuth(VIEW),
+)
+def list_tracked_workflows(
+    request: HttpRequest,
+    filters: Annotated[TrackedWorkflowQuery, Query()],
+    cursor: TrackerCursor = None,
+    limit: PageLimit = 50,
+) -> dict[str, Any]:
+    """Tracked workflows, newest first, filtered; pages follow `next_cursor`."""
+    items, following = tracked_workflow_page(
+        filters=TrackedWorkflowFilter(
+            project_id=filters.project,
+            status=filters.status,
+            profile=filters.profile,
+            agent_id=filters.agent,
+        ),
+        limit=limit,
+        before=cursor,
+    )
+    return {"items": items, "next_cursor": following}
+
+
+@api.get(
+    "/tracker/workflows/{workflow_id}",
+    response={200: TrackedWorkflowDetailOut, **READ_ERRORS},
+    tags=["tracker"],
+    auth=TokenAuth(VIEW),
+)
+def get_tracked_workflow(request: HttpRequest, workflow_id: WorkflowId) -> TrackedWorkflow:
+    """One tracked workflow with its phases, latest progress and the sizes of its lists; the
+    lists (tasks, decisions, issues, milestones) are paged at their own paths."""
+    return tracked_workflow_detail(workflow_id=workflow_id)
+
+
+@api.get(
+    "/tracker/workflows/{workflow_id}/tasks",
+    response={200: TrackedTaskPage, **READ_ERRORS},
+    tags=["tracker"],
+    auth=TokenAuth(VIEW),
+)
+def list_tracked_tasks(
+    request: HttpRequest,
+    workflow_id: WorkflowId,
+    cursor: TrackerCursor = None,
+    limit: PageLimit = 50,
+) -> dict[str, Any]:
+    """The task tree: top-level tasks newest first, each with its sub-tasks nested, and each
+    task's files changed."""
+    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    items, following = task_tree_page(workflow=workflow, limit=limit, before=cursor)
+    return {"items": items, "next_cursor": following}
+
+
+@api.get(
+    "/tracker/workflows/{workflow_id}/decisions",
+    response={200: TrackedDecisionPage, **READ_ERRORS},
+    tags=["tracker"],
+    auth=TokenAuth(VIEW),
+)
+def list_tracked_decisions(
+    request: HttpRequest,
+    workflow_id: WorkflowId,
+    cursor: TrackerCursor = None,
+    limit: PageLimit = 50,
+) -> dict[str, Any]:
+    """The decisions the agents logged, newest first."""
+    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    items, following = log_page(workflow=workflow, model=Decision, limit=limit, before=cursor)
+    return {"items": items, "next_cursor": following}
+
+
+@api.get(
+    "/tracker/workflows/{workflow_id}/issues",
+    response={200: IssuePage, **READ_ERRORS},
+    tags=["tracker"],
+    auth=TokenAuth(VIEW),
+)
+def list_tracked_issues(
+    request: HttpRequest,
+    workflow_id: WorkflowId,
+    blockers: Annotated[
+        Literal["open", "resolved"] | None,
+        Query(description="Only blockers (issues needing a person): still open, or answered."),
+    ] = None,
+    cursor: TrackerCursor = None,
+    limit: PageLimit = 50,
+) -> dict[str, Any]:
+    """The issues the agents logged, newest first, with people's answers to blockers."""
+    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    items, following = issue_page(workflow=workflow, limit=limit, before=cursor, blockers=blockers)
+    return {"items": items, "next_cursor": following}
+
+
+@api.get(
+    "/tracker/workflows/{workflow_id}/milestones",
+    response={200: MilestonePage, **READ_ERRORS},
+    tags=["tracker"],
+    auth=TokenAuth(VIEW),
+)
+def list_tracked_milestones(
+    request: HttpRequest,
+    workflow_id: WorkflowId,
+    cursor: TrackerCursor = None,
+    limit: PageLimit = 50,
+) -> dict[str, Any]:
+    """The milestones the agents logged, newest first, with their progress."""
+    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    items, following = log_page(workflow=workflow, model=Milestone, limit=limit, before=cursor)
+    return {"items": items, "next_cursor": following}
+
+
+@api.post(
+    "/tracker/issues/{issue_id}/resolve",
+    response={201: IssueOut, **ACTION_ERRORS},
+    tags=["tracker"],
+    auth=TokenAuth(DECIDE),
+)
+def resolve_blocker(
+    request: HttpRequest, issue_id: Annotated[int, Path(ge=1, le=MAX_ID)], body: ResolveIn
+) -> Status[Issue]:
+    """Answer a blocker in writing, once (409 after that); the agent's next `get_context`
+    lists it among `resolved_blockers` with who and when."""
+    issue = blocker_resolve(
+        issue_id=issue_id, by=signed_in_user(request), resolution=body.resolution
+    )
+    return Status(201, issue)

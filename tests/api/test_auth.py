@@ -36,6 +36,13 @@ OPERATIONS = [
     ("post", "/api/sessions/deadbeef/abort", ABORT),
     ("post", "/api/sessions/deadbeef/steps/gather/override", DECIDE),
     ("post", "/api/sessions/deadbeef/steps/gather/request-changes", DECIDE),
+    ("get", "/api/tracker/workflows", VIEW),
+    ("get", "/api/tracker/workflows/1", VIEW),
+    ("get", "/api/tracker/workflows/1/tasks", VIEW),
+    ("get", "/api/tracker/workflows/1/decisions", VIEW),
+    ("get", "/api/tracker/workflows/1/issues", VIEW),
+    ("get", "/api/tracker/workflows/1/milestones", VIEW),
+    ("post", "/api/tracker/issues/1/resolve", DECIDE),
 ]
 ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE)
 

@@ -9,15 +9,16 @@ agent, start time), then the logs of those tasks; ``since`` applies to the logs'
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from workflows import limits
-from workflows.errors import InvalidInput
+from workflows.errors import InvalidInput, NotFound
 from workflows.models import Decision, Issue, Milestone, Phase, Project, Task, TrackedWorkflow
 from workflows.services.tracker import workflow_get
 
@@ -299,3 +300,153 @@ def workflow_metrics(*, workflow: TrackedWorkflow) -> dict[str, Any]:
         "total_tokens": (totals["tin"] or 0) + (totals["tout"] or 0),
         "files_changed": len(paths),
     }
+
+
+# --- The REST API's reads (seen by people, across projects): keyset pages on the id, newest
+# first, each page one query however many rows it holds.
+
+BLOCKER = Q(requires_human_review=True)
+
+
+@dataclass(frozen=True)
+class TrackedWorkflowFilter:
+    project_id: int | None = None
+    status: str | None = None
+    profile: str | None = None
+    agent_id: str | None = None
+
+
+def _keyset(
+    queryset: QuerySet[Any], limit: int, before: int | None
+) -> tuple[list[Any], int | None]:
+    """Up to ``limit`` rows with an id below ``before``, newest first, and the cursor of the
+    next page (``None`` on the last)."""
+    if before is not None:
+        queryset = queryset.filter(pk__lt=before)
+    rows = list(queryset.order_by("-id")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].pk if more else None)
+
+
+def tracked_workflow_page(
+    *, filters: TrackedWorkflowFilter, limit: int, before: int | None = None
+) -> tuple[list[TrackedWorkflow], int | None]:
+    """One page of tracked workflows with their project and agent: one query."""
+    workflows = TrackedWorkflow.objects.select_related("project", "agent")
+    if filters.project_id is not None:
+        workflows = workflows.filter(project_id=filters.project_id)
+    if filters.status is not None:
+        workflows = workflows.filter(status=filters.status)
+    if filters.profile is not None:
+        workflows = workflows.filter(profile=filters.profile)
+    if filters.agent_id is not None:
+        workflows = workflows.filter(agent__agent_id=filters.agent_id)
+    return _keyset(workflows, limit, before)
+
+
+def tracked_workflow_detail(*, workflow_id: int) -> TrackedWorkflow:
+    """A workflow with the sizes of its lists, its latest reported progress and its phases
+    (each with its task counts): two queries. The lists themselves are paged apart."""
+
+    def count(model: type[Task] | type[Decision] | type[Issue] | type[Milestone], q: Q) -> Any:
+        rows = model.objects.filter(q, workflow=OuterRef("pk")).order_by().values("workflow")
+        return Subquery(rows.annotate(n=Count("pk")).values("n")[:1])
+
+    latest_progress = (
+        Milestone.objects.filter(workflow=OuterRef("pk"), progress__isnull=False)
+        .order_by("-id")
+        .values("progress")[:1]
+    )
+    done = [Task.Status.SUCCESS, Task.Status.PARTIAL_SUCCESS]
+    # Phases are few (numbers 1-100), so they come whole.
+    phases = Phase.objects.annotate(
+        n_total=Count("tasks"),
+        n_completed=Count("tasks", filter=Q(tasks__status__in=done)),
+        n_failed=Count("tasks", filter=Q(tasks__status=Task.Status.FAILED)),
+        n_running=Count("tasks", filter=Q(tasks__status=Task.Status.IN_PROGRESS)),
+    ).order_by("number")
+    workflow = (
+        TrackedWorkflow.objects.select_related("project", "agent")
+        .prefetch_related(Prefetch("phases", queryset=phases))
+        .annotate(
+            n_tasks=count(Task, Q()),
+            n_decisions=count(Decision, Q()),
+            n_issues=count(Issue, Q()),
+            n_open_blockers=count(Issue, BLOCKER & Q(resolved_at__isnull=True)),
+            n_milestones=count(Milestone, Q()),
+            latest_progress=Subquery(latest_progress),
+        )
+        .filter(pk=workflow_id)
+        .first()
+    )
+    if workflow is None:
+        raise NotFound(f"workflow {workflow_id}: no such tracked workflow")
+    return workflow
+
+
+def tracked_workflow_get(*, workflow_id: int) -> TrackedWorkflow:
+    workflow = TrackedWorkflow.objects.filter(pk=workflow_id).first()
+    if workflow is None:
+        raise NotFound(f"workflow {workflow_id}: no such tracked workflow")
+    return workflow
+
+
+@dataclass
+class TaskNode:
+    """A task and its sub-tasks; reads as the task itself (for the API's schemas)."""
+
+    task: Task
+    subtasks: list[TaskNode]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "task":  # not yet set (copying): no recursion
+            raise AttributeError(name)
+        return getattr(self.task, name)
+
+
+def task_tree_page(
+    *, workflow: TrackedWorkflow, limit: int, before: int | None = None
+) -> tuple[list[TaskNode], int | None]:
+    """One page of the workflow's top-level tasks, newest first, each with its sub-tasks
+    nested (oldest first): one query for the page, then one per level of nesting, however
+    many tasks each level holds."""
+    tasks = Task.objects.filter(workflow=workflow).select_related("phase", "agent")
+    roots, following = _keyset(tasks.filter(parent__isnull=True), limit, before)
+    level = [TaskNode(task, []) for task in roots]
+    top = level
+    while level:
+        by_id = {node.task.pk: node for node in level}
+        children = tasks.filter(parent_id__in=list(by_id)).order_by("id")
+        level = []
+        for child in children:
+            node = TaskNode(child, [])
+            # A child always has a parent on the level above (parents are created first).
+            by_id[child.parent_id or 0].subtasks.append(node)
+            level.append(node)
+    return top, following
+
+
+def log_page(
+    *,
+    workflow: TrackedWorkflow,
+    model: type[Decision] | type[Milestone],
+    limit: int,
+    before: int | None = None,
+) -> tuple[list[Any], int | None]:
+    """One page of a workflow's decisions or milestones with their task: one query."""
+    rows = model.objects.filter(workflow=workflow).select_related("task__agent")
+    return _keyset(rows, limit, before)
+
+
+def issue_page(
+    *, workflow: TrackedWorkflow, limit: int, before: int | None = None, blockers: str | None = None
+) -> tuple[list[Issue], int | None]:
+    """One page of a workflow's issues with their task and who resolved them: one query.
+    ``blockers`` narrows them to the blockers still ``open`` or already ``resolved``."""
+    rows = Issue.objects.filter(workflow=workflow).select_related("task__agent", "resolved_by")
+    if blockers == "open":
+        rows = rows.filter(BLOCKER, resolved_at__isnull=True)
+    elif blockers == "resolved":
+        rows = rows.filter(BLOCKER, resolved_at__isnull=False)
+    return _keyset(rows, limit, before)
