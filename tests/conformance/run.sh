@@ -186,7 +186,7 @@ cd "$ROOT"
 env -u DATABASE_URL -u DEEPWORK_MCP_TOKEN -u DEEPWORK_AGENT_ID \
     DEEPWORK_VAR_DIR="$WORK/var" \
     "$PY" manage.py mcpserve --path "$PROJECT" --transport http \
-    --port "$SERVER_PORT" --token "$TOKEN" >"$WORK/server.log" 2>&1 &
+    --port "$SERVER_PORT" --token="$TOKEN" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 CONFORMANCE_PROXY_TOKEN="$TOKEN" \
     "$PY" "$HERE/auth_proxy.py" --port "$PROXY_PORT" --upstream-port "$SERVER_PORT" \
