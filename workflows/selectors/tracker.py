@@ -382,7 +382,7 @@ OPEN_BLOCKER = BLOCKER & Q(resolved_at__isnull=True)
 
 @dataclass(frozen=True)
 class TrackedWorkflowWindow:
-    workflows: list[TrackedWorkflow]
+    workflows: Sequence[TrackedWorkflow]
     newer: int | None  # pass as ``after`` for the page of newer workflows
     older: int | None  # pass as ``before`` for the page of older ones; None on the last
 
@@ -422,6 +422,14 @@ def tracked_workflow_window(
         workflows=rows,
         newer=None if newer is None else newer.pk,
         older=None if older is None else older.pk,
+    )
+
+
+def tracked_workflows_in_progress(*, limit: int) -> TrackedWorkflowWindow:
+    """The newest ``limit`` tracked workflows still in progress (the dashboard's overview,
+    beside the active session stacks): one query."""
+    return tracked_workflow_window(
+        filters=TrackedWorkflowFilter(status=TrackedWorkflow.Status.IN_PROGRESS), limit=limit
     )
 
 
@@ -495,13 +503,12 @@ def _nest(level: list[TaskNode], subtask_limit: int) -> None:
     sub-tasks costs no more than one with two."""
     while level:
         by_id = {node.task.pk: node for node in level}
-        siblings = {"partition_by": F("parent_id")}
         children = (
             _tree_tasks()
             .filter(parent_id__in=list(by_id))
             .annotate(
-                rank=Window(RowNumber(), order_by=F("id").asc(), **siblings),
-                n_siblings=Window(Count("id"), **siblings),
+                rank=Window(RowNumber(), partition_by=F("parent_id"), order_by=F("id").asc()),
+                n_siblings=Window(Count("id"), partition_by=F("parent_id")),
             )
             .filter(rank__lte=subtask_limit)
             .order_by("parent_id", "id")
