@@ -33,6 +33,7 @@ from workflows.selectors.tracker import (
     TrackedWorkflowFilter,
     issue_page,
     log_page,
+    task_subtree,
     task_tree_page,
     tracked_workflow_detail,
     tracked_workflow_window,
@@ -101,6 +102,10 @@ class WorkflowPagesForm(forms.Form):
     decisions = _cursor_field()
     milestones = _cursor_field()
     issues = _cursor_field()
+
+
+class SubtaskPageForm(forms.Form):
+    after = _cursor_field()
 
 
 class ResolveForm(forms.Form):
@@ -203,6 +208,34 @@ def tracked_workflow(request: HttpRequest, workflow_id: int) -> HttpResponse:
         {"view": view, "form": form},
         live_after=live_after,
         project_id=workflow.project_id,
+    )
+
+
+@require_safe
+@watcher_required
+def tracked_task(request: HttpRequest, workflow_id: int, task_id: int) -> HttpResponse:
+    """One task with its sub-tasks page by page (oldest first), for a task with more than
+    the workflow page shows."""
+    live_after = newest_event_id()
+    form = SubtaskPageForm(request.GET)
+    form.is_valid()  # a bad cursor is shown and the first page is shown
+    if workflow_id > MAX_ID or task_id > MAX_ID:
+        raise Http404("no such task")
+    try:
+        node = task_subtree(
+            workflow_id=workflow_id,
+            task_id=task_id,
+            limit=SUBTASKS_PER_TASK,
+            after=getattr(form, "cleaned_data", {}).get("after"),
+        )
+    except NotFound as exc:
+        raise Http404(str(exc)) from None
+    return _live_page(
+        request,
+        "tracker_subtasks",
+        {"node": node, "form": form},
+        live_after=live_after,
+        project_id=node.task.project_id,
     )
 
 

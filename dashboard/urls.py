@@ -32,6 +32,11 @@ urlpatterns += [
     path("tracker/", tracker_views.tracked_workflows, name="tracker_workflows"),
     path("tracker/<int:workflow_id>/", tracker_views.tracked_workflow, name="tracker_workflow"),
     path(
+        "tracker/<int:workflow_id>/tasks/<int:task_id>/",
+        tracker_views.tracked_task,
+        name="tracker_task",
+    ),
+    path(
         "tracker/<int:workflow_id>/blockers/<int:issue_id>/resolve/",
         tracker_views.tracked_blocker_resolve,
         name="tracker_resolve",

@@ -296,17 +296,79 @@ def test_each_list_of_the_workflow_page_pages_on_its_own(watching, project, agen
     assert rows(html, "task", "data-task-id") == [str(tasks[2].pk), str(tasks[1].pk)]
 
 
-def test_subtasks_beyond_the_first_page_are_counted(watching, project, agent, monkeypatch):
+def test_subtasks_beyond_the_first_page_continue_on_the_task_page(
+    watching, project, agent, monkeypatch
+):
     from dashboard import tracker_views
 
     monkeypatch.setattr(tracker_views, "SUBTASKS_PER_TASK", 2)
     workflow = begin(project, agent)
     parent = task(project, agent, workflow, "parent")
-    for n in range(3):
-        task(project, agent, workflow, f"c{n}", parent_task_id=str(parent.pk))
+    children = [
+        task(project, agent, workflow, f"c{n}", parent_task_id=str(parent.pk)).pk for n in range(5)
+    ]
+    leaves = [
+        task(project, agent, workflow, f"leaf{n}", parent_task_id=str(children[2])).pk
+        for n in range(3)
+    ]
     html = watching.get(f"/tracker/{workflow.pk}/").content.decode()
-    assert len(tagged(html, "task")) == 3
-    assert "2 of 3 sub-tasks shown" in html_lib.unescape(tagged_text(html, "more-subtasks"))
+    assert rows(html, "task", "data-task-id") == [str(i) for i in [parent.pk, *children[:2]]]
+    assert "5 sub-tasks in all" in html_lib.unescape(tagged_text(html, "more-subtasks"))
+    link = attr(tagged(html, "more-subtasks-link")[0], "href").replace("&amp;", "&")
+    assert link == f"/tracker/{workflow.pk}/tasks/{parent.pk}/?after={children[1]}"
+
+    # The task page goes on from there, each sub-task with the first of its own.
+    html = watching.get(link).content.decode()
+    assert rows(html, "task", "data-task-id") == [
+        str(i) for i in [parent.pk, children[2], *leaves[:2], children[3]]
+    ]
+    links = [attr(t, "href").replace("&amp;", "&") for t in tagged(html, "more-subtasks-link")]
+    assert links == [
+        f"/tracker/{workflow.pk}/tasks/{children[2]}/?after={leaves[1]}",
+        f"/tracker/{workflow.pk}/tasks/{parent.pk}/?after={children[3]}",
+    ]
+    html = watching.get(links[1]).content.decode()
+    assert rows(html, "task", "data-task-id") == [str(parent.pk), str(children[4])]
+    assert not tagged(html, "more-subtasks-link")
+    html = watching.get(links[0]).content.decode()
+    assert rows(html, "task", "data-task-id") == [str(children[2]), str(leaves[2])]
+
+    # A bad cursor is shown and the first page is shown; another workflow's task is not here.
+    html = watching.get(f"/tracker/{workflow.pk}/tasks/{parent.pk}/?after=x").content.decode()
+    assert "after: Enter a whole number." in filter_errors(html)
+    assert rows(html, "task", "data-task-id")[:3] == [str(parent.pk), *map(str, children[:2])]
+    other = begin(project, agent, "other")
+    assert watching.get(f"/tracker/{other.pk}/tasks/{parent.pk}/").status_code == 404
+    assert watching.get(f"/tracker/{workflow.pk}/tasks/{leaves[2] + 100}/").status_code == 404
+    assert watching.get(f"/tracker/{workflow.pk}/tasks/{2**64}/").status_code == 404
+
+
+def test_task_page_query_count_is_constant(
+    watching, project, agent, django_assert_num_queries, monkeypatch
+):
+    from dashboard import tracker_views
+
+    monkeypatch.setattr(tracker_views, "SUBTASKS_PER_TASK", 20)
+    workflow = begin(project, agent)
+    parent = task(project, agent, workflow, "parent")
+    url = f"/tracker/{workflow.pk}/tasks/{parent.pk}/"
+
+    def grow(count: int) -> None:
+        for n in range(count):
+            child = task(project, agent, workflow, f"c{n}", parent_task_id=str(parent.pk))
+            task(project, agent, workflow, f"l{n}", parent_task_id=str(child.pk))
+
+    grow(2)
+    # auth, newest event id, the task with its workflow, its sub-task page, their number,
+    # each level below them (leaves, the empty level below)
+    expected = AUTH + LIVE_AFTER + 3 + 2
+    with django_assert_num_queries(expected):
+        assert len(tagged(watching.get(url).content.decode(), "task")) == 1 + 2 * 2
+    grow(30)
+    with django_assert_num_queries(expected):
+        html = watching.get(url).content.decode()
+    assert len(tagged(html, "task")) == 1 + 20 * 2
+    assert tagged(html, "more-subtasks-link")
 
 
 @pytest.mark.parametrize("path", ["/tracker/424242/", f"/tracker/{2**64}/", "/tracker/abc/"])
@@ -415,16 +477,20 @@ def test_resolving_refuses_what_is_no_blocker_of_this_workflow(deciding, project
 def test_access_to_the_tracker_pages(client, watching, nobody, project, agent):
     workflow = begin(project, agent)
     issue = blocker(project, agent, task(project, agent, workflow))
-    pages = ["/tracker/", f"/tracker/{workflow.pk}/"]
+    pages = [
+        "/tracker/",
+        f"/tracker/{workflow.pk}/",
+        f"/tracker/{workflow.pk}/tasks/{issue.task_id}/",
+    ]
     resolve = f"/tracker/{workflow.pk}/blockers/{issue.pk}/resolve/"
-    for url in pages:
+    for n, url in enumerate(pages):
         for headers in ({}, {"X-Live-Fragment": "1"}):
             response = client.get(url, headers=headers)
             assert response.status_code == 302
             assert response["Location"].startswith("/login/?next=")
             assert "X-Live-Fragment" not in response
         assert client_for(nobody).get(url).status_code == 403
-        only_view = make_user(username=f"solo{len(url)}", perms=("workflows.view_workflowsession",))
+        only_view = make_user(username=f"solo{n}", perms=("workflows.view_workflowsession",))
         assert client_for(only_view).get(url).status_code == 200
     assert client.post(resolve, {"resolution": "r"}).status_code == 302
     assert client_for(nobody).post(resolve, {"resolution": "r"}).status_code == 403

@@ -560,6 +560,27 @@ def subtask_page(
     return nodes, (rows[-1].pk if more else None)
 
 
+def task_subtree(
+    *, workflow_id: int, task_id: int, limit: int, after: int | None = None
+) -> TaskNode:
+    """One task of a workflow with a page of its sub-tasks (``subtask_page``), their number
+    and the cursor of the next page: three queries, then one per level of nesting."""
+    task = (
+        Task.objects.select_related("workflow", "phase", "agent")
+        .filter(pk=task_id, workflow_id=workflow_id)
+        .first()
+    )
+    if task is None:
+        raise NotFound(f"task {task_id}: no such task in workflow {workflow_id}")
+    children, following = subtask_page(task=task, limit=limit, after=after, subtask_limit=limit)
+    return TaskNode(
+        task,
+        children,
+        subtasks_count=Task.objects.filter(parent=task).count(),
+        subtasks_next_cursor=following,
+    )
+
+
 def task_get_by_id(*, task_id: int) -> Task:
     task = Task.objects.filter(pk=task_id).first()
     if task is None:
