@@ -20,9 +20,10 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from dashboard.forms import MAX_ID, MAX_TEXT
+from dashboard.forms import MAX_ID
 from dashboard.views import DECIDE_PERMISSION, _live_page, _require, watcher_required
 from deepwork_site.auth import signed_in_user
+from workflows import limits
 from workflows.errors import NotFound, WorkflowError
 from workflows.models import Decision, Issue, Milestone, Phase, TrackedWorkflow
 from workflows.selectors.catalog import project_list
@@ -109,8 +110,12 @@ class SubtaskPageForm(forms.Form):
 
 
 class ResolveForm(forms.Form):
+    # The service's limit, so the page and REST accept the same answers; it also checks the
+    # characters, once more inside its transaction.
     resolution = forms.CharField(
-        strip=True, max_length=MAX_TEXT, error_messages={"required": RESOLUTION_REQUIRED}
+        strip=True,
+        max_length=limits.TRACKER_TEXT.max_chars,
+        error_messages={"required": RESOLUTION_REQUIRED},
     )
 
 

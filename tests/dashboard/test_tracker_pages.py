@@ -425,15 +425,26 @@ def test_a_decider_resolves_a_blocker_and_the_agent_sees_who_and_when(decider, p
     assert Event.objects.filter(kind="issue:updated").count() == 1
 
 
-@pytest.mark.parametrize("resolution", ["", "   \n\t  ", None])
-def test_an_empty_resolution_is_refused_and_changes_nothing(deciding, project, agent, resolution):
+@pytest.mark.parametrize(
+    ("resolution", "message"),
+    [
+        ("", "A written resolution is required"),
+        ("   \n\t  ", "A written resolution is required"),
+        (None, "A written resolution is required"),
+        ("use\x00this", "resolution: Null characters are not allowed."),
+        ("use\x07this", "resolution contains the control character U+0007 at position 3"),
+    ],
+)
+def test_an_empty_or_bad_resolution_is_refused_and_changes_nothing(
+    deciding, project, agent, resolution, message
+):
     workflow = begin(project, agent)
     issue = blocker(project, agent, task(project, agent, workflow))
     data = {} if resolution is None else {"resolution": resolution}
     response = deciding.post(f"/tracker/{workflow.pk}/blockers/{issue.pk}/resolve/", data)
     assert response.status_code == 302
     page = flashes(deciding, f"/tracker/{workflow.pk}/")
-    assert "A written resolution is required" in page
+    assert message in page
     assert rows(page, "blocker", "data-issue-id") == [str(issue.pk)]
     issue.refresh_from_db()
     assert (issue.human_resolution, issue.resolved_by, issue.resolved_at) == ("", None, None)
