@@ -24,12 +24,12 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, ValidationError
 
 logger = logging.getLogger("deepwork.workflow_tools")
 
@@ -277,6 +277,20 @@ def parse_published(payload: Any, *, label: str) -> list[PublishedWorkflow]:
             )
         )
     return found
+
+
+def _path(error: ValidationError) -> str:
+    return "$" + "".join(
+        f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path
+    )
+
+
+def arguments_refusal(tool_name: str, errors: Iterable[ValidationError]) -> str:
+    """The error text of arguments that break the schema: each path and rule broken."""
+    found = sorted(errors, key=lambda e: (list(map(str, e.absolute_path)), e.validator))
+    shown = "; ".join(f"at {_path(e)}: {e.message} (rule '{e.validator}')" for e in found[:5])
+    more = f"; and {len(found) - 5} more" if len(found) > 5 else ""
+    return f"Invalid arguments for {tool_name}: {shown}{more}"
 
 
 # --- A remote source: another server's REST list -------------------------------------------

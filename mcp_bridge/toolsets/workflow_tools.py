@@ -20,7 +20,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -32,7 +32,6 @@ from fastmcp.server.providers import Provider
 from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 from fastmcp.utilities.versions import VersionSpec
-from jsonschema.exceptions import ValidationError
 from jsonschema.validators import validator_for
 from mcp.types import ToolAnnotations, ToolListChangedNotification
 from pydantic import Field, PrivateAttr
@@ -55,6 +54,7 @@ from workflows.workflow_sources import (
     RunStatus,
     SourceError,
     WorkflowSource,
+    arguments_refusal,
 )
 
 logger = logging.getLogger("deepwork.workflow_tools")
@@ -115,20 +115,6 @@ class Settings:
 # --- Arguments ---------------------------------------------------------------------------------
 
 
-def _path(error: ValidationError) -> str:
-    return "$" + "".join(
-        f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path
-    )
-
-
-def refusal(tool_name: str, errors: Iterable[ValidationError]) -> str:
-    """The error text of arguments that break the schema: each path and rule broken."""
-    found = sorted(errors, key=lambda e: (list(map(str, e.absolute_path)), e.validator))
-    shown = "; ".join(f"at {_path(e)}: {e.message} (rule '{e.validator}')" for e in found[:5])
-    more = f"; and {len(found) - 5} more" if len(found) > 5 else ""
-    return f"Invalid arguments for {tool_name}: {shown}{more}"
-
-
 class WorkflowTool(Tool):
     """A published workflow as a tool; ``run`` validates, then hands over to the provider."""
 
@@ -143,7 +129,7 @@ class WorkflowTool(Tool):
             self._validator = validator_for(schema)(schema)
         errors = list(self._validator.iter_errors(arguments))
         if errors:
-            raise ToolError(refusal(self.name, errors))
+            raise ToolError(arguments_refusal(self.name, errors))
 
     async def run(self, arguments: dict[str, Any]) -> ToolResult:
         self.validate_arguments(arguments)
