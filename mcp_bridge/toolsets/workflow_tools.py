@@ -36,7 +36,7 @@ from jsonschema.validators import validator_for
 from mcp.types import ToolAnnotations, ToolListChangedNotification
 from pydantic import Field, PrivateAttr
 
-from mcp_bridge.runner import tool
+from mcp_bridge.runner import client_connection, tool
 from mcp_bridge.state import ServerState, log_call
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
@@ -322,9 +322,9 @@ class WorkflowToolsProvider(Provider):
     def _remember_session(self) -> None:
         """Keep the calling session of a handshake-era client, to push list changes to it."""
         with suppress(RuntimeError, LookupError):
-            ctx = get_context()
-            if ctx.request_context is not None and not ctx._is_modern_protocol():
-                self._sessions.add(ctx.session)
+            connection = client_connection(get_context())
+            if connection is not None:
+                self._sessions.add(connection)
 
     async def _list_tools(self) -> Sequence[Tool]:
         self._remember_session()
