@@ -146,7 +146,7 @@ def describe(workflow: PublishedWorkflow, source: WorkflowSource, timeout: float
     elif workflow.execution_type == "sync":
         how = (
             f"Runs the workflow at {source.label} and answers its result when it is done "
-            f"(at most {timeout:.0f} s), with progress notifications."
+            f"(at most {timeout:g} s), with progress notifications."
         )
     else:
         how = (
@@ -461,7 +461,7 @@ class WorkflowToolsProvider(Provider):
             outcome = await self._cancel_quietly(source, remote_id, "timed out")
             raise ToolError(
                 f"Workflow {workflow.id} (run {run_id}) did not finish within "
-                f"{self.settings.run_timeout:.0f} s; {outcome}"
+                f"{self.settings.run_timeout:g} s; {outcome}"
             ) from None
         except asyncio.CancelledError:
             await asyncio.shield(self._cancel_quietly(source, remote_id, "the call was cancelled"))
