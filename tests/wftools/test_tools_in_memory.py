@@ -219,3 +219,52 @@ async def test_refresh_reports_changes_and_filters_apply_on_next_listing(server,
         )
         names = {tool.name for tool in await client.list_tools()}
         assert {n for n in names if n.startswith("workflow_")} == {"workflow_fresh_only"}
+
+
+def test_a_steady_listing_costs_one_query_for_2_or_20_workflows(project_dir):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries(jobs: int) -> int:
+        root = project_dir.parent / f"p{jobs}"
+        (root / ".deepwork" / "jobs").mkdir(parents=True)
+        for index in range(jobs):
+            name = f"job{index}"
+            write_job(
+                root, name, NESTED_JOB.replace("name: nested", f"name: {name}"), ["first", "second"]
+            )
+        provider = create_server(root, toolsets=["workflow-tools"]).workflow_tools
+        provider._build()
+        with CaptureQueriesContext(connection) as captured:
+            snapshot = provider._build()
+        assert len(snapshot.tools) == jobs + 2  # and the two standard workflows
+        return len(captured)
+
+    assert queries(2) == queries(20) == 1  # the filters; names and catalog are remembered
+
+
+async def test_the_switch_turns_the_workflow_tools_off(demo_project, monkeypatch):
+    monkeypatch.setenv("DEEPWORK_WORKFLOW_TOOLS_ENABLED", "false")
+    async with Client(create_server(demo_project, toolsets=["workflow-tools"])) as client:
+        names = {tool.name for tool in await client.list_tools()}
+    assert names == {"refresh_workflow_tools", "get_workflow_status", "cancel_workflow_run"}
+
+
+@pytest.mark.parametrize(
+    ("name", "workflow_id", "expected"),
+    [
+        ("Data analysis!!", "7", ["workflow_data_analysis", "workflow_data_analysis_7"]),
+        ("Café / été", "x.y", ["workflow_caf_t", "workflow_caf_t_x_y"]),
+        ("???", "Report-2", ["workflow_report-2", "workflow_report-2_report-2"]),
+        ("a" * 300, "id", ["workflow_" + "a" * 55, "workflow_" + "a" * 52 + "_id"]),
+    ],
+)
+def test_names_are_safe_and_collisions_add_the_id(name, workflow_id, expected):
+    import re
+
+    from workflows.services.workflow_tools import tool_name_candidates
+
+    found = tool_name_candidates(key=f"remote-x:{workflow_id}", name=name, workflow_id=workflow_id)
+    assert found[:2] == expected
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", candidate) for candidate in found)
+    assert len(set(found)) == len(found)
