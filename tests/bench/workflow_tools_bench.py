@@ -6,7 +6,7 @@ Two ``mcpserve`` stdio processes on one project whose five jobs hold 200 workflo
 
 - ``static``: ``--toolsets deepwork`` (the eight static tools);
 - ``workflow-tools``: ``--toolsets deepwork,workflow-tools`` (those, three more and one tool per
-  workflow: 1,011 tools).
+  workflow: 1,013 tools with the standard jobs' two).
 
 Each is listed ``--runs`` times after a warm-up (the first listing syncs the catalog and
 chooses the 1,000 names), interleaved, by the same client on the handshake era (no client-side
