@@ -87,12 +87,16 @@ class PublishedWorkflow:
 @dataclass(frozen=True)
 class RunStarted:
     """A run begun at its source. ``result`` is what the start answered (for a DeepWork
-    workflow: the first step, as ``start_workflow`` answers)."""
+    workflow: the first step, as ``start_workflow`` answers). ``answer``, when set, is the
+    tool's whole answer as the source's own dialect words it (a DeepWork workflow's tool
+    answers exactly as ``start_workflow``); otherwise the tool answers ``{run_id,
+    workflow_id, status, result}`` and follows a ``sync`` run to its end."""
 
     run_id: str
     workflow_id: str
     status: RunState
     result: Any = None
+    answer: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,17 +140,21 @@ class UnknownRun(SourceError):
 
 
 class WorkflowSource(Protocol):
-    """Where published workflows come from. ``key`` is stable for the source (it prefixes the
-    keys of its workflows' persisted tool names); ``label`` names it in messages.
+    """Where published workflows come from. ``key`` is stable for the source: it prefixes the
+    keys of its workflows' persisted tool names and the run ids its tools hand out
+    (``<key>:<run id>``; the DeepWork source's run ids, session ids, go bare). ``label`` names
+    it in messages. ``local`` sources read and write this server's database: their calls run
+    in the database thread (retried while it is busy); the others run in a worker thread.
 
     ``workflows`` answers from what the source last knew and never blocks on a network: a
-    source that fetches does so in ``refresh``. All calls are sync (run them off the event
-    loop); ``start``, ``status`` and ``cancel`` raise ``SourceError`` subclasses or
-    ``workflows.errors.WorkflowError``.
+    source that fetches does so in ``refresh``. All calls are sync; ``start``, ``status`` and
+    ``cancel`` raise ``SourceError`` subclasses or ``workflows.errors.WorkflowError``.
+    ``agent_id`` is the calling agent; ``cancel``'s ``by`` the person cancelling, if any.
     """
 
     key: str
     label: str
+    local: bool
 
     def workflows(self) -> Sequence[PublishedWorkflow]: ...
 
@@ -158,7 +166,7 @@ class WorkflowSource(Protocol):
 
     def status(self, *, run_id: str) -> RunStatus: ...
 
-    def cancel(self, *, run_id: str, reason: str) -> RunStatus: ...
+    def cancel(self, *, run_id: str, reason: str, by: Any = None) -> RunStatus: ...
 
 
 # --- Checking definitions from outside -------------------------------------------------------
@@ -344,6 +352,7 @@ class RemoteSource:
         self.token = token
         self.key = source_key(self.url)
         self.label = f"workflow source {self.url}"
+        self.local = False
         self.timeout = timeout
         self.poll_seconds = poll_seconds
         self._backoff = _Backoff(retry_first, retry_most)
@@ -416,7 +425,7 @@ class RemoteSource:
     def status(self, *, run_id: str) -> RunStatus:
         return self._run_status(self._request("GET", self._run_url(run_id)), run_id)
 
-    def cancel(self, *, run_id: str, reason: str) -> RunStatus:
+    def cancel(self, *, run_id: str, reason: str, by: Any = None) -> RunStatus:
         answer = self._request("POST", self._run_url(run_id) + "/cancel", {"reason": reason})
         return self._run_status(answer, run_id)
 
@@ -468,7 +477,12 @@ class RemoteSource:
 def _http_error(exc: urllib.error.HTTPError, label: str) -> SourceError:
     try:
         body = json.loads(exc.read(64 * 1024) or b"{}")
-        message = body.get("message") if isinstance(body, dict) else None
+        # Ours is {"error": {"message": ...}}; others often answer {"message": ...}.
+        inner = body.get("error") if isinstance(body, dict) else None
+        found = inner if isinstance(inner, dict) else body
+        message = found.get("message") if isinstance(found, dict) else None
+        if not isinstance(message, str):
+            message = None
     except (ValueError, OSError):
         message = None
     detail = f"{label} answered {exc.code}" + (f": {message}" if message else "")

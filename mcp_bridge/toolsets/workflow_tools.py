@@ -23,7 +23,7 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
@@ -40,7 +40,11 @@ from mcp_bridge.runner import client_connection, tool
 from mcp_bridge.state import ServerState, log_call
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
-from workflows.selectors.workflow_tools import filters_pass, workflow_tool_filters
+from workflows.selectors.workflow_tools import (
+    DEEPWORK_SOURCE_KEY,
+    filters_pass,
+    workflow_tool_filters,
+)
 from workflows.services.workflow_tools import (
     DeepWorkSource,
     workflow_key,
@@ -58,6 +62,8 @@ from workflows.workflow_sources import (
 )
 
 logger = logging.getLogger("deepwork.workflow_tools")
+
+T = TypeVar("T")
 
 TOOL_NAMES = ("refresh_workflow_tools", "get_workflow_status", "cancel_workflow_run")
 LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
@@ -78,6 +84,7 @@ ENABLED_ENV = "DEEPWORK_WORKFLOW_TOOLS_ENABLED"
 POLL_ENV = "DEEPWORK_WORKFLOW_TOOLS_POLL_SECONDS"
 CACHE_TTL_ENV = "DEEPWORK_WORKFLOW_TOOLS_CACHE_TTL"
 TIMEOUT_ENV = "DEEPWORK_WORKFLOW_TOOLS_TIMEOUT"
+SOURCE_POLL_ENV = "DEEPWORK_WORKFLOW_SOURCE_POLL_SECONDS"
 SOURCE_URL_ENV = "DEEPWORK_WORKFLOW_SOURCE"
 SOURCE_TOKEN_ENV = "DEEPWORK_WORKFLOW_SOURCE_TOKEN"
 
@@ -101,6 +108,7 @@ class Settings:
     enabled: bool = True
     poll_seconds: float = 2.0
     run_timeout: float = 300.0
+    source_poll_seconds: float = 30.0
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -109,6 +117,7 @@ class Settings:
             not in ("0", "false", "no", "off"),
             poll_seconds=_env_float(POLL_ENV, 2.0),
             run_timeout=_env_float(TIMEOUT_ENV, 300.0),
+            source_poll_seconds=_env_float(SOURCE_POLL_ENV, 30.0),
         )
 
 
@@ -138,7 +147,7 @@ class WorkflowTool(Tool):
 
 
 def describe(workflow: PublishedWorkflow, source: WorkflowSource, timeout: float) -> str:
-    if isinstance(source, DeepWorkSource):
+    if source.key == DEEPWORK_SOURCE_KEY:
         how = (
             "Starts this DeepWork workflow for you and answers its first step, as "
             "start_workflow does; continue with finished_step."
@@ -215,13 +224,17 @@ class WorkflowToolsProvider(Provider):
         prefix, sep, rest = run_id.partition(":")
         if sep:
             for source in self.sources:
-                if source.key == prefix and not isinstance(source, DeepWorkSource):
+                if source.key == prefix and source.key != DEEPWORK_SOURCE_KEY:
                     return source, rest
             raise ToolError(f"Unknown run id '{run_id}': no configured source is named {prefix!r}")
         for source in self.sources:
-            if isinstance(source, DeepWorkSource):
+            if source.key == DEEPWORK_SOURCE_KEY:
                 return source, run_id
         raise ToolError(f"Unknown run id '{run_id}'")
+
+    @staticmethod
+    def public_run_id(source: WorkflowSource, run_id: str) -> str:
+        return run_id if source.key == DEEPWORK_SOURCE_KEY else f"{source.key}:{run_id}"
 
     def _build(self) -> Snapshot:
         """The tools as the sources list them now (in the database thread)."""
@@ -387,7 +400,7 @@ class WorkflowToolsProvider(Provider):
         while True:
             try:
                 for source in self.sources:
-                    if isinstance(source, RemoteSource) and source.due(time.monotonic()):
+                    if not source.local:  # a network source fetches when due (backoff)
                         await asyncio.to_thread(source.refresh, force=False)
                 if self.settings.enabled and (self._sessions or self._announced is not None):
                     await self.snapshot()
@@ -403,39 +416,36 @@ class WorkflowToolsProvider(Provider):
         self._remember_session()
         source, workflow = wf_tool._source, wf_tool._workflow
         state = self.state
-        if isinstance(source, DeepWorkSource):
-            try:
-                started = await db_sync_to_async(
-                    retrying_when_busy(
-                        lambda: source.start(
-                            workflow=workflow, arguments=arguments, agent_id=state.agent().agent_id
-                        )
-                    )
-                )()
-            except WorkflowError as exc:
-                log_call(state, wf_tool.name, {"workflow_id": workflow.id})
-                raise ToolError(f"Error calling tool '{wf_tool.name}': {exc}") from None
-            except DatabaseBusy:
-                raise ToolError(f"Error calling tool '{wf_tool.name}': {BUSY_MESSAGE}") from None
-            log_call(state, wf_tool.name, {"workflow_id": workflow.id}, started.result.stack)
-            return ToolResult(structured_content=started.result.model_dump(mode="json"))
-        agent_id = (await db_sync_to_async(state.agent)()).agent_id
+        params = {"workflow_id": workflow.id}
         try:
-            started_remote = await asyncio.to_thread(
-                source.start, workflow=workflow, arguments=arguments, agent_id=agent_id
+            agent_id = (await db_sync_to_async(state.agent)()).agent_id
+            started = await source_call(
+                source,
+                lambda: source.start(workflow=workflow, arguments=arguments, agent_id=agent_id),
             )
+        except WorkflowError as exc:
+            log_call(state, wf_tool.name, params)
+            raise ToolError(f"Error calling tool '{wf_tool.name}': {exc}") from None
+        except DatabaseBusy:
+            log_call(state, wf_tool.name, params)
+            raise ToolError(f"Error calling tool '{wf_tool.name}': {BUSY_MESSAGE}") from None
         except SourceError as exc:
+            log_call(state, wf_tool.name, params)
             raise ToolError(f"Workflow {workflow.id} could not be started: {exc}") from None
-        run_id = f"{source.key}:{started_remote.run_id}"
-        answer = {
-            "run_id": run_id,
-            "workflow_id": workflow.id,
-            "status": started_remote.status,
-            "result": started_remote.result,
-        }
-        if workflow.execution_type == "async" or started_remote.status in TERMINAL:
-            return ToolResult(structured_content=answer)
-        return await self._follow(source, workflow, run_id, started_remote.run_id)
+        log_call(state, wf_tool.name, params, getattr(started.result, "stack", None))
+        if started.answer is not None:
+            return ToolResult(structured_content=dict(started.answer))
+        run_id = self.public_run_id(source, started.run_id)
+        if workflow.execution_type == "async" or started.status in TERMINAL:
+            return ToolResult(
+                structured_content={
+                    "run_id": run_id,
+                    "workflow_id": workflow.id,
+                    "status": started.status,
+                    "result": started.result,
+                }
+            )
+        return await self._follow(source, workflow, run_id, started.run_id)
 
     async def _follow(
         self, source: WorkflowSource, workflow: PublishedWorkflow, run_id: str, remote_id: str
@@ -446,7 +456,7 @@ class WorkflowToolsProvider(Provider):
         pause = 0.2
         try:
             while True:
-                status = await asyncio.to_thread(source.status, run_id=remote_id)
+                status = await source_call(source, lambda: source.status(run_id=remote_id))
                 progress = status.progress or {}
                 done, total = progress.get("completed_steps"), progress.get("total_steps")
                 if isinstance(done, int | float) and isinstance(total, int | float):
@@ -466,8 +476,10 @@ class WorkflowToolsProvider(Provider):
         except asyncio.CancelledError:
             await asyncio.shield(self._cancel_quietly(source, remote_id, "the call was cancelled"))
             raise
-        except SourceError as exc:
+        except (SourceError, WorkflowError) as exc:
             raise ToolError(f"Workflow {workflow.id} (run {run_id}): {exc}") from None
+        except DatabaseBusy:
+            raise ToolError(f"Workflow {workflow.id} (run {run_id}): {BUSY_MESSAGE}") from None
         wire = {**status.wire(), "run_id": run_id}
         if status.status != "COMPLETED":
             raise ToolError(
@@ -478,8 +490,8 @@ class WorkflowToolsProvider(Provider):
 
     async def _cancel_quietly(self, source: WorkflowSource, remote_id: str, why: str) -> str:
         try:
-            await asyncio.to_thread(source.cancel, run_id=remote_id, reason=why)
-        except SourceError as exc:
+            await source_call(source, lambda: source.cancel(run_id=remote_id, reason=why))
+        except (SourceError, WorkflowError, DatabaseBusy) as exc:
             return f"cancelling it at its source failed: {exc}"
         return "it was cancelled at its source"
 
@@ -524,7 +536,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     configs = list(getattr(state.config, "workflow_sources", ())) or remote_sources_from_env()
     for config in configs:
         sources.append(
-            RemoteSource(config.url, config.token, poll_seconds=max(settings.poll_seconds, 1.0))
+            RemoteSource(config.url, config.token, poll_seconds=settings.source_poll_seconds)
         )
     provider = WorkflowToolsProvider(state, sources, reserved=reserved_names(), settings=settings)
     mcp.add_provider(provider)
@@ -583,13 +595,19 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         return {**status.wire(), "run_id": run_id}
 
 
+async def source_call(source: WorkflowSource, call: Callable[[], T]) -> T:
+    """``call`` where its source's calls belong: the database thread (retried while the
+    database is busy) for a local source, a worker thread for one across the network."""
+    if source.local:
+        return await db_sync_to_async(retrying_when_busy(call))()
+    return await asyncio.to_thread(call)
+
+
 async def _status_call(
     source: WorkflowSource, call: Callable[[], RunStatus], run_id: str
 ) -> RunStatus:
     try:
-        if isinstance(source, DeepWorkSource):
-            return await db_sync_to_async(retrying_when_busy(call))()
-        return await asyncio.to_thread(call)
+        return await source_call(source, call)
     except NotSupported as exc:
         raise ToolError(
             f"Status and cancellation are not supported for run '{run_id}': {exc}"

@@ -141,6 +141,8 @@ def fake() -> Iterator[tuple[FakeSource, str]]:
             if self.path.endswith("/workflows"):
                 time.sleep(state.hang)
                 self._send(state.list_status, state.listing)
+            elif not state.statuses:
+                self._send(501, {"error": {"message": "runs are not tracked here"}})
             else:
                 self._send(200, state.statuses.pop(0))
 
@@ -261,3 +263,27 @@ async def test_a_sync_run_past_the_timeout_is_cancelled_at_its_source(
         result.content[0].text,
     ), result.content[0].text
     assert state.cancelled == ["timed out"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_status_a_source_cannot_report_is_not_supported(fake, project_dir):
+    state, url = fake
+    mcp = create_server(
+        project_dir, toolsets=["workflow-tools"], workflow_sources=[SourceConfig(url, "t")]
+    )
+    key = mcp.workflow_tools.sources[1].key
+    async with Client(mcp) as client:
+        result = await client.call_tool(
+            "get_workflow_status", {"run_id": f"{key}:r9"}, raise_on_error=False
+        )
+        unknown = await client.call_tool(
+            "get_workflow_status", {"run_id": "elsewhere:r9"}, raise_on_error=False
+        )
+    assert result.is_error
+    assert result.content[0].text == (
+        f"Status and cancellation are not supported for run '{key}:r9': workflow source "
+        f"{url} answered 501: runs are not tracked here"
+    )
+    assert unknown.content[0].text == (
+        "Unknown run id 'elsewhere:r9': no configured source is named 'elsewhere'"
+    )

@@ -120,6 +120,7 @@ class DeepWorkSource:
 
     key = DEEPWORK_SOURCE_KEY
     label = "DeepWork jobs"
+    local = True
 
     def __init__(
         self,
@@ -173,6 +174,7 @@ class DeepWorkSource:
             workflow_id=workflow.id,
             status="RUNNING",
             result=answer,
+            answer=answer.model_dump(mode="json"),
         )
 
     def status(self, *, run_id: str) -> RunStatus:
