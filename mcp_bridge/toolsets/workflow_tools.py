@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import os
 import time
 import weakref
@@ -264,9 +265,13 @@ class WorkflowToolsProvider(Provider):
             if built is None or built.listing is not listing:
                 self._built[source.key] = self._make(source, listing)
         rules = workflow_tool_filters()
-        signature = (rules, tuple(id(self._built[s.key].listing) for s in self.sources))
-        if self._filtered is not None and self._filtered[0] == signature:
-            return self._filtered[1]
+        # The listings themselves, compared by identity (an id() of a freed list could be
+        # reused by its successor).
+        current = tuple(self._built[s.key].listing for s in self.sources)
+        if self._filtered is not None:
+            (old_rules, old_listings), cached = self._filtered
+            if old_rules == rules and all(map(operator.is_, old_listings, current)):
+                return cached
         tools: list[WorkflowTool] = []
         by_name: dict[str, WorkflowTool] = {}
         fingerprints: dict[str, str] = {}
@@ -284,7 +289,7 @@ class WorkflowToolsProvider(Provider):
                 by_name[name] = wf_tool
                 fingerprints[name] = prints[name]
         snapshot = Snapshot(tools, by_name, fingerprints)
-        self._filtered = (signature, snapshot)
+        self._filtered = ((rules, current), snapshot)
         return snapshot
 
     def _make(self, source: WorkflowSource, listing: Sequence[PublishedWorkflow]) -> _Built:
@@ -402,7 +407,8 @@ class WorkflowToolsProvider(Provider):
                 for source in self.sources:
                     if not source.local:  # a network source fetches when due (backoff)
                         await asyncio.to_thread(source.refresh, force=False)
-                if self.settings.enabled and (self._sessions or self._announced is not None):
+                # Only connections that can be told need the watcher to look.
+                if self.settings.enabled and self._sessions:
                     await self.snapshot()
             except asyncio.CancelledError:
                 raise
