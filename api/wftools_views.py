@@ -9,9 +9,9 @@ from django.contrib.auth.models import User
 
 from api.errors import ApiError
 from api.wftools_schemas import RunStartIn
+from workflows.dialects.deepwork_source import DeepWorkSource
 from workflows.selectors.catalog import project_get
 from workflows.services.catalog import catalog_view
-from workflows.services.workflow_tools import DeepWorkSource
 from workflows.workflow_sources import PublishedWorkflow, arguments_refusal
 
 

@@ -5,7 +5,7 @@ A *source* lists its published workflows in the seed's list schema (``PublishedW
 ``id``, ``name``, ``description``, ``category``, ``version``, ``inputSchema``,
 ``executionType``, ``metadata``) and runs them (``start``, ``status``, ``cancel``). Every kind
 of workflow plugs in through ``WorkflowSource``: DeepWork job workflows of a project
-(``workflows.services.workflow_tools.DeepWorkSource``) and another server's REST list
+(``workflows.dialects.deepwork_source.DeepWorkSource``) and another server's REST list
 (``RemoteSource`` here); DAG workflows come next the same way.
 
 Everything that arrives from outside is checked here, entry by entry: a definition that

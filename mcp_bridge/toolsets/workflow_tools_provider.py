@@ -52,17 +52,14 @@ from mcp_bridge.toolsets.workflow_tools import (
     env_float,
 )
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
+from workflows.dialects.deepwork_source import DeepWorkSource
 from workflows.errors import WorkflowError
 from workflows.selectors.workflow_tools import (
     DEEPWORK_SOURCE_KEY,
     filters_pass,
     workflow_tool_filters,
 )
-from workflows.services.workflow_tools import (
-    DeepWorkSource,
-    workflow_key,
-    workflow_tool_names_assign,
-)
+from workflows.services.workflow_tools import workflow_key, workflow_tool_names_assign
 from workflows.workflow_sources import (
     TERMINAL,
     NotSupported,
