@@ -581,3 +581,72 @@ def resolve_blocker(
         issue_id=issue_id, by=signed_in_user(request), resolution=body.resolution
     )
     return Status(201, issue)
+
+
+# Published workflows (seed 003): the list another server's `mcpserve --workflow-source` reads,
+# and the runs it starts, follows and cancels.
+
+from api.wftools_schemas import (  # noqa: E402
+    PublishedWorkflowList,
+    RunCancelIn,
+    RunStartedOut,
+    RunStartIn,
+    RunStatusOut,
+)
+from api.wftools_views import published_list, run_cancel, run_start, run_status  # noqa: E402
+
+PUBLISHED = "/projects/{project_id}/published-workflows"
+ProjectId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+@api.get(
+    PUBLISHED,
+    response={200: PublishedWorkflowList, **READ_ERRORS, 409: ErrorOut},
+    tags=["published workflows"],
+    auth=TokenAuth(VIEW),
+)
+def list_published_workflows(request: HttpRequest, project_id: ProjectId) -> dict[str, Any]:
+    """The project's published workflows in seed 003's list schema: `{"count", "results"}`,
+    each `{id, name, description, category, version, inputSchema, executionType, metadata}`."""
+    return published_list(project_id=project_id)
+
+
+@api.post(
+    PUBLISHED + "/runs",
+    response={201: RunStartedOut, **ACTION_ERRORS},
+    tags=["published workflows"],
+    auth=TokenAuth(DRIVE),
+)
+def start_published_workflow(
+    request: HttpRequest, project_id: ProjectId, body: RunStartIn
+) -> Status[dict[str, Any]]:
+    """Start a published workflow with `input` (checked against its inputSchema; a refusal
+    names the path and the rule). A DeepWork workflow's run is a session on the agent's stack;
+    `result` is its first step, as `start_workflow` answers."""
+    user = signed_in_user(request)
+    return Status(201, run_start(project_id=project_id, body=body, user=user))
+
+
+@api.get(
+    PUBLISHED + "/runs/{run_id}",
+    response={200: RunStatusOut, **READ_ERRORS},
+    tags=["published workflows"],
+    auth=TokenAuth(VIEW),
+)
+def get_published_run(request: HttpRequest, project_id: ProjectId, run_id: Name) -> dict[str, Any]:
+    """A run's status: RUNNING, COMPLETED, FAILED or CANCELLED, with progress, result, error."""
+    return run_status(project_id=project_id, run_id=run_id)
+
+
+@api.post(
+    PUBLISHED + "/runs/{run_id}/cancel",
+    response={200: RunStatusOut, **ACTION_ERRORS},
+    tags=["published workflows"],
+    auth=TokenAuth(ABORT),
+)
+def cancel_published_run(
+    request: HttpRequest, project_id: ProjectId, run_id: Name, body: RunCancelIn
+) -> dict[str, Any]:
+    """Cancel a running run (a DeepWork session is aborted, recorded as yours)."""
+    user = signed_in_user(request)
+    return run_cancel(project_id=project_id, run_id=run_id, reason=body.reason, user=user)

@@ -32,6 +32,7 @@ def create_server(
     agent_id: str | None = None,
     auth: Any = None,
     toolsets: Sequence[str] = DEFAULT_TOOLSETS,
+    workflow_sources: Sequence[Any] = (),
 ) -> FastMCP:
     """Build the MCP server for one project folder, serving ``toolsets`` (default: deepwork).
 
@@ -55,8 +56,10 @@ def create_server(
             external_runner_cmd=external_runner_cmd,
             platform=platform,
             agent_id=agent_id,
+            workflow_sources=tuple(workflow_sources),
         )
     )
+    ttls = [mount.toolset.cache_ttl() for mount in mounts if mount.toolset.cache_ttl]
     instructions = "\n\n".join(
         mount.toolset.instructions for mount in mounts if mount.toolset.instructions
     )
@@ -66,6 +69,7 @@ def create_server(
         version=server_version(),
         auth=auth,
         mask_error_details=True,
+        cache_ttl=min(ttls) if ttls else None,
     )
     for mount in mounts:
         mount.toolset.register(mcp, state, mount.prefix)
