@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import deepreview, deepwork, tracker
+from mcp_bridge.toolsets import agents, deepreview, deepwork, tracker
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepreview.register)
 TRACKER = Toolset(
     "tracker", tracker.TOOL_NAMES, tracker.register, instructions=tracker.INSTRUCTIONS
 )
+AGENTS = Toolset("agents", agents.TOOL_NAMES, agents.register, instructions=agents.INSTRUCTIONS)
 
 # What each name on the command line serves, in order. DeepWork 0.9.1's wire carries the review
 # tools, so `deepwork` includes `deepreview`; `deepreview` alone serves only the review tools
@@ -42,6 +43,7 @@ TOOLSETS: dict[str, tuple[Toolset, ...]] = {
     "deepwork": (DEEPWORK, DEEPREVIEW),
     "deepreview": (DEEPREVIEW,),
     "tracker": (TRACKER,),
+    "agents": (AGENTS,),
 }
 DEFAULT_TOOLSETS = ("deepwork",)
 

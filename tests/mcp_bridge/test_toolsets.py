@@ -56,11 +56,11 @@ async def test_deepreview_alone_serves_only_the_review_tools(demo_project):
 
 
 def test_unknown_toolset_names_list_the_valid_ones(demo_project):
-    with pytest.raises(UnknownToolset, match=r"Unknown toolset 'agents'; choose from: deepwork"):
-        create_server(demo_project, toolsets=["agents"])
+    with pytest.raises(UnknownToolset, match=r"Unknown toolset 'nope'; choose from: deepwork"):
+        create_server(demo_project, toolsets=["nope"])
     with pytest.raises(
         UnknownToolset,
-        match=r"Unknown toolsets 'x', 'y'; choose from: deepwork, deepreview, tracker$",
+        match=r"Unknown toolsets 'x', 'y'; choose from: deepwork, deepreview, tracker, agents$",
     ):
         parse_toolsets("deepwork, x,y")
     assert parse_toolsets(" deepreview ,deepwork") == ("deepreview", "deepwork")
