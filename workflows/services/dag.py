@@ -437,16 +437,35 @@ def _choose(step: DagStep, agents: list[dict[str, Any]], registered: set[str]) -
     return min(fit, key=key)
 
 
-def _advance(session: WorkflowSession, *, sweep_lost: bool = False) -> Advance:
-    """One pass of the scheduler over a locked, running execution (inside its transaction)."""
+def _advance(
+    session: WorkflowSession, *, sweep_lost: bool = False, released: str | None = None
+) -> Advance:
+    """One pass of the scheduler over a locked, running execution (inside its transaction).
+
+    After a completion (``released``, the step just completed) only that step's dependents,
+    their dependencies and the steps already waiting for an agent are read, not every run.
+    """
     result = Advance(status=session.status)
     if session.status != RUNNING:
         return result
     now = timezone.now()
     shape = _shape(session.job_id, session.session_id)
+    partial = released is not None and not sweep_lost
+    runs_query = StepRun.objects.filter(session=session)
+    if partial:
+        assert released is not None
+        # The last step to complete is always one nothing depends on.
+        last = not shape.dependents[released]
+        if last and not runs_query.exclude(status=StepRun.Status.COMPLETED).exists():
+            _finish(session, now)
+            result.status = session.status
+            return result
+        candidates = set(shape.dependents[released])
+        wanted = candidates | {dep for c in candidates for dep in shape.steps[c].depends_on}
+        runs_query = runs_query.filter(Q(step_id__in=wanted) | Q(status=StepRun.Status.READY))
     runs: dict[str, tuple[int, str, int | None]] = {
         step_id: (pk, status, agent_pk)
-        for pk, step_id, status, agent_pk in StepRun.objects.filter(session=session).values_list(
+        for pk, step_id, status, agent_pk in runs_query.values_list(
             "pk", "step_id", "status", "assigned_agent_id"
         )
     }
@@ -484,14 +503,15 @@ def _advance(session: WorkflowSession, *, sweep_lost: bool = False) -> Advance:
                     ),
                 )
     done = {step_id for step_id, (_, status, _) in runs.items() if status == "completed"}
-    if len(done) == len(runs):
+    if not partial and len(done) == len(runs):
         _finish(session, now)
         result.status = session.status
         return result
     became_ready = [
         step_id
         for step_id in shape.order
-        if runs[step_id][1] == StepRun.Status.PENDING
+        if step_id in runs
+        and runs[step_id][1] == StepRun.Status.PENDING
         and all(dep in done for dep in shape.steps[step_id].depends_on)
     ]
     if became_ready:
@@ -500,7 +520,7 @@ def _advance(session: WorkflowSession, *, sweep_lost: bool = False) -> Advance:
         ).update(status=StepRun.Status.READY)
         for step_id in became_ready:
             runs[step_id] = (runs[step_id][0], StepRun.Status.READY, None)
-    ready = [s for s in shape.order if runs[s][1] == StepRun.Status.READY]
+    ready = [s for s in shape.order if s in runs and runs[s][1] == StepRun.Status.READY]
     if not ready:
         return result
     agents = _agents_for(session.project_id, now)
@@ -641,7 +661,7 @@ def dag_report_completion(
                 workflow_id=workflow_id, step_id=step_id, agent_id=agent_id
             ),
         )
-        advance = _advance(session)
+        advance = _advance(session, released=step_id)
     return Report(workflow_id, step_id, advance.status, advance)
 
 
