@@ -460,3 +460,81 @@ def test_summaries_and_details_take_a_constant_number_of_queries(proj):
     assert [s["status"] for s in two] == ["running", "running"]
     assert len(seven) == 8
     assert [p["step_count"] for p in selectors.dag_published(project=proj)] == [5] * 5 + [5]
+
+
+# --- People as agents --------------------------------------------------------------------------
+
+
+def test_a_human_approval_blocks_the_plan_until_a_person_completes_it(proj):
+    from tests.factories import make_user
+
+    dana = make_user(username="dana")
+    register(proj, "w", "swe")
+    steps = [
+        {"step_id": "draft", "description": "Draft", "assigned_role": "swe"},
+        {
+            "step_id": "approve",
+            "description": "Approve",
+            "assigned_role": "human",
+            "depends_on": ["draft"],
+        },
+        {
+            "step_id": "sign",
+            "description": "Sign",
+            "assigned_agent_id": "user:dana",
+            "depends_on": ["approve"],
+        },
+        {"step_id": "ship", "description": "Ship", "assigned_role": "swe", "depends_on": ["sign"]},
+    ]
+    defined = define(proj, steps=steps)
+    assert defined.warnings == []  # people are not agents to register
+    wid = defined.job.dir_name
+    dag.dag_execute(project=proj, workflow_id=wid, triggering_agent_id="boss")
+    with pytest.raises(Conflict, match="still waiting for the steps it depends on"):
+        dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, result="ok")
+    with pytest.raises(InvalidInput, match="is an agent's step"):
+        dag.dag_person_report(workflow_id=wid, step_id="draft", by=dana)
+    drafted = dag.dag_report_completion(
+        project=proj, workflow_id=wid, step_id="draft", agent_id="w"
+    )
+    assert [(i.step_id, i.reason) for i in drafted.advance.issues] == [
+        ("approve", "waiting for a person to complete it (dashboard or REST API)")
+    ]
+    # An agent cannot take it, and nobody hands it to one.
+    with pytest.raises(Conflict, match="not assigned to any agent"):
+        dag.dag_report_completion(project=proj, workflow_id=wid, step_id="approve", agent_id="w")
+    approved = dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, result="yes")
+    assert [i.reason for i in approved.advance.issues] == [
+        "waiting for dana to complete it (dashboard or REST API)"
+    ]
+    with pytest.raises(InvalidInput, match="assigned to 'dana'; only that person"):
+        dag.dag_person_report(workflow_id=wid, step_id="sign", by=make_user(username="eve"))
+    signed = dag.dag_person_report(workflow_id=wid, step_id="sign", by=dana, result={"sig": 1})
+    assert [(d.step_id, d.agent_id) for d in signed.advance.delegated] == [("ship", "w")]
+    event = Event.objects.filter(kind=Event.Kind.DAG_STEP_COMPLETED).order_by("id").last()
+    assert event.payload == {
+        "workflow_id": wid,
+        "step_id": "sign",
+        "agent_id": "user:dana",
+        "by": "dana",
+    }
+    again = dag.dag_person_report(workflow_id=wid, step_id="sign", by=dana)
+    assert again.already
+    ship = selectors.dag_assignments(agent=Agent.objects.get(agent_id="w"))[0]
+    assert ship["dependency_results"] == {"sign": {"sig": 1}}
+
+
+def test_a_person_failing_a_human_step_fails_the_workflow(proj):
+    from tests.factories import make_user
+
+    steps = [{"step_id": "approve", "description": "Approve", "assigned_role": "human"}]
+    wid = define(proj, steps=steps).job.dir_name
+    dag.dag_execute(project=proj, workflow_id=wid, triggering_agent_id="boss")
+    dana = make_user(username="dana")
+    before = counts()
+    with pytest.raises(InvalidInput, match="error_message must say what went wrong"):
+        dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, error_message=" ")
+    assert counts() == before
+    failed = dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, error_message="no")
+    assert failed.status == "failed"
+    assert WorkflowSession.objects.get(session_id=wid).abort_reason == "Step 'approve' failed: no"

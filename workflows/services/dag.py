@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -46,11 +46,17 @@ from workflows.models import (
 )
 from workflows.services.agents import agent_ensure, agent_id_clean
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_RESPONSIVE_SECONDS = 300.0
 MAX_ROLES = 32
 OPEN = (StepRun.Status.PENDING, StepRun.Status.READY)
+# Steps people do in a multi-agent plan: this role, or an assigned id ``user:<username>``.
+HUMAN_ROLE = "human"
+USER_PREFIX = "user:"
 RUNNING = WorkflowSession.Status.RUNNING
 
 
@@ -151,6 +157,8 @@ def _warnings(*, project: Project, plan: DagPlan) -> list[str]:
     known_roles = {role for roles in agents.values() for role in roles}
     warnings = []
     for step in plan.steps:
+        if is_human(step):
+            continue
         if step.assigned_agent_id and step.assigned_agent_id not in agents:
             warnings.append(
                 f"Step {step.step_id!r}: agent {step.assigned_agent_id!r} is not registered yet; "
@@ -414,8 +422,16 @@ def _agents_for(project_id: int, now: datetime) -> list[dict[str, Any]]:
     return list(rows)
 
 
+def is_human(step: DagStep) -> bool:
+    """A step people do: role ``human``, or assigned to ``user:<username>``."""
+    return step.assigned_role == HUMAN_ROLE or step.assigned_agent_id.startswith(USER_PREFIX)
+
+
 def _choose(step: DagStep, agents: list[dict[str, Any]], registered: set[str]) -> Any:
     """The agent for ``step``, or the reason there is none."""
+    if is_human(step):
+        who = step.assigned_agent_id.removeprefix(USER_PREFIX) or "a person"
+        return f"waiting for {who} to complete it (dashboard or REST API)"
     if step.assigned_agent_id:
         for agent in agents:
             if agent["agent_id"] == step.assigned_agent_id:
@@ -804,3 +820,119 @@ def dag_agent(*, project: Project, agent_id: str) -> Agent:
     if agent is None:
         raise NotFound(f"Unknown agent {agent_id!r}: register it first with register_agent")
     return agent
+
+
+# --- People as agents ---------------------------------------------------------------------------
+
+
+def dag_person_report(
+    *,
+    workflow_id: str,
+    step_id: str,
+    by: User,
+    result: Any = None,
+    error_message: str | None = None,
+) -> Report:
+    """A person completes (or, with ``error_message``, fails) a human step that is ready.
+
+    A step assigned to ``user:<name>`` is that person's only. Holding ``reviews.decide_review``
+    is the caller's check (the interfaces make it).
+    """
+    _check_json(result)
+    failing = error_message is not None
+    if failing:
+        error_message = (error_message or "").strip()[:20_000]
+        if not error_message:
+            raise InvalidInput("error_message must say what went wrong")
+    job = Job.objects.filter(source=Job.Source.DEFINED, dir_name=workflow_id).first()
+    if job is None:
+        raise NotFound(f"Unknown workflow_id {workflow_id!r}: no such workflow")
+    project = job.project
+    with transaction.atomic():
+        session = _locked_session(project=project, workflow_id=workflow_id)
+        run = _reported_run(session, step_id)
+        step = _shape(job.pk, workflow_id).steps[step_id]
+        if not is_human(step):
+            raise InvalidInput(
+                f"Step {step_id!r} is an agent's step; only steps with role {HUMAN_ROLE!r} or "
+                f"assigned to '{USER_PREFIX}<username>' are done by people"
+            )
+        owner = step.assigned_agent_id.removeprefix(USER_PREFIX)
+        if step.assigned_agent_id.startswith(USER_PREFIX) and owner != by.get_username():
+            raise InvalidInput(
+                f"Step {step_id!r} is assigned to {owner!r}; only that person may report on it"
+            )
+        if run.status in (StepRun.Status.COMPLETED, StepRun.Status.FAILED):
+            return Report(
+                workflow_id,
+                step_id,
+                session.status,
+                Advance(status=session.status),
+                already=True,
+                note=f"Step {step_id!r} was already reported {run.status}; nothing changed",
+            )
+        if session.status != RUNNING:
+            return Report(
+                workflow_id,
+                step_id,
+                session.status,
+                Advance(status=session.status),
+                already=True,
+                note=f"Workflow {workflow_id!r} is {session.status}; this report changed nothing",
+            )
+        if run.status != StepRun.Status.READY:
+            raise Conflict(f"Step {step_id!r} is still waiting for the steps it depends on")
+        now = timezone.now()
+        person = f"{USER_PREFIX}{by.get_username()}"
+        if failing:
+            assert error_message is not None
+            StepRun.objects.filter(pk=run.pk, status=StepRun.Status.READY).update(
+                status=StepRun.Status.FAILED,
+                error_message=error_message,
+                assigned_at=now,
+                completed_at=now,
+            )
+            WorkflowSession.objects.filter(pk=session.pk, status=RUNNING).update(
+                status=WorkflowSession.Status.FAILED,
+                completed_at=now,
+                updated_at=now,
+                abort_reason=f"Step {step_id!r} failed: {error_message}",
+            )
+            events.event_record(
+                kind=Event.Kind.DAG_STEP_FAILED,
+                project=project,
+                session=session,
+                by=by,
+                payload=events.DagStepFailed(
+                    workflow_id=workflow_id,
+                    step_id=step_id,
+                    agent_id=person,
+                    error_message=error_message,
+                ),
+            )
+            events.event_record(
+                kind=Event.Kind.SESSION_FAILED,
+                project=project,
+                session=session,
+                by=by,
+                payload=events.SessionFailed(
+                    workflow=session.workflow_name, step_id=step_id, error_message=error_message
+                ),
+            )
+            return Report(
+                workflow_id, step_id, WorkflowSession.Status.FAILED, Advance(status="failed")
+            )
+        StepRun.objects.filter(pk=run.pk, status=StepRun.Status.READY).update(
+            status=StepRun.Status.COMPLETED, result=result, assigned_at=now, completed_at=now
+        )
+        events.event_record(
+            kind=Event.Kind.DAG_STEP_COMPLETED,
+            project=project,
+            session=session,
+            by=by,
+            payload=events.DagStepCompleted(
+                workflow_id=workflow_id, step_id=step_id, agent_id=person
+            ),
+        )
+        advance = _advance(session, released=step_id)
+    return Report(workflow_id, step_id, advance.status, advance)
