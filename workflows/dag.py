@@ -8,6 +8,7 @@ a warning the service adds, never an error.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,36 @@ class DagPlan:
         return {step.step_id: step for step in self.steps}
 
 
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+MAX_JSON_DEPTH = 32
+
+
+def _bad_text(value: str) -> str | None:
+    if "\x00" in value:
+        return "a NUL character"
+    if _SURROGATE.search(value):
+        return "a lone surrogate"
+    return None
+
+
+def json_clean(value: Any, where: str, depth: int = 0) -> None:
+    """Refuse JSON the database cannot store: NUL characters and lone surrogates in any
+    string or key, and nesting deeper than 32 levels."""
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidInput(f"{where} is nested more than {MAX_JSON_DEPTH} levels deep")
+    if isinstance(value, str):
+        problem = _bad_text(value)
+        if problem:
+            raise InvalidInput(f"{where} contains {problem}; it must be valid Unicode text")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            json_clean(str(key), f"{where} (a key)", depth + 1)
+            json_clean(item, where, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            json_clean(item, where, depth + 1)
+
+
 def _text(value: Any, where: str, *, limit: int, required: bool = False) -> str:
     if value is None:
         if required:
@@ -68,8 +99,9 @@ def _text(value: Any, where: str, *, limit: int, required: bool = False) -> str:
         raise InvalidInput(f"{where} must not be empty")
     if len(value) > limit:
         raise InvalidInput(f"{where} must be at most {limit} characters")
-    if "\x00" in value:
-        raise InvalidInput(f"{where} must not contain NUL characters")
+    problem = _bad_text(value)
+    if problem:
+        raise InvalidInput(f"{where} contains {problem}; it must be valid Unicode text")
     return value
 
 
@@ -162,6 +194,9 @@ def dag_plan(steps: Any) -> DagPlan:
                 f"Step {step_id!r}: tool_arguments must be an object, not "
                 f"{type(arguments).__name__}"
             )
+        json_clean(arguments, f"Step {step_id!r}: tool_arguments")
+        for dep in depends_on:
+            json_clean(dep, f"Step {step_id!r}: depends_on")
         parsed.append(
             {
                 "step_id": step_id,

@@ -23,9 +23,23 @@ from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools.function_tool import FunctionTool
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from mcp_bridge.state import ServerState, log_call
+from workflows.dag_schemas import (
+    AgentOut,
+    Assignment,
+    AssignmentsResponse,
+    DefineResponse,
+    DelegatedOut,
+    DeleteResponse,
+    ExecuteResponse,
+    IssueOut,
+    ListResponse,
+    ReportResponse,
+    WorkflowOut,
+    WorkflowSummary,
+)
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
 from workflows.selectors import dag as selectors
@@ -222,128 +236,6 @@ SEED_SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["workflow_id", "step_id", "agent_id", "error_message"],
     },
 }
-
-
-# --- Answers ------------------------------------------------------------------------------------
-
-
-class StepOut(BaseModel):
-    step_id: str
-    description: str
-    assigned_role: str | None
-    assigned_agent_id: str | None = Field(
-        description="The agent handling the step once handed out; before, the one it names."
-    )
-    depends_on: list[str]
-    tool_to_call: str | None
-    tool_arguments: dict[str, Any] | None
-    status: str = Field(description="pending, in_progress, completed or failed.")
-    waiting_for_agent: bool = Field(
-        description="Ready to start, but no suitable responsive agent was free to take it."
-    )
-    result: Any = None
-    error_message: str | None
-    started_at: str | None
-    completed_at: str | None
-    handoffs: int = Field(description="Times the step was taken from an agent that went silent.")
-
-
-class WorkflowOut(BaseModel):
-    workflow_id: str
-    name: str
-    description: str | None
-    creator_id: str
-    status: str = Field(description="pending, running, completed or failed.")
-    created_at: str | None
-    started_at: str | None
-    completed_at: str | None
-    triggered_by: str | None
-    failure_reason: str | None
-    step_count: int
-    steps: list[StepOut]
-
-
-class DefineResponse(BaseModel):
-    message: str
-    workflow: WorkflowOut
-    warnings: list[str]
-
-
-class WorkflowSummary(BaseModel):
-    workflow_id: str
-    name: str
-    creator_id: str
-    step_count: int
-    status: str
-    created_at: str | None
-
-
-class ListResponse(BaseModel):
-    workflows: list[WorkflowSummary]
-    count: int
-
-
-class DeleteResponse(BaseModel):
-    message: str
-    workflow_id: str
-
-
-class DelegatedOut(BaseModel):
-    step_id: str
-    agent_id: str
-
-
-class IssueOut(BaseModel):
-    step_id: str
-    reason: str
-
-
-class ExecuteResponse(BaseModel):
-    message: str
-    workflow_id: str
-    status: str
-    delegated: list[DelegatedOut]
-    issues: list[IssueOut]
-
-
-class ReportResponse(BaseModel):
-    message: str
-    workflow_id: str
-    step_id: str
-    workflow_status: str
-    already_reported: bool = Field(description="True when this report changed nothing.")
-    delegated: list[DelegatedOut]
-    issues: list[IssueOut]
-
-
-class AgentOut(BaseModel):
-    message: str
-    agent_id: str
-    roles: list[str]
-    last_heartbeat: str | None
-    responsive_seconds: float = Field(
-        description="Heartbeat at least this often (seconds) to keep getting work."
-    )
-
-
-class Assignment(BaseModel):
-    workflow_id: str
-    workflow_name: str
-    step_id: str
-    description: str
-    assigned_role: str | None
-    tool_to_call: str | None
-    tool_arguments: dict[str, Any] | None
-    dependency_results: dict[str, Any] = Field(
-        description="Each dependency's step_id with the result its agent reported."
-    )
-    assigned_at: str | None
-
-
-class AssignmentsResponse(BaseModel):
-    agent_id: str
-    assignments: list[Assignment]
-    timed_out: bool = Field(description="await_assignment: the wait ended with nothing new.")
 
 
 def _delegation(advance: services.Advance) -> tuple[list[DelegatedOut], list[IssueOut]]:

@@ -129,6 +129,14 @@ def counts() -> tuple[int, ...]:
             "Step 'a': depends_on must be a list of step ids",
         ),
         (
+            [{"step_id": "a", "description": "x", "tool_arguments": {"k": ["\x00"]}}],
+            "Step 'a': tool_arguments contains a NUL character; it must be valid Unicode text",
+        ),
+        (
+            [{"step_id": "a\ud800", "description": "x"}],
+            "steps[0].step_id contains a lone surrogate; it must be valid Unicode text",
+        ),
+        (
             [{"step_id": "a", "description": "x", "colour": "red"}],
             "steps[0] has unknown field 'colour'",
         ),

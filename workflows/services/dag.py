@@ -31,7 +31,7 @@ from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from workflows import events
-from workflows.dag import DagPlan, DagStep, dag_description, dag_name, dag_plan
+from workflows.dag import DagPlan, DagStep, dag_description, dag_name, dag_plan, json_clean
 from workflows.errors import Conflict, InvalidInput, NotFound
 from workflows.models import (
     Agent,
@@ -44,7 +44,8 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
-from workflows.services.agents import agent_ensure, agent_id_clean
+from workflows.services.agents import agent_ensure
+from workflows.services.agents import agent_id_clean as _agent_id_clean
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -735,6 +736,14 @@ def _check_json(value: Any) -> None:
         json.dumps(value)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"result must be a JSON value: {exc}") from None
+    json_clean(value, "result")
+
+
+def agent_id_clean(agent_id: str) -> str:
+    """A caller's agent id: 1 to 128 characters of valid text."""
+    agent_id = _agent_id_clean(agent_id)
+    json_clean(agent_id, "agent_id")
+    return agent_id
 
 
 # --- Dispatch: retry waiting steps, hand on steps of lost agents --------------------------------
@@ -777,6 +786,7 @@ def dag_dispatch(*, project: Project) -> list[Advance]:
 
 def _roles(roles: Iterable[Any]) -> list[str]:
     clean: list[str] = []
+    json_clean(list(roles), "roles")
     for role in roles:
         if not isinstance(role, str) or not role.strip() or len(role.strip()) > 128:
             raise InvalidInput("roles must be a list of role names of 1 to 128 characters")
