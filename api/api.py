@@ -546,3 +546,9 @@ def resolve_blocker(
         issue_id=issue_id, by=signed_in_user(request), resolution=body.resolution
     )
     return Status(201, issue)
+
+
+# Multi-agent DAG workflows (seed 004), in their own module.
+from api.dag import router as dag_router  # noqa: E402
+
+api.add_router("/dag", dag_router)

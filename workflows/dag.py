@@ -1,4 +1,5 @@
-"""A multi-agent DAG workflow's definition (seed 004): its steps, checked, with their levels.
+"""A multi-agent DAG workflow's definition (seed 004): its steps, checked, with their levels,
+and the responsiveness rule for agents.
 
 Pure: no database. ``dag_plan`` turns the step list an agent sends to ``define_workflow`` into
 a ``DagPlan`` or raises ``InvalidInput`` naming the first rule broken (the cycle itself for a
@@ -11,10 +12,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
 
 from workflows.errors import InvalidInput
 
+DEFAULT_RESPONSIVE_SECONDS = 300.0
 MAX_STEPS = 2000
 MAX_ID = 255
 MAX_NAME = 255
@@ -32,6 +38,15 @@ STEP_KEYS = frozenset(
         "tool_arguments",
     }
 )
+
+
+def responsive_seconds() -> float:
+    """How recent an agent's heartbeat must be for it to get work (``settings``; 300 s)."""
+    return float(getattr(settings, "DEEPWORK_AGENT_RESPONSIVE_SECONDS", DEFAULT_RESPONSIVE_SECONDS))
+
+
+def responsive_cutoff(now: datetime | None = None) -> datetime:
+    return (now or timezone.now()) - timedelta(seconds=responsive_seconds())
 
 
 @dataclass(frozen=True)

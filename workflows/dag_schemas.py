@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 
-class StepOut(BaseModel):
+class DagStepOut(BaseModel):
     step_id: str
     description: str
     assigned_role: str | None
@@ -29,7 +29,7 @@ class StepOut(BaseModel):
     handoffs: int = Field(description="Times the step was taken from an agent that went silent.")
 
 
-class WorkflowOut(BaseModel):
+class DagWorkflowOut(BaseModel):
     workflow_id: str
     name: str
     description: str | None
@@ -41,16 +41,16 @@ class WorkflowOut(BaseModel):
     triggered_by: str | None
     failure_reason: str | None
     step_count: int
-    steps: list[StepOut]
+    steps: list[DagStepOut]
 
 
-class DefineResponse(BaseModel):
+class DagDefineResponse(BaseModel):
     message: str
-    workflow: WorkflowOut
+    workflow: DagWorkflowOut
     warnings: list[str]
 
 
-class WorkflowSummary(BaseModel):
+class DagWorkflowSummary(BaseModel):
     workflow_id: str
     name: str
     creator_id: str
@@ -59,45 +59,45 @@ class WorkflowSummary(BaseModel):
     created_at: str | None
 
 
-class ListResponse(BaseModel):
-    workflows: list[WorkflowSummary]
+class DagListResponse(BaseModel):
+    workflows: list[DagWorkflowSummary]
     count: int
 
 
-class DeleteResponse(BaseModel):
+class DagDeleteResponse(BaseModel):
     message: str
     workflow_id: str
 
 
-class DelegatedOut(BaseModel):
+class DagDelegatedOut(BaseModel):
     step_id: str
     agent_id: str
 
 
-class IssueOut(BaseModel):
+class DagIssueOut(BaseModel):
     step_id: str
     reason: str
 
 
-class ExecuteResponse(BaseModel):
+class DagExecuteResponse(BaseModel):
     message: str
     workflow_id: str
     status: str
-    delegated: list[DelegatedOut]
-    issues: list[IssueOut]
+    delegated: list[DagDelegatedOut]
+    issues: list[DagIssueOut]
 
 
-class ReportResponse(BaseModel):
+class DagReportResponse(BaseModel):
     message: str
     workflow_id: str
     step_id: str
     workflow_status: str
     already_reported: bool = Field(description="True when this report changed nothing.")
-    delegated: list[DelegatedOut]
-    issues: list[IssueOut]
+    delegated: list[DagDelegatedOut]
+    issues: list[DagIssueOut]
 
 
-class AgentOut(BaseModel):
+class DagAgentOut(BaseModel):
     message: str
     agent_id: str
     roles: list[str]
@@ -107,7 +107,7 @@ class AgentOut(BaseModel):
     )
 
 
-class Assignment(BaseModel):
+class DagAssignment(BaseModel):
     workflow_id: str
     workflow_name: str
     step_id: str
@@ -121,7 +121,7 @@ class Assignment(BaseModel):
     assigned_at: str | None
 
 
-class AssignmentsResponse(BaseModel):
+class DagAssignmentsResponse(BaseModel):
     agent_id: str
-    assignments: list[Assignment]
+    assignments: list[DagAssignment]
     timed_out: bool = Field(description="await_assignment: the wait ended with nothing new.")

@@ -26,19 +26,20 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from mcp_bridge.state import ServerState, log_call
+from workflows.dag import responsive_seconds
 from workflows.dag_schemas import (
-    AgentOut,
-    Assignment,
-    AssignmentsResponse,
-    DefineResponse,
-    DelegatedOut,
-    DeleteResponse,
-    ExecuteResponse,
-    IssueOut,
-    ListResponse,
-    ReportResponse,
-    WorkflowOut,
-    WorkflowSummary,
+    DagAgentOut,
+    DagAssignment,
+    DagAssignmentsResponse,
+    DagDefineResponse,
+    DagDelegatedOut,
+    DagDeleteResponse,
+    DagExecuteResponse,
+    DagIssueOut,
+    DagListResponse,
+    DagReportResponse,
+    DagWorkflowOut,
+    DagWorkflowSummary,
 )
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
@@ -238,10 +239,10 @@ SEED_SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
-def _delegation(advance: services.Advance) -> tuple[list[DelegatedOut], list[IssueOut]]:
+def _delegation(advance: services.Advance) -> tuple[list[DagDelegatedOut], list[DagIssueOut]]:
     return (
-        [DelegatedOut(step_id=d.step_id, agent_id=d.agent_id) for d in advance.delegated],
-        [IssueOut(step_id=i.step_id, reason=i.reason) for i in advance.issues],
+        [DagDelegatedOut(step_id=d.step_id, agent_id=d.agent_id) for d in advance.delegated],
+        [DagIssueOut(step_id=i.step_id, reason=i.reason) for i in advance.issues],
     )
 
 
@@ -287,7 +288,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         name: str,
         steps: list[Any],
         description: str | None = None,
-    ) -> DefineResponse:
+    ) -> DagDefineResponse:
         """Define a new multi-step workflow whose steps other agents will do. Each step has a
         unique `step_id`, a `description`, and optionally `assigned_role` (any responsive agent
         with that role may get it), `assigned_agent_id` (only that agent gets it), `depends_on`
@@ -296,7 +297,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         `pending`) with its `workflow_id`, plus warnings for roles or agents nobody has
         registered yet. Start it with `execute_workflow`."""
 
-        def call() -> DefineResponse:
+        def call() -> DagDefineResponse:
             project = state.project()
             defined = services.dag_define(
                 project=project,
@@ -306,72 +307,72 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 steps=steps,
             )
             details = selectors.dag_details(job=defined.job)
-            return DefineResponse(
+            return DagDefineResponse(
                 message=f"Workflow {details['workflow_id']!r} defined with "
                 f"{_steps_phrase(details['step_count'])}; status pending. Start it with "
                 "execute_workflow.",
-                workflow=WorkflowOut.model_validate(details),
+                workflow=DagWorkflowOut.model_validate(details),
                 warnings=defined.warnings,
             )
 
         return await _db(state, "define_workflow", {"name": name}, call)
 
-    async def get_workflow_details(workflow_id: str) -> WorkflowOut:
+    async def get_workflow_details(workflow_id: str) -> DagWorkflowOut:
         """The full stored workflow: its definition and status, and every step with its
         status (`pending`, `in_progress`, `completed`, `failed`), agent, result or error and
         timing."""
 
-        def call() -> WorkflowOut:
+        def call() -> DagWorkflowOut:
             job = services.dag_job(project=state.project(), workflow_id=workflow_id)
-            return WorkflowOut.model_validate(selectors.dag_details(job=job))
+            return DagWorkflowOut.model_validate(selectors.dag_details(job=job))
 
         return await _db(state, "get_workflow_details", {"workflow_id": workflow_id}, call)
 
-    async def list_workflows(creator_id: str | None = None) -> ListResponse:
+    async def list_workflows(creator_id: str | None = None) -> DagListResponse:
         """Summaries of the defined workflows (id, name, creator, step count, status), newest
         first; only one creator's with `creator_id`."""
 
-        def call() -> ListResponse:
+        def call() -> DagListResponse:
             rows = selectors.dag_summaries(project=state.project(), creator_id=creator_id)
-            return ListResponse(
-                workflows=[WorkflowSummary.model_validate(row) for row in rows], count=len(rows)
+            return DagListResponse(
+                workflows=[DagWorkflowSummary.model_validate(row) for row in rows], count=len(rows)
             )
 
         return await _db(state, "list_workflows", {"creator_id": creator_id}, call)
 
     async def delete_workflow(
         workflow_id: str, requesting_agent_id: str, force: bool = False
-    ) -> DeleteResponse:
+    ) -> DagDeleteResponse:
         """Delete a workflow and its execution. Only its creator may; a running workflow only
         with `force` true (its agents' later reports are refused)."""
 
-        def call() -> DeleteResponse:
+        def call() -> DagDeleteResponse:
             status = services.dag_delete(
                 project=state.project(),
                 workflow_id=workflow_id,
                 requesting_agent_id=requesting_agent_id,
                 force=force,
             )
-            return DeleteResponse(
+            return DagDeleteResponse(
                 message=f"Workflow {workflow_id!r} ({status}) deleted.", workflow_id=workflow_id
             )
 
         return await _db(state, "delete_workflow", {"workflow_id": workflow_id}, call)
 
-    async def execute_workflow(workflow_id: str, triggering_agent_id: str) -> ExecuteResponse:
+    async def execute_workflow(workflow_id: str, triggering_agent_id: str) -> DagExecuteResponse:
         """Start a defined workflow (it runs once): its status becomes `running` and the steps
         without dependencies are handed to agents. Returns the steps delegated and any issues,
         e.g. no responsive agent with a step's role: such a step waits and is handed out as
         soon as a suitable agent registers or heartbeats."""
 
-        def call() -> ExecuteResponse:
+        def call() -> DagExecuteResponse:
             advance = services.dag_execute(
                 project=state.project(),
                 workflow_id=workflow_id,
                 triggering_agent_id=triggering_agent_id,
             )
             delegated, issues = _delegation(advance)
-            return ExecuteResponse(
+            return DagExecuteResponse(
                 message=f"Workflow {workflow_id!r} started: "
                 f"{_steps_phrase(len(delegated))} delegated"
                 + (f", {len(issues)} waiting for an agent" if issues else ""),
@@ -383,7 +384,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
         return await _db(state, "execute_workflow", {"workflow_id": workflow_id}, call)
 
-    def _report_answer(report: services.Report, verb: str) -> ReportResponse:
+    def _report_answer(report: services.Report, verb: str) -> DagReportResponse:
         delegated, issues = _delegation(report.advance)
         if report.already:
             message = report.note
@@ -391,7 +392,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             message = f"Step {report.step_id!r} {verb}; workflow is {report.status}"
             if delegated:
                 message += f"; {_steps_phrase(len(delegated))} delegated next"
-        return ReportResponse(
+        return DagReportResponse(
             message=message,
             workflow_id=report.workflow_id,
             step_id=report.step_id,
@@ -403,13 +404,13 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     async def report_step_completion(
         workflow_id: str, step_id: str, agent_id: str, result: Any = None
-    ) -> ReportResponse:
+    ) -> DagReportResponse:
         """Report that you completed a step assigned to you, with its `result` (any JSON
         value; agents doing the steps that depend on it receive it). The server then hands
         out the steps that became ready. Only the step's assigned agent may report; a repeated
         report changes nothing and says so."""
 
-        def call() -> ReportResponse:
+        def call() -> DagReportResponse:
             project = state.project()
             report = services.dag_report_completion(
                 project=project,
@@ -428,11 +429,11 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     async def report_step_failure(
         workflow_id: str, step_id: str, agent_id: str, error_message: str
-    ) -> ReportResponse:
+    ) -> DagReportResponse:
         """Report that a step assigned to you failed, saying why. The whole workflow fails
         (fail-fast): no further steps are handed out and later reports change nothing."""
 
-        def call() -> ReportResponse:
+        def call() -> DagReportResponse:
             report = services.dag_report_failure(
                 project=state.project(),
                 workflow_id=workflow_id,
@@ -445,13 +446,13 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         params = {"workflow_id": workflow_id, "step_id": step_id, "agent_id": agent_id}
         return await _db(state, "report_step_failure", params, call)
 
-    def _agent_answer(agent: Any, message: str) -> AgentOut:
-        return AgentOut(
+    def _agent_answer(agent: Any, message: str) -> DagAgentOut:
+        return DagAgentOut(
             message=message,
             agent_id=agent.agent_id,
             roles=list(agent.roles or []),
             last_heartbeat=agent.heartbeat_at.isoformat() if agent.heartbeat_at else None,
-            responsive_seconds=services.responsive_seconds(),
+            responsive_seconds=responsive_seconds(),
         )
 
     async def register_agent(
@@ -460,13 +461,13 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             list[str],
             Field(description='Roles you take steps for, e.g. ["SWE", "QA"]; replaces any.'),
         ],
-    ) -> AgentOut:
+    ) -> DagAgentOut:
         """Register as an agent that takes workflow steps (again to change your roles). You
         count as responsive, and get steps, while your last heartbeat is recent: call
         `heartbeat` (or any of these tools) more often than `responsive_seconds`. Steps
         waiting for one of your roles are handed to you at once."""
 
-        def call() -> AgentOut:
+        def call() -> DagAgentOut:
             project = state.project()
             agent = services.dag_agent_register(project=project, agent_id=agent_id, roles=roles)
             services.dag_dispatch(project=project)
@@ -476,11 +477,11 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     async def heartbeat(
         agent_id: Annotated[str, Field(description="Your unique Agent ID.")],
-    ) -> AgentOut:
+    ) -> DagAgentOut:
         """Tell the server you are alive, so you keep getting steps and keep the ones you
         hold (an agent silent for longer than `responsive_seconds` loses them to others)."""
 
-        def call() -> AgentOut:
+        def call() -> DagAgentOut:
             project = state.project()
             agent = services.dag_agent_heartbeat(project=project, agent_id=agent_id)
             services.dag_dispatch(project=project)
@@ -488,18 +489,18 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
         return await _db(state, "heartbeat", {"agent_id": agent_id}, call)
 
-    def _assignments(agent_id: str, *, timed_out: bool = False) -> AssignmentsResponse:
+    def _assignments(agent_id: str, *, timed_out: bool = False) -> DagAssignmentsResponse:
         agent = services.dag_agent(project=state.project(), agent_id=agent_id)
         rows = selectors.dag_assignments(agent=agent)
-        return AssignmentsResponse(
+        return DagAssignmentsResponse(
             agent_id=agent.agent_id,
-            assignments=[Assignment.model_validate(row) for row in rows],
+            assignments=[DagAssignment.model_validate(row) for row in rows],
             timed_out=timed_out and not rows,
         )
 
     async def get_my_assignments(
         agent_id: Annotated[str, Field(description="Your unique Agent ID.")],
-    ) -> AssignmentsResponse:
+    ) -> DagAssignmentsResponse:
         """The steps handed to you and not yet reported, oldest first, each with its
         description, `tool_to_call`, `tool_arguments` and the results of the steps it depends
         on. Returns at once; use `await_assignment` to wait for one."""
@@ -514,7 +515,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             Field(ge=0, le=600, description="Longest wait in seconds (0 to 600; default 60)."),
         ] = 60,
         ctx: Context = None,  # type: ignore[assignment]  # FastMCP injects it
-    ) -> AssignmentsResponse:
+    ) -> DagAssignmentsResponse:
         """Wait until a step is handed to you, then return your assignments (as
         `get_my_assignments`). Returns at once if you already hold a step; after `timeout_s`
         with nothing, returns `timed_out` true, and you may call it again. While waiting you
@@ -522,7 +523,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         params = {"agent_id": agent_id, "timeout_s": timeout_s}
         poll = float(getattr(settings, "DEEPWORK_AGENT_POLL_SECONDS", 0.05))
         # Heartbeat and retry waiting steps a few times per responsiveness window.
-        sweep_every = max(poll, min(5.0, services.responsive_seconds() / 3))
+        sweep_every = max(poll, min(5.0, responsive_seconds() / 3))
         agent = await _db(
             state,
             "await_assignment",

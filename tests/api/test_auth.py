@@ -43,6 +43,14 @@ OPERATIONS = [
     ("get", "/api/tracker/workflows/1/issues", VIEW),
     ("get", "/api/tracker/workflows/1/milestones", VIEW),
     ("post", "/api/tracker/issues/1/resolve", DECIDE),
+    ("get", "/api/dag/workflows", VIEW),
+    ("get", "/api/dag/workflows/dag-1", VIEW),
+    ("get", "/api/dag/agents?project=1", VIEW),
+    ("post", "/api/dag/workflows", DRIVE),
+    ("post", "/api/dag/workflows/dag-1/execute", DRIVE),
+    ("post", "/api/dag/workflows/dag-1/delete", DRIVE),
+    ("post", "/api/dag/workflows/dag-1/steps/a/complete", DECIDE),
+    ("post", "/api/dag/workflows/dag-1/steps/a/fail", DECIDE),
 ]
 ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE)
 

@@ -13,6 +13,8 @@ from typing import Any
 
 from django.db.models import Count, Q
 
+from workflows.dag import responsive_cutoff
+from workflows.errors import NotFound
 from workflows.models import Agent, Job, Project, Step, StepRun, WorkflowSession, WorkflowStep
 
 # A run's status as the seed names step states.
@@ -29,12 +31,27 @@ def _iso(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def _defined(project: Project) -> Any:
-    return Job.objects.filter(project=project, source=Job.Source.DEFINED)
+def _defined(project: Project | None) -> Any:
+    jobs = Job.objects.filter(source=Job.Source.DEFINED)
+    return jobs.filter(project=project) if project is not None else jobs
 
 
-def dag_summaries(*, project: Project, creator_id: str | None = None) -> list[dict[str, Any]]:
-    """Every defined workflow of ``project`` (or of one creator), newest first. Two queries."""
+def dag_job_by_id(workflow_id: str) -> Job:
+    """A defined workflow by its id, in any project (ids are unique across projects)."""
+    job = (
+        Job.objects.select_related("project")
+        .filter(source=Job.Source.DEFINED, dir_name=workflow_id)
+        .first()
+    )
+    if job is None:
+        raise NotFound(f"Unknown workflow_id {workflow_id!r}: no such workflow")
+    return job
+
+
+def dag_summaries(
+    *, project: Project | None, creator_id: str | None = None
+) -> list[dict[str, Any]]:
+    """Every defined workflow (of ``project``, of one creator), newest first. Two queries."""
     jobs = _defined(project)
     if creator_id:
         jobs = jobs.filter(creator_id=creator_id)
@@ -247,12 +264,14 @@ def dag_published(*, project: Project) -> list[dict[str, Any]]:
 
 
 def dag_agents(*, project: Project) -> list[dict[str, Any]]:
-    """Registered agents with roles, last heartbeat and load (steps held), by id."""
+    """Agents with roles, last heartbeat, responsiveness and load (steps held), by id."""
+    cutoff = responsive_cutoff()
     return [
         {
             "agent_id": row["agent_id"],
             "roles": row["roles"] or [],
             "last_heartbeat": _iso(row["heartbeat_at"]),
+            "responsive": row["heartbeat_at"] is not None and row["heartbeat_at"] >= cutoff,
             "load": row["load"],
         }
         for row in Agent.objects.filter(project=project)

@@ -21,17 +21,24 @@ import logging
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
 from workflows import events
-from workflows.dag import DagPlan, DagStep, dag_description, dag_name, dag_plan, json_clean
+from workflows.dag import (
+    DagPlan,
+    DagStep,
+    dag_description,
+    dag_name,
+    dag_plan,
+    json_clean,
+    responsive_cutoff,
+)
 from workflows.errors import Conflict, InvalidInput, NotFound
 from workflows.models import (
     Agent,
@@ -52,22 +59,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_RESPONSIVE_SECONDS = 300.0
 MAX_ROLES = 32
 OPEN = (StepRun.Status.PENDING, StepRun.Status.READY)
 # Steps people do in a multi-agent plan: this role, or an assigned id ``user:<username>``.
 HUMAN_ROLE = "human"
 USER_PREFIX = "user:"
 RUNNING = WorkflowSession.Status.RUNNING
-
-
-def responsive_seconds() -> float:
-    """How recent an agent's heartbeat must be for it to get work (``settings``; 300 s)."""
-    return float(getattr(settings, "DEEPWORK_AGENT_RESPONSIVE_SECONDS", DEFAULT_RESPONSIVE_SECONDS))
-
-
-def responsive_cutoff(now: datetime | None = None) -> datetime:
-    return (now or timezone.now()) - timedelta(seconds=responsive_seconds())
 
 
 # --- Results, in domain terms -----------------------------------------------------------------

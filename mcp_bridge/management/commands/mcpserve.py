@@ -34,7 +34,7 @@ ALLOWED_HOSTS_ENV = "DEEPWORK_MCP_ALLOWED_HOSTS"
 
 def heartbeat_seconds() -> float:
     """How often a server heartbeats: often enough to stay responsive for DAG steps."""
-    from workflows.services.dag import responsive_seconds
+    from workflows.dag import responsive_seconds
 
     return min(HEARTBEAT_SECONDS, responsive_seconds() / 3)
 
