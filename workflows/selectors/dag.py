@@ -49,7 +49,7 @@ def dag_job_by_id(workflow_id: str) -> Job:
 
 
 def dag_summaries(
-    *, project: Project | None, creator_id: str | None = None
+    *, project: Project | None, creator_id: str | None = None, with_project: bool = False
 ) -> list[dict[str, Any]]:
     """Every defined workflow (of ``project``, of one creator), newest first. Two queries."""
     jobs = _defined(project)
@@ -58,7 +58,7 @@ def dag_summaries(
     rows = list(
         jobs.annotate(step_count=Count("steps"))
         .order_by("-created_at", "-id")
-        .values("pk", "dir_name", "name", "creator_id", "step_count", "created_at")
+        .values("pk", "dir_name", "name", "creator_id", "step_count", "created_at", "project_id")
     )
     statuses = dict(
         WorkflowSession.objects.filter(job_id__in=[row["pk"] for row in rows]).values_list(
@@ -73,6 +73,7 @@ def dag_summaries(
             "step_count": row["step_count"],
             "status": statuses.get(row["pk"], "pending"),
             "created_at": _iso(row["created_at"]),
+            **({"project_id": row["project_id"]} if with_project else {}),
         }
         for row in rows
     ]
@@ -97,6 +98,7 @@ def dag_details(*, job: Job) -> dict[str, Any]:
             "assigned_agent_id",
             "tool_to_call",
             "tool_arguments",
+            "placements__entry_index",
         )
     )
     depends: dict[int, list[str]] = defaultdict(list)
@@ -144,6 +146,8 @@ def dag_details(*, job: Job) -> dict[str, Any]:
                 "started_at": _iso(run.get("assigned_at")),
                 "completed_at": _iso(run.get("completed_at")),
                 "handoffs": run.get("handoffs", 0),
+                # For pictures: the step's column (longest chain of dependencies before it).
+                "level": step["placements__entry_index"],
             }
         )
     return {
@@ -263,7 +267,7 @@ def dag_published(*, project: Project) -> list[dict[str, Any]]:
     ]
 
 
-def dag_agents(*, project: Project) -> list[dict[str, Any]]:
+def dag_agents(*, project: Project | None) -> list[dict[str, Any]]:
     """Agents with roles, last heartbeat, responsiveness and load (steps held), by id."""
     cutoff = responsive_cutoff()
     return [
@@ -273,9 +277,10 @@ def dag_agents(*, project: Project) -> list[dict[str, Any]]:
             "last_heartbeat": _iso(row["heartbeat_at"]),
             "responsive": row["heartbeat_at"] is not None and row["heartbeat_at"] >= cutoff,
             "load": row["load"],
+            "project": row["project__name"],
         }
-        for row in Agent.objects.filter(project=project)
+        for row in (Agent.objects.filter(project=project) if project else Agent.objects.all())
         .annotate(load=Count("dag_runs", filter=Q(dag_runs__status=StepRun.Status.ASSIGNED)))
-        .order_by("agent_id")
-        .values("agent_id", "roles", "heartbeat_at", "load")
+        .order_by("project__name", "agent_id")
+        .values("agent_id", "roles", "heartbeat_at", "load", "project__name")
     ]

@@ -425,6 +425,13 @@ def is_human(step: DagStep) -> bool:
     return step.assigned_role == HUMAN_ROLE or step.assigned_agent_id.startswith(USER_PREFIX)
 
 
+def is_human_step(step: dict[str, Any]) -> bool:
+    """``is_human`` for a step as the selectors show it (a dict of its wire fields)."""
+    return step.get("assigned_role") == HUMAN_ROLE or (
+        step.get("assigned_agent_id") or ""
+    ).startswith(USER_PREFIX)
+
+
 def _choose(step: DagStep, agents: list[dict[str, Any]], registered: set[str]) -> Any:
     """The agent for ``step``, or the reason there is none."""
     if is_human(step):
