@@ -36,6 +36,10 @@ class Agent(models.Model):
         default=False, help_text="Named by --agent-id; never adopted by another process."
     )
     roles = models.JSONField(default=list, blank=True)
+    takes_dag_steps = models.BooleanField(
+        default=False,
+        help_text="Joined multi-agent DAG work (register_agent, or mcpserve --toolsets agents).",
+    )
     holder = models.CharField(max_length=255, blank=True, default="")
     hostname = models.CharField(max_length=255, blank=True, default="")
     pid = models.IntegerField(null=True, blank=True)

@@ -546,3 +546,18 @@ def test_a_person_failing_a_human_step_fails_the_workflow(proj):
     failed = dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, error_message="no")
     assert failed.status == "failed"
     assert WorkflowSession.objects.get(session_id=wid).abort_reason == "Step 'approve' failed: no"
+
+
+def test_only_agents_that_joined_dag_work_get_steps(proj):
+    from workflows.services.agents import ProcessHolder, agent_claim
+
+    # A DeepWork-only server's agent heartbeats too, but never waits for steps.
+    agent_claim(project=proj, holder=ProcessHolder.for_this_process(), agent_id="deepwork-only")
+    steps = [{"step_id": "any", "description": "no role, no agent"}]
+    wid = define(proj, steps=steps).job.dir_name
+    started = dag.dag_execute(project=proj, workflow_id=wid, triggering_agent_id="boss")
+    assert [(i.step_id, i.reason) for i in started.issues] == [("any", "no responsive agent")]
+    joined = dag.dag_agent_register(project=proj, agent_id="deepwork-only", roles=None)
+    assert joined.takes_dag_steps
+    [outcome] = dag.dag_dispatch(project=proj)
+    assert [(d.step_id, d.agent_id) for d in outcome.delegated] == [("any", "deepwork-only")]

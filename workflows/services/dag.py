@@ -172,7 +172,9 @@ def _warnings(*, project: Project, plan: DagPlan) -> list[str]:
 
 
 def _registered(project: Project) -> list[tuple[str, list[str]]]:
-    return list(Agent.objects.filter(project=project).values_list("agent_id", "roles"))
+    return list(
+        Agent.objects.filter(project=project, takes_dag_steps=True).values_list("agent_id", "roles")
+    )
 
 
 def dag_define(
@@ -413,7 +415,9 @@ def _agents_for(project_id: int, now: datetime) -> list[dict[str, Any]]:
     """Responsive agents with their load (steps held) and when they last finished one."""
     assigned = Q(dag_runs__status=StepRun.Status.ASSIGNED)
     rows = (
-        Agent.objects.filter(project_id=project_id, heartbeat_at__gte=responsive_cutoff(now))
+        Agent.objects.filter(
+            project_id=project_id, takes_dag_steps=True, heartbeat_at__gte=responsive_cutoff(now)
+        )
         .annotate(load=Count("dag_runs", filter=assigned), last_done=Max("dag_runs__completed_at"))
         .values("pk", "agent_id", "roles", "load", "last_done", "created_at")
     )
@@ -549,6 +553,7 @@ def _advance(
         set(
             Agent.objects.filter(
                 project_id=session.project_id,
+                takes_dag_steps=True,
                 agent_id__in={shape.steps[s].assigned_agent_id for s in ready} - {""},
             ).values_list("agent_id", flat=True)
         )
@@ -801,15 +806,22 @@ def _roles(roles: Iterable[Any]) -> list[str]:
     return clean
 
 
-def dag_agent_register(*, project: Project, agent_id: str, roles: Sequence[Any]) -> Agent:
-    """Register ``agent_id`` (new or known) with exactly ``roles``, heartbeating now."""
+def dag_agent_register(*, project: Project, agent_id: str, roles: Sequence[Any] | None) -> Agent:
+    """Register ``agent_id`` (new or known) for DAG steps, heartbeating now: with exactly
+    ``roles``, or keeping the roles it has when ``roles`` is None.
+
+    Only registered agents get steps: an agent that only runs DeepWork workflows never
+    waits for any, so nothing is handed to it.
+    """
     agent_id = agent_id_clean(agent_id)
-    clean = _roles(roles)
     with transaction.atomic():
         agent = agent_ensure(project=project, agent_id=agent_id)
+        clean = _roles(roles) if roles is not None else list(agent.roles or [])
         now = timezone.now()
-        Agent.objects.filter(pk=agent.pk).update(roles=clean, heartbeat_at=now)
-        agent.roles, agent.heartbeat_at = clean, now
+        Agent.objects.filter(pk=agent.pk).update(
+            roles=clean, heartbeat_at=now, takes_dag_steps=True
+        )
+        agent.roles, agent.heartbeat_at, agent.takes_dag_steps = clean, now, True
         events.event_record(
             kind=Event.Kind.AGENT_REGISTERED,
             project=project,

@@ -68,9 +68,8 @@ def _join_agents(state: ServerState, agent_id: str, roles: str | None) -> None:
 
     project = state.project()
     try:
-        if roles is not None:
-            names = [role.strip() for role in roles.split(",") if role.strip()]
-            dag.dag_agent_register(project=project, agent_id=agent_id, roles=names)
+        names = None if roles is None else [r.strip() for r in roles.split(",") if r.strip()]
+        dag.dag_agent_register(project=project, agent_id=agent_id, roles=names)
         dag.dag_dispatch(project=project)
     except WorkflowError as exc:
         raise CommandError(f"--roles: {exc.message}") from None
@@ -157,8 +156,8 @@ class Command(BaseCommand):
             "--roles",
             default=None,
             metavar="ROLES",
-            help="Comma list of roles this agent takes DAG workflow steps for (agents "
-            "toolset), e.g. swe,qa; replaces the agent's registered roles",
+            help="With --toolsets agents: comma list of roles this agent takes DAG workflow "
+            "steps for, e.g. swe,qa; replaces the agent's registered roles",
         )
         parser.add_argument(
             "--token",
@@ -214,7 +213,7 @@ class Command(BaseCommand):
         # Claim the agent before serving: the process that starts first adopts an orphaned
         # stack, not whichever process happens to receive its first tool call first.
         agent = state.agent()
-        if options["roles"] is not None or "agents" in toolsets:
+        if "agents" in toolsets:
             _join_agents(state, agent.agent_id, options["roles"])
         stop = threading.Event()
         threading.Thread(
