@@ -218,7 +218,7 @@ DEEPWORK_OUTBOX_POLL_SECONDS = float(os.environ.get("DEEPWORK_OUTBOX_POLL_SECOND
 DEEPWORK_AGENT_RESPONSIVE_SECONDS = float(
     os.environ.get("DEEPWORK_AGENT_RESPONSIVE_SECONDS") or 300
 )
-DEEPWORK_AGENT_POLL_SECONDS = float(os.environ.get("DEEPWORK_AGENT_POLL_SECONDS") or 0.05)
+DEEPWORK_AGENT_POLL_SECONDS = float(os.environ.get("DEEPWORK_AGENT_POLL_SECONDS") or 0.02)
 
 # Messages live in the session, not in a readable cookie: the admin's "new API token" message
 # carries the token's secret once.

@@ -521,7 +521,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         with nothing, returns `timed_out` true, and you may call it again. While waiting you
         count as responsive, and progress notifications report the wait."""
         params = {"agent_id": agent_id, "timeout_s": timeout_s}
-        poll = float(getattr(settings, "DEEPWORK_AGENT_POLL_SECONDS", 0.05))
+        poll = float(getattr(settings, "DEEPWORK_AGENT_POLL_SECONDS", 0.02))
         # Heartbeat and retry waiting steps a few times per responsiveness window.
         sweep_every = max(poll, min(5.0, responsive_seconds() / 3))
         agent = await _db(
