@@ -113,3 +113,8 @@ async def test_a_later_toolset_sharing_a_tool_name_is_mounted_under_its_prefix(d
     ]
     assert answer.content[0].text == "tracker"
     assert (DEEPWORK.name, DEEPREVIEW.name) == ("deepwork", "deepreview")
+
+
+def test_mcpserve_refuses_roles_without_the_agents_toolset(demo_project: Path):
+    with pytest.raises(CommandError, match=r"--roles needs --toolsets agents"):
+        call_command("mcpserve", "--path", str(demo_project), "--roles", "swe")

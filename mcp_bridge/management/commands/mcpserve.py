@@ -178,6 +178,8 @@ class Command(BaseCommand):
             toolsets = parse_toolsets(options["toolsets"])
         except UnknownToolset as exc:
             raise CommandError(f"--toolsets: {exc}") from None
+        if options["roles"] is not None and "agents" not in toolsets:
+            raise CommandError("--roles needs --toolsets agents (DAG workflow steps)")
         try:
             project_makedirs(root=root, relative=".deepwork/tmp")
         except OSError as exc:
