@@ -253,6 +253,8 @@ class WorkflowSession(models.Model):
                 condition=Q(status="active"),
                 name="wf_session_active_idx",
             ),
+            # Insights: sessions aborted in a date range, per agent.
+            models.Index(fields=["status", "completed_at"], name="wf_session_ended_idx"),
         ]
 
     def __str__(self) -> str:
@@ -296,6 +298,12 @@ class StepRun(models.Model):
             # A session's timeline and its current entry's runs.
             models.Index(
                 fields=["session", "status", "entry_index"], name="wf_steprun_session_idx"
+            ),
+            # Insights: steps finished in a date range (time per step, steps per agent a day).
+            models.Index(
+                fields=["completed_at"],
+                condition=Q(status="completed"),
+                name="wf_steprun_done_idx",
             ),
         ]
 
@@ -357,6 +365,8 @@ class Event(models.Model):
             models.Index(fields=["project", "id"], name="wf_event_project_idx"),
             # The admin's and API's event filter by kind, newest first.
             models.Index(fields=["kind", "id"], name="wf_event_kind_idx"),
+            # Insights: events of one kind in a date range (failed review rounds per agent).
+            models.Index(fields=["kind", "created_at"], name="wf_event_kind_time_idx"),
         ]
 
     def __str__(self) -> str:
