@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import views
+from dashboard import insight_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -25,4 +25,19 @@ urlpatterns = [
         name="request_changes",
     ),
     path("sessions/<str:session_id>/abort/", views.session_abort_view, name="abort"),
+    # Insights (issue 14): charts over time, their exports, a session's history.
+    path("insights/", insight_views.insights_activity, name="insights"),
+    path("insights/time/", insight_views.insights_time, name="insights_time"),
+    path("insights/reviews/", insight_views.insights_reviews, name="insights_reviews"),
+    path("insights/tracker/", insight_views.insights_tracker, name="insights_tracker"),
+    path(
+        "insights/export/<slug:name>.<str:fmt>",
+        insight_views.insights_export,
+        name="insights_export",
+    ),
+    path(
+        "sessions/<str:session_id>/history.<str:fmt>",
+        insight_views.session_history_export,
+        name="session_history",
+    ),
 ]

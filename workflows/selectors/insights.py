@@ -34,6 +34,7 @@ from django.db.models import (
 from django.db.models.functions import RowNumber, TruncDate
 from django.utils import timezone
 
+from workflows.errors import InvalidInput
 from workflows.models import (
     Decision,
     Event,
@@ -517,4 +518,44 @@ def tracker_insights(*, filters: InsightFilter, now: dt.datetime | None = None) 
         ],
         open_blocker_count=open_count,
         resolved_wait=in_seconds(waits.get(None)),
+    )
+
+
+def insight_filter(
+    *,
+    since: dt.date | None = None,
+    until: dt.date | None = None,
+    project_id: int | None = None,
+    job: str | None = None,
+    workflow: str | None = None,
+    agent_id: str | None = None,
+    dialect: str | None = None,
+) -> InsightFilter:
+    """A checked filter: ``until`` defaults to today, ``since`` to ``DEFAULT_RANGE_DAYS``
+    before it. ``InvalidInput`` for a range that runs backwards or is over
+    ``MAX_RANGE_DAYS`` days, or an unknown dialect."""
+    until = until or timezone.now().date()
+    if since is None:
+        try:
+            since = until - dt.timedelta(days=DEFAULT_RANGE_DAYS - 1)
+        except OverflowError:
+            since = dt.date.min
+    if since > until:
+        raise InvalidInput(f"since ({since}) is after until ({until}); give since <= until")
+    days = (until - since).days + 1
+    if days > MAX_RANGE_DAYS:
+        raise InvalidInput(
+            f"The range {since} to {until} is {days:,} days; the limit is {MAX_RANGE_DAYS}"
+        )
+    valid = [value for value, _ in Dialect.CHOICES]
+    if dialect is not None and dialect not in valid:
+        raise InvalidInput(f"Unknown dialect '{dialect}'; use one of: {', '.join(valid)}")
+    return InsightFilter(
+        since=since,
+        until=until,
+        project_id=project_id,
+        job=job or None,
+        workflow=workflow or None,
+        agent_id=agent_id or None,
+        dialect=dialect or None,
     )

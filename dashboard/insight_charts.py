@@ -1,0 +1,342 @@
+"""The insights' charts, drawn on the server as SVG by pygal.
+
+pygal lays out axes, scales, stacking and legends; each chart comes out as one ``<svg>`` that
+the page inlines, so it is readable without JavaScript, needs no network and runs nothing
+under the Content-Security-Policy (pygal's optional tooltip script is switched off with
+``js=[]``, and its inline config script is filtered out). Each bar links to the sessions
+behind it where the session list can filter them (``xlink``), each chart has a title and
+axis titles, and the page puts its data table beside it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import pygal
+from django.urls import reverse
+from django.utils.safestring import SafeString, mark_safe
+from pygal.style import Style
+
+from reviews import insights as reviews
+from reviews.insight_tables import WAIT_LABELS, AllWaits, StepTimes, wait_rows
+from workflows.selectors import insights as work
+from workflows.selectors.insights import InsightFilter
+
+# Colours that keep their contrast on the page's white cards, one per series.
+STYLE = Style(
+    background="transparent",
+    plot_background="transparent",
+    foreground="#1f2933",
+    foreground_strong="#1f2933",
+    foreground_subtle="#9aa5b1",
+    opacity=".9",
+    opacity_hover="1",
+    colors=("#2f855a", "#c53030", "#2b6cb0", "#b7791f", "#6b46c1", "#2c7a7b", "#97266d"),
+    font_family="system-ui, sans-serif",
+    title_font_size=15,
+    label_font_size=11,
+    major_label_font_size=11,
+    legend_font_size=12,
+)
+WIDTH = 760
+HEIGHT = 300
+
+
+def _without_scripts(root: Any) -> Any:
+    """pygal always writes an inline ``<script>`` holding its config for the tooltip script;
+    with no tooltip script it does nothing, and the CSP would refuse it (a console error)."""
+    for parent in list(root.iter()):
+        for child in list(parent):
+            if isinstance(child.tag, str) and child.tag.rsplit("}", 1)[-1] == "script":
+                parent.remove(child)
+    return root
+
+
+def _base(kind: type, *, title: str, x_title: str, y_title: str, **options: Any) -> Any:
+    return kind(
+        title=title,
+        x_title=x_title,
+        y_title=y_title,
+        width=WIDTH,
+        height=HEIGHT,
+        style=STYLE,
+        js=[],  # no tooltip script: no CDN, nothing the CSP would block
+        disable_xml_declaration=True,
+        legend_at_bottom=True,
+        truncate_legend=40,
+        show_minor_x_labels=False,
+        x_label_rotation=0,
+        print_values=False,
+        **options,
+    )
+
+
+def _svg(chart: Any) -> SafeString:
+    chart.add_xml_filter(_without_scripts)
+    # pygal escapes every label and value it writes into the SVG.
+    return mark_safe(chart.render(is_unicode=True))  # noqa: S308
+
+
+def _day_labels(days: Sequence[dt.date]) -> tuple[list[str], list[str]]:
+    """Every day as a label; about seven shown, so a month stays readable."""
+    labels = [day.strftime("%m-%d") for day in days]
+    step = max(1, len(days) // 7)
+    return labels, labels[::step]
+
+
+def sessions_url(filters: InsightFilter, **extra: Any) -> str:
+    """The session list with what the insight was filtered by, and ``extra``."""
+    params: dict[str, Any] = {
+        "project": filters.project_id,
+        "job": filters.job,
+        "agent": filters.agent_id,
+        "started_from": filters.since.isoformat(),
+        "started_to": filters.until.isoformat(),
+    }
+    params.update(extra)
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return f"{reverse('dashboard:sessions')}?{query}"
+
+
+def _link(value: float, href: str, label: str) -> dict[str, Any]:
+    return {"value": value, "label": label, "xlink": {"href": href, "target": "_top"}}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart on the page: its SVG, the table behind it, and where its sessions are."""
+
+    name: str
+    svg: SafeString | None  # None when there is nothing to draw
+    sessions_url: str | None
+
+
+def sessions_chart(days: list[work.DayOutcomes], filters: InsightFilter) -> SafeString:
+    chart = _base(
+        pygal.StackedBar,
+        title="Sessions started per day, by outcome",
+        x_title="Day started (UTC)",
+        y_title="Sessions",
+    )
+    labels, major = _day_labels([d.day for d in days])
+    chart.x_labels = labels
+    chart.x_labels_major = major
+    for status, label in (("completed", "Completed"), ("aborted", "Aborted"), ("active", "Active")):
+        chart.add(
+            label,
+            [
+                _link(
+                    getattr(d, status),
+                    sessions_url(
+                        filters,
+                        status=status,
+                        started_from=d.day.isoformat(),
+                        started_to=d.day.isoformat(),
+                    ),
+                    f"{d.day.isoformat()}: {getattr(d, status)} {status}",
+                )
+                for d in days
+            ],
+        )
+    return _svg(chart)
+
+
+def step_times_chart(data: StepTimes, filters: InsightFilter) -> SafeString | None:
+    if not data.times or data.choice is None:
+        return None
+    chart = _base(
+        pygal.Bar,
+        title=f"Time per step of {data.choice.job}/{data.choice.workflow}",
+        x_title="Step (workflow order)",
+        y_title="Seconds",
+    )
+    chart.x_labels = [t.step_id for t in data.times]
+    url = sessions_url(filters, job=data.choice.job)
+    chart.add("Median", [_link(t.median_seconds, url, t.step_id) for t in data.times])
+    chart.add("p90", [_link(t.p90_seconds, url, t.step_id) for t in data.times])
+    return _svg(chart)
+
+
+def waits_chart(data: AllWaits, filters: InsightFilter) -> SafeString | None:
+    rows = [(key, p) for key, p in wait_rows(data) if p is not None]
+    if not rows:
+        return None
+    chart = _base(
+        pygal.HorizontalBar,
+        title="Time waiting on reviews and on people",
+        x_title="Seconds",
+        y_title="Waiting on",
+    )
+    chart.x_labels = [WAIT_LABELS[key] for key, _ in rows]
+    url = sessions_url(filters)
+    chart.add("Median", [_link(p.median or 0, url, WAIT_LABELS[k]) for k, p in rows])
+    chart.add("p90", [_link(p.p90 or 0, url, WAIT_LABELS[k]) for k, p in rows])
+    return _svg(chart)
+
+
+def pass_rates_chart(
+    rates: list[reviews.ReviewPassRate], filters: InsightFilter
+) -> SafeString | None:
+    if not rates:
+        return None
+    chart = _base(
+        pygal.HorizontalBar,
+        title="Review pass rate per review",
+        x_title="Passed (%)",
+        y_title="Step: review",
+        range=(0, 100),
+    )
+    chart.x_labels = [f"{r.step_id}: {r.run_each}" for r in rates]
+    chart.add(
+        "Pass rate",
+        [
+            _link(round(r.rate * 100, 1), sessions_url(filters), f"{r.passed}/{r.reviews}")
+            for r in rates
+        ],
+    )
+    return _svg(chart)
+
+
+def criteria_chart(data: reviews.CriteriaInsights, filters: InsightFilter) -> SafeString | None:
+    shown = data.criteria[: reviews.TOP_FAILED_CRITERIA]
+    if not shown:
+        return None
+    chart = _base(
+        pygal.HorizontalStackedBar,
+        title="Criteria, most failed first",
+        x_title="Review results",
+        y_title="Criterion",
+    )
+    chart.x_labels = [c.criterion for c in shown]
+    url = sessions_url(filters)
+    chart.add("Failed", [_link(c.failed, url, c.criterion) for c in shown])
+    chart.add("Passed", [_link(c.passed, url, c.criterion) for c in shown])
+    return _svg(chart)
+
+
+def attempts_chart(steps: list[reviews.StepAttempts], filters: InsightFilter) -> SafeString | None:
+    if not steps:
+        return None
+    chart = _base(
+        pygal.StackedBar,
+        title="Review rounds per step run",
+        x_title="Step",
+        y_title="Step runs",
+    )
+    chart.x_labels = [s.step_id for s in steps]
+    top = max(len(s.runs_by_rounds) for s in steps)
+    url = sessions_url(filters)
+    for k in range(top):
+        label = "1 round" if k == 0 else f"{k + 1} rounds"
+        counts = [s.runs_by_rounds[k] if k < len(s.runs_by_rounds) else 0 for s in steps]
+        chart.add(label, [_link(n, url, label) for n in counts])
+    return _svg(chart)
+
+
+def rulings_chart(people: list[reviews.PersonRulings], filters: InsightFilter) -> SafeString | None:
+    if not people:
+        return None
+    chart = _base(
+        pygal.StackedBar,
+        title="Rulings by people",
+        x_title="Person",
+        y_title="Rulings",
+    )
+    chart.x_labels = [p.person for p in people]
+    url = sessions_url(filters)
+    chart.add("Overrides", [_link(p.overrides, url, p.person) for p in people])
+    chart.add("Changes requested", [_link(p.changes_requested, url, p.person) for p in people])
+    return _svg(chart)
+
+
+def agent_days_chart(agents: list[work.AgentActivity], filters: InsightFilter) -> SafeString | None:
+    if not agents:
+        return None
+    chart = _base(
+        pygal.StackedBar,
+        title="Steps finished per day, per agent",
+        x_title="Day (UTC)",
+        y_title="Steps finished",
+    )
+    labels, major = _day_labels(filters.days)
+    chart.x_labels = labels
+    chart.x_labels_major = major
+    for a in agents:
+        values = []
+        for day, n in zip(filters.days, a.steps_per_day, strict=True):
+            agent = None if a.others else a.agent_id
+            url = sessions_url(filters, agent=agent) if agent else sessions_url(filters)
+            values.append(_link(n, url, f"{day.isoformat()}: {n}"))
+        chart.add(a.agent_id, values)
+    return _svg(chart)
+
+
+def agent_outcomes_chart(
+    agents: list[work.AgentActivity], filters: InsightFilter
+) -> SafeString | None:
+    if not agents:
+        return None
+    chart = _base(
+        pygal.Bar,
+        title="Failed review rounds and aborted sessions, per agent",
+        x_title="Agent",
+        y_title="Count",
+    )
+    chart.x_labels = [a.agent_id for a in agents]
+
+    def url(a: work.AgentActivity, **extra: Any) -> str:
+        return sessions_url(filters, agent=None if a.others else a.agent_id, **extra)
+
+    chart.add("Failed review rounds", [_link(a.failed_reviews, url(a), a.agent_id) for a in agents])
+    chart.add(
+        "Aborted sessions",
+        [_link(a.aborts, url(a, status="aborted"), a.agent_id) for a in agents],
+    )
+    return _svg(chart)
+
+
+def tracker_files_chart(data: work.TrackerInsights) -> SafeString | None:
+    if not any(d.tasks for d in data.days):
+        return None
+    chart = _base(
+        pygal.StackedBar,
+        title="Files changed by tracked tasks, per day",
+        x_title="Day completed (UTC)",
+        y_title="Files",
+    )
+    labels, major = _day_labels([d.day for d in data.days])
+    chart.x_labels = labels
+    chart.x_labels_major = major
+    chart.add("Added", [d.added for d in data.days])
+    chart.add("Modified", [d.modified for d in data.days])
+    chart.add("Deleted", [d.deleted for d in data.days])
+    return _svg(chart)
+
+
+def tracker_decisions_chart(data: work.TrackerInsights) -> SafeString | None:
+    if not data.decisions:
+        return None
+    chart = _base(
+        pygal.Bar, title="Decisions per category", x_title="Category", y_title="Decisions"
+    )
+    chart.x_labels = [category for category, _ in data.decisions]
+    chart.add("Decisions", [n for _, n in data.decisions])
+    return _svg(chart)
+
+
+def tracker_blockers_chart(data: work.TrackerInsights) -> SafeString | None:
+    if not data.open_blockers:
+        return None
+    chart = _base(
+        pygal.HorizontalBar,
+        title="Open blockers by age, oldest first",
+        x_title="Hours open",
+        y_title="Blocker",
+    )
+    chart.x_labels = [f"#{b.issue_id} {b.description[:40]}" for b in data.open_blockers]
+    chart.add("Hours open", [round(b.age_seconds / 3600, 1) for b in data.open_blockers])
+    return _svg(chart)
