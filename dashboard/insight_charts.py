@@ -11,8 +11,7 @@ axis titles, and the page puts its data table beside it.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlencode
 
@@ -42,6 +41,8 @@ STYLE = Style(
     major_label_font_size=11,
     legend_font_size=12,
 )
+# Median and p90 are two readings of one thing, not good and bad: two blues.
+PERCENTILE_STYLE = Style(**{**STYLE.to_dict(), "colors": ("#2b6cb0", "#90cdf4")})
 WIDTH = 760
 HEIGHT = 300
 
@@ -56,36 +57,60 @@ def _without_scripts(root: Any) -> Any:
     return root
 
 
+def _titled(title: str) -> Callable[[Any], Any]:
+    """An SVG ``<title>`` (what a screen reader announces) and ``role="img"``; the page shows
+    the same title as the figure's caption, so pygal draws none of its own."""
+
+    def add(root: Any) -> Any:
+        root.set("role", "img")
+        root.set("aria-label", title)
+        element = root.makeelement("title", {})
+        element.text = title
+        root.insert(0, element)
+        return root
+
+    return add
+
+
 def _base(kind: type, *, title: str, x_title: str, y_title: str, **options: Any) -> Any:
-    return kind(
-        title=title,
+    chart = kind(
         x_title=x_title,
         y_title=y_title,
         width=WIDTH,
         height=HEIGHT,
-        style=STYLE,
+        style=options.pop("style", STYLE),
         js=[],  # no tooltip script: no CDN, nothing the CSP would block
         disable_xml_declaration=True,
         legend_at_bottom=True,
         truncate_legend=40,
-        show_minor_x_labels=False,
+        truncate_label=30,
         x_label_rotation=0,
         print_values=False,
         **options,
     )
+    chart.add_xml_filter(_without_scripts)
+    chart.add_xml_filter(_titled(title))
+    return chart
 
 
 def _svg(chart: Any) -> SafeString:
-    chart.add_xml_filter(_without_scripts)
     # pygal escapes every label and value it writes into the SVG.
     return mark_safe(chart.render(is_unicode=True))  # noqa: S308
 
 
-def _day_labels(days: Sequence[dt.date]) -> tuple[list[str], list[str]]:
+def _whole_numbers(chart: Any, values: Sequence[float]) -> None:
+    """Counts get whole-number ticks (pygal would draw 0.2 steps up to 2)."""
+    top = max(values, default=0)
+    if top <= 10:
+        chart.y_labels = list(range(0, int(top) + 1))
+
+
+def _days(chart: Any, days: Sequence[dt.date]) -> None:
     """Every day as a label; about seven shown, so a month stays readable."""
     labels = [day.strftime("%m-%d") for day in days]
-    step = max(1, len(days) // 7)
-    return labels, labels[::step]
+    chart.x_labels = labels
+    chart.x_labels_major = labels[:: max(1, len(days) // 7)]
+    chart.show_minor_x_labels = False
 
 
 def sessions_url(filters: InsightFilter, **extra: Any) -> str:
@@ -106,15 +131,6 @@ def _link(value: float, href: str, label: str) -> dict[str, Any]:
     return {"value": value, "label": label, "xlink": {"href": href, "target": "_top"}}
 
 
-@dataclass(frozen=True)
-class Chart:
-    """One chart on the page: its SVG, the table behind it, and where its sessions are."""
-
-    name: str
-    svg: SafeString | None  # None when there is nothing to draw
-    sessions_url: str | None
-
-
 def sessions_chart(days: list[work.DayOutcomes], filters: InsightFilter) -> SafeString:
     chart = _base(
         pygal.StackedBar,
@@ -122,9 +138,8 @@ def sessions_chart(days: list[work.DayOutcomes], filters: InsightFilter) -> Safe
         x_title="Day started (UTC)",
         y_title="Sessions",
     )
-    labels, major = _day_labels([d.day for d in days])
-    chart.x_labels = labels
-    chart.x_labels_major = major
+    _days(chart, [d.day for d in days])
+    _whole_numbers(chart, [d.started for d in days])
     for status, label in (("completed", "Completed"), ("aborted", "Aborted"), ("active", "Active")):
         chart.add(
             label,
@@ -153,6 +168,7 @@ def step_times_chart(data: StepTimes, filters: InsightFilter) -> SafeString | No
         title=f"Time per step of {data.choice.job}/{data.choice.workflow}",
         x_title="Step (workflow order)",
         y_title="Seconds",
+        style=PERCENTILE_STYLE,
     )
     chart.x_labels = [t.step_id for t in data.times]
     url = sessions_url(filters, job=data.choice.job)
@@ -170,6 +186,7 @@ def waits_chart(data: AllWaits, filters: InsightFilter) -> SafeString | None:
         title="Time waiting on reviews and on people",
         x_title="Seconds",
         y_title="Waiting on",
+        style=PERCENTILE_STYLE,
     )
     chart.x_labels = [WAIT_LABELS[key] for key, _ in rows]
     url = sessions_url(filters)
@@ -213,8 +230,8 @@ def criteria_chart(data: reviews.CriteriaInsights, filters: InsightFilter) -> Sa
     )
     chart.x_labels = [c.criterion for c in shown]
     url = sessions_url(filters)
-    chart.add("Failed", [_link(c.failed, url, c.criterion) for c in shown])
     chart.add("Passed", [_link(c.passed, url, c.criterion) for c in shown])
+    chart.add("Failed", [_link(c.failed, url, c.criterion) for c in shown])
     return _svg(chart)
 
 
@@ -228,6 +245,7 @@ def attempts_chart(steps: list[reviews.StepAttempts], filters: InsightFilter) ->
         y_title="Step runs",
     )
     chart.x_labels = [s.step_id for s in steps]
+    _whole_numbers(chart, [s.runs for s in steps])
     top = max(len(s.runs_by_rounds) for s in steps)
     url = sessions_url(filters)
     for k in range(top):
@@ -247,6 +265,7 @@ def rulings_chart(people: list[reviews.PersonRulings], filters: InsightFilter) -
         y_title="Rulings",
     )
     chart.x_labels = [p.person for p in people]
+    _whole_numbers(chart, [p.total for p in people])
     url = sessions_url(filters)
     chart.add("Overrides", [_link(p.overrides, url, p.person) for p in people])
     chart.add("Changes requested", [_link(p.changes_requested, url, p.person) for p in people])
@@ -262,9 +281,10 @@ def agent_days_chart(agents: list[work.AgentActivity], filters: InsightFilter) -
         x_title="Day (UTC)",
         y_title="Steps finished",
     )
-    labels, major = _day_labels(filters.days)
-    chart.x_labels = labels
-    chart.x_labels_major = major
+    _days(chart, filters.days)
+    _whole_numbers(
+        chart, [sum(day) for day in zip(*(a.steps_per_day for a in agents), strict=True)]
+    )
     for a in agents:
         values = []
         for day, n in zip(filters.days, a.steps_per_day, strict=True):
@@ -287,6 +307,7 @@ def agent_outcomes_chart(
         y_title="Count",
     )
     chart.x_labels = [a.agent_id for a in agents]
+    _whole_numbers(chart, [max(a.failed_reviews, a.aborts) for a in agents])
 
     def url(a: work.AgentActivity, **extra: Any) -> str:
         return sessions_url(filters, agent=None if a.others else a.agent_id, **extra)
@@ -308,9 +329,8 @@ def tracker_files_chart(data: work.TrackerInsights) -> SafeString | None:
         x_title="Day completed (UTC)",
         y_title="Files",
     )
-    labels, major = _day_labels([d.day for d in data.days])
-    chart.x_labels = labels
-    chart.x_labels_major = major
+    _days(chart, [d.day for d in data.days])
+    _whole_numbers(chart, [d.added + d.modified + d.deleted for d in data.days])
     chart.add("Added", [d.added for d in data.days])
     chart.add("Modified", [d.modified for d in data.days])
     chart.add("Deleted", [d.deleted for d in data.days])
@@ -324,6 +344,7 @@ def tracker_decisions_chart(data: work.TrackerInsights) -> SafeString | None:
         pygal.Bar, title="Decisions per category", x_title="Category", y_title="Decisions"
     )
     chart.x_labels = [category for category, _ in data.decisions]
+    _whole_numbers(chart, [n for _, n in data.decisions])
     chart.add("Decisions", [n for _, n in data.decisions])
     return _svg(chart)
 

@@ -66,6 +66,10 @@ def _catalog(root: Path) -> tuple[Project, Job]:
 
 @pytest.fixture
 def history(db, tmp_path) -> History:
+    return build_history(tmp_path)
+
+
+def build_history(tmp_path: Path) -> History:
     p1, job1 = _catalog(tmp_path / "one")
     p2, job2 = _catalog(tmp_path / "two")
     a1 = Agent.objects.create(project=p1, agent_id="a1", explicit=True)
