@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -105,12 +106,41 @@ def _whole_numbers(chart: Any, values: Sequence[float]) -> None:
         chart.y_labels = list(range(0, int(top) + 1))
 
 
-def _days(chart: Any, days: Sequence[dt.date]) -> None:
-    """Every day as a label; about seven shown, so a month stays readable."""
-    labels = [day.strftime("%m-%d") for day in days]
+# Up to this many days a chart draws one bar per day; beyond, one per week (the data table
+# and the exports keep every day).
+DAILY_BARS = 62
+
+
+@dataclass(frozen=True)
+class Period:
+    first: dt.date
+    last: dt.date
+    indices: range  # the days' positions in the range
+
+    @property
+    def label(self) -> str:
+        return self.first.strftime("%m-%d")
+
+    def total(self, values: Sequence[int]) -> int:
+        return sum(values[i] for i in self.indices)
+
+
+def _periods(days: Sequence[dt.date]) -> list[Period]:
+    width = 1 if len(days) <= DAILY_BARS else 7
+    return [
+        Period(days[i], days[min(i + width, len(days)) - 1], range(i, min(i + width, len(days))))
+        for i in range(0, len(days), width)
+    ]
+
+
+def _time_axis(chart: Any, periods: Sequence[Period], what: str) -> None:
+    """One label per period, about seven shown; the axis says whether bars are days or weeks."""
+    labels = [p.label for p in periods]
     chart.x_labels = labels
-    chart.x_labels_major = labels[:: max(1, len(days) // 7)]
+    chart.x_labels_major = labels[:: max(1, len(periods) // 7)]
     chart.show_minor_x_labels = False
+    weekly = any(len(p.indices) > 1 for p in periods)
+    chart.x_title = f"{'Week from' if weekly else 'Day'} {what} (UTC)"
 
 
 def sessions_url(filters: InsightFilter, **extra: Any) -> str:
@@ -138,23 +168,25 @@ def sessions_chart(days: list[work.DayOutcomes], filters: InsightFilter) -> Safe
         x_title="Day started (UTC)",
         y_title="Sessions",
     )
-    _days(chart, [d.day for d in days])
-    _whole_numbers(chart, [d.started for d in days])
+    periods = _periods([d.day for d in days])
+    _time_axis(chart, periods, "started")
+    _whole_numbers(chart, [p.total([d.started for d in days]) for p in periods])
     for status, label in (("completed", "Completed"), ("aborted", "Aborted"), ("active", "Active")):
+        counts = [getattr(d, status) for d in days]
         chart.add(
             label,
             [
                 _link(
-                    getattr(d, status),
+                    p.total(counts),
                     sessions_url(
                         filters,
                         status=status,
-                        started_from=d.day.isoformat(),
-                        started_to=d.day.isoformat(),
+                        started_from=p.first.isoformat(),
+                        started_to=p.last.isoformat(),
                     ),
-                    f"{d.day.isoformat()}: {getattr(d, status)} {status}",
+                    f"{p.first.isoformat()}: {p.total(counts)} {status}",
                 )
-                for d in days
+                for p in periods
             ],
         )
     return _svg(chart)
@@ -281,16 +313,25 @@ def agent_days_chart(agents: list[work.AgentActivity], filters: InsightFilter) -
         x_title="Day (UTC)",
         y_title="Steps finished",
     )
-    _days(chart, filters.days)
-    _whole_numbers(
-        chart, [sum(day) for day in zip(*(a.steps_per_day for a in agents), strict=True)]
-    )
+    periods = _periods(filters.days)
+    _time_axis(chart, periods, "finished")
+    totals = [sum(day) for day in zip(*(a.steps_per_day for a in agents), strict=True)]
+    _whole_numbers(chart, [p.total(totals) for p in periods])
     for a in agents:
-        values = []
-        for day, n in zip(filters.days, a.steps_per_day, strict=True):
-            agent = None if a.others else a.agent_id
-            url = sessions_url(filters, agent=agent) if agent else sessions_url(filters)
-            values.append(_link(n, url, f"{day.isoformat()}: {n}"))
+        agent = None if a.others else a.agent_id
+        values = [
+            _link(
+                p.total(a.steps_per_day),
+                sessions_url(
+                    filters,
+                    agent=agent,
+                    started_from=p.first.isoformat(),
+                    started_to=p.last.isoformat(),
+                ),
+                f"{p.first.isoformat()}: {p.total(a.steps_per_day)}",
+            )
+            for p in periods
+        ]
         chart.add(a.agent_id, values)
     return _svg(chart)
 
@@ -329,11 +370,15 @@ def tracker_files_chart(data: work.TrackerInsights) -> SafeString | None:
         x_title="Day completed (UTC)",
         y_title="Files",
     )
-    _days(chart, [d.day for d in data.days])
-    _whole_numbers(chart, [d.added + d.modified + d.deleted for d in data.days])
-    chart.add("Added", [d.added for d in data.days])
-    chart.add("Modified", [d.modified for d in data.days])
-    chart.add("Deleted", [d.deleted for d in data.days])
+    periods = _periods([d.day for d in data.days])
+    _time_axis(chart, periods, "completed")
+    added = [d.added for d in data.days]
+    modified = [d.modified for d in data.days]
+    deleted = [d.deleted for d in data.days]
+    _whole_numbers(chart, [p.total(added) + p.total(modified) + p.total(deleted) for p in periods])
+    chart.add("Added", [p.total(added) for p in periods])
+    chart.add("Modified", [p.total(modified) for p in periods])
+    chart.add("Deleted", [p.total(deleted) for p in periods])
     return _svg(chart)
 
 

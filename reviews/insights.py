@@ -23,6 +23,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from reviews.models import HumanDecision, ReviewResult
+from workflows.models import StepRun, WorkflowSession
 from workflows.selectors.insights import (
     JSON_SAMPLE_LIMIT,
     Dialect,
@@ -115,23 +116,26 @@ def criterion_pass_rates(*, filters: InsightFilter) -> CriteriaInsights:
 
     Criteria sit in each verdict's JSON list, which SQLite and PostgreSQL unnest with
     different functions, so the lists are read back, newest first, at most
-    ``JSON_SAMPLE_LIMIT`` of them (``sampled`` says when the range held more): one query.
+    ``JSON_SAMPLE_LIMIT`` of them (``sampled`` says when the range held more): three queries.
     """
     if not filters.wants(Dialect.DEEPWORK):
         return CriteriaInsights([], 0, False)
+    # Foreign keys only: naming the sessions and steps of every row would join two large
+    # tables; only the few samples kept are named, by two small reads below.
     rows = list(
         _reviews(filters)
         .filter(reviewer_kind__in=JUDGES)
         .exclude(criteria_results=[])
         .order_by("-created_at", "-pk")
-        .values_list("criteria_results", "feedback", "session__session_id", "step_run__step_id")[
+        .values_list("criteria_results", "feedback", "session_id", "step_run_id")[
             : JSON_SAMPLE_LIMIT + 1
         ]
     )
     sampled = len(rows) > JSON_SAMPLE_LIMIT
     rows = rows[:JSON_SAMPLE_LIMIT]
     rates: dict[str, CriterionRate] = {}
-    for results, feedback, session_id, step_id in rows:
+    pending: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
+    for results, feedback, session_pk, run_pk in rows:
         for item in results if isinstance(results, list) else []:
             if not isinstance(item, dict) or not isinstance(item.get("criterion"), str):
                 continue
@@ -139,9 +143,22 @@ def criterion_pass_rates(*, filters: InsightFilter) -> CriteriaInsights:
             rate.results += 1
             if item.get("passed") is True:
                 rate.passed += 1
-            elif len(rate.samples) < FEEDBACK_SAMPLES:
+            elif len(pending[rate.criterion]) < FEEDBACK_SAMPLES:
                 text = item.get("feedback") or feedback or ""
-                rate.samples.append(FeedbackSample(session_id, step_id, str(text)))
+                pending[rate.criterion].append((session_pk, run_pk, str(text)))
+    kept = [sample for samples in pending.values() for sample in samples]
+    session_ids = dict(
+        WorkflowSession.objects.filter(pk__in={s for s, _, _ in kept}).values_list(
+            "pk", "session_id"
+        )
+    )
+    step_ids = dict(
+        StepRun.objects.filter(pk__in={r for _, r, _ in kept}).values_list("pk", "step_id")
+    )
+    for criterion, samples in pending.items():
+        rates[criterion].samples = [
+            FeedbackSample(session_ids[s], step_ids[r], text) for s, r, text in samples
+        ]
     ordered = sorted(rates.values(), key=lambda r: (-r.failed, r.rate, r.criterion))
     return CriteriaInsights(ordered, len(rows), sampled)
 

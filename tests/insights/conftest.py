@@ -109,6 +109,15 @@ def build_history(tmp_path: Path) -> History:
             started_at=started,
             completed_at=None if seconds is None else started + dt.timedelta(seconds=seconds),
         )
+        if status == "completed":
+            Event.objects.create(
+                project=s.project,
+                session=s,
+                agent=s.agent,
+                kind=Event.Kind.STEP_FINISHED,
+                created_at=runs[key].completed_at,
+                payload={"step_id": step_id, "outputs": {}, "notes": None},
+            )
         return runs[key]
 
     done, aborted, active = "completed", "aborted", "active"

@@ -48,7 +48,12 @@ def test_json_history_holds_steps_reviews_rulings_and_events(history, watching):
     assert [(d["kind"], d["by"], d["reason"]) for d in wrap_up["decisions"]] == [
         ("override", "dana", "fine as is")
     ]
-    assert [e["kind"] for e in data["events"]] == ["review_failed"]
+    # In the order they were written (the outbox's id order).
+    assert [e["kind"] for e in data["events"]] == [
+        "step_finished",
+        "step_finished",
+        "review_failed",
+    ]
     assert data["events_truncated"] is False
 
 

@@ -123,3 +123,12 @@ def test_pages_need_the_watch_permission(history):
     assert client.get("/insights/").status_code == 403
     assert client.get("/insights/export/waits.csv").status_code == 403
     assert client.get("/sessions/s1/history.json").status_code == 403
+
+
+def test_a_long_range_draws_weeks_and_keeps_every_day_in_the_table(history, watching):
+    html = watching.get("/insights/", {"since": "2025-03-04", "until": "2026-03-03"}).content
+    html = html.decode()
+    assert "Week from started (UTC)" in html
+    assert len(page_rows(html, "sessions-per-day")) == 365
+    # The week holding 2026-03-01 links to its sessions from its first day to its last.
+    assert "started_from=2026-02-24&amp;started_to=2026-03-02&amp;status=aborted" in html

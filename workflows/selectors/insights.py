@@ -101,16 +101,30 @@ class InsightFilter:
     def session_q(self, prefix: str = "") -> Q:
         """The filter on sessions (``prefix`` reaches them from another model, e.g.
         ``session__``), without the date range: each insight bounds its own timestamp."""
-        q = Q()
+        q = self._catalog_q(prefix)
         if self.project_id is not None:
             q &= Q(**{f"{prefix}project_id": self.project_id})
+        if self.agent_id is not None:
+            q &= Q(**{f"{prefix}agent__agent_id": self.agent_id})
+        return q
+
+    def event_q(self) -> Q:
+        """The filter on events: their own project and agent columns, and their session only
+        for the job and workflow (so an unfiltered count joins nothing)."""
+        q = self._catalog_q("session__")
+        if self.project_id is not None:
+            q &= Q(project_id=self.project_id)
+        if self.agent_id is not None:
+            q &= Q(agent__agent_id=self.agent_id)
+        return q
+
+    def _catalog_q(self, prefix: str) -> Q:
+        q = Q()
         if self.job is not None:
             jobs = Job.objects.filter(Q(name=self.job) | Q(dir_name=self.job)).values("pk")
             q &= Q(**{f"{prefix}job_name": self.job}) | Q(**{f"{prefix}job_id__in": jobs})
         if self.workflow is not None:
             q &= Q(**{f"{prefix}workflow_name": self.workflow})
-        if self.agent_id is not None:
-            q &= Q(**{f"{prefix}agent__agent_id": self.agent_id})
         return q
 
 
@@ -332,32 +346,35 @@ class AgentActivity:
 
 
 def agent_activity(*, filters: InsightFilter) -> list[AgentActivity]:
-    """Per agent: steps finished per day (three queries in all, whatever the agents): the
-    ``TOP_AGENTS`` busiest drawn one by one, the rest summed as "other agents"."""
+    """Per agent: steps finished per day, failed review rounds and aborted sessions (three
+    queries, whatever the agents): the ``TOP_AGENTS`` busiest drawn one by one, the rest
+    summed as "other agents"."""
     if not filters.wants(Dialect.DEEPWORK):
         return []
     days = filters.days
     index = {day: n for n, day in enumerate(days)}
+    # From the outbox: each finished step is a ``step_finished`` event carrying its agent and
+    # project, so neither count joins the sessions (wf_event_kind_time_idx bounds the range).
     finished = (
-        StepRun.objects.filter(
-            filters.session_q("session__"),
-            status=StepRun.Status.COMPLETED,
-            completed_at__gte=filters.start,
-            completed_at__lt=filters.end,
+        Event.objects.filter(
+            filters.event_q(),
+            kind=Event.Kind.STEP_FINISHED,
+            created_at__gte=filters.start,
+            created_at__lt=filters.end,
         )
-        .annotate(day=_day("completed_at"))
-        .values("session__agent__agent_id", "day")
+        .annotate(day=_day("created_at"))
+        .values("agent__agent_id", "day")
         .annotate(n=Count("pk"))
         .order_by()
     )
     failed = (
         Event.objects.filter(
-            filters.session_q("session__"),
+            filters.event_q(),
             kind=Event.Kind.REVIEW_FAILED,
             created_at__gte=filters.start,
             created_at__lt=filters.end,
         )
-        .values("session__agent__agent_id")
+        .values("agent__agent_id")
         .annotate(n=Count("pk"))
         .order_by()
     )
@@ -380,11 +397,11 @@ def agent_activity(*, filters: InsightFilter) -> list[AgentActivity]:
         return agents[agent_id]
 
     for row in finished:
-        activity = of(row["session__agent__agent_id"])
+        activity = of(row["agent__agent_id"])
         activity.steps_per_day[index[row["day"]]] += row["n"]
         activity.steps += row["n"]
     for row in failed:
-        of(row["session__agent__agent_id"]).failed_reviews += row["n"]
+        of(row["agent__agent_id"]).failed_reviews += row["n"]
     for row in aborted:
         of(row["agent__agent_id"]).aborts += row["n"]
     ranked = sorted(
