@@ -11,8 +11,12 @@ axis titles, and the page puts its data table beside it.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import wraps
 from typing import Any
 from urllib.parse import urlencode
 
@@ -45,6 +49,40 @@ STYLE = Style(
 # Median and p90 are two readings of one thing, not good and bad: two blues.
 PERCENTILE_STYLE = Style(**{**STYLE.to_dict(), "colors": ("#2b6cb0", "#90cdf4")})
 WIDTH = 760
+# Charts kept, drawn, per process: the same figures give the same SVG, so a live refresh or a
+# second person on the same page only redraws charts whose figures changed.
+CHART_CACHE_SIZE = 128
+
+_drawn: OrderedDict[str, SafeString | None] = OrderedDict()
+_drawn_lock = threading.Lock()
+
+
+def memoized(draw: Callable[..., SafeString | None]) -> Callable[..., SafeString | None]:
+    """Keep ``draw``'s SVG for its arguments (their repr: plain dataclasses, lists, dates)."""
+
+    @wraps(draw)
+    def wrapper(*args: Any) -> SafeString | None:
+        key = hashlib.sha256(f"{draw.__name__}:{args!r}".encode()).hexdigest()
+        with _drawn_lock:
+            if key in _drawn:
+                _drawn.move_to_end(key)
+                return _drawn[key]
+        svg = draw(*args)
+        with _drawn_lock:
+            _drawn[key] = svg
+            while len(_drawn) > CHART_CACHE_SIZE:
+                _drawn.popitem(last=False)
+        return svg
+
+    return wrapper
+
+
+def forget_drawn_charts() -> None:
+    """Empty the chart cache (the benchmark measures drawing too)."""
+    with _drawn_lock:
+        _drawn.clear()
+
+
 HEIGHT = 300
 
 
@@ -161,6 +199,7 @@ def _link(value: float, href: str, label: str) -> dict[str, Any]:
     return {"value": value, "label": label, "xlink": {"href": href, "target": "_top"}}
 
 
+@memoized
 def sessions_chart(days: list[work.DayOutcomes], filters: InsightFilter) -> SafeString:
     chart = _base(
         pygal.StackedBar,
@@ -192,6 +231,7 @@ def sessions_chart(days: list[work.DayOutcomes], filters: InsightFilter) -> Safe
     return _svg(chart)
 
 
+@memoized
 def step_times_chart(data: StepTimes, filters: InsightFilter) -> SafeString | None:
     if not data.times or data.choice is None:
         return None
@@ -209,6 +249,7 @@ def step_times_chart(data: StepTimes, filters: InsightFilter) -> SafeString | No
     return _svg(chart)
 
 
+@memoized
 def waits_chart(data: AllWaits, filters: InsightFilter) -> SafeString | None:
     rows = [(key, p) for key, p in wait_rows(data) if p is not None]
     if not rows:
@@ -227,6 +268,7 @@ def waits_chart(data: AllWaits, filters: InsightFilter) -> SafeString | None:
     return _svg(chart)
 
 
+@memoized
 def pass_rates_chart(
     rates: list[reviews.ReviewPassRate], filters: InsightFilter
 ) -> SafeString | None:
@@ -250,6 +292,7 @@ def pass_rates_chart(
     return _svg(chart)
 
 
+@memoized
 def criteria_chart(data: reviews.CriteriaInsights, filters: InsightFilter) -> SafeString | None:
     shown = data.criteria[: reviews.TOP_FAILED_CRITERIA]
     if not shown:
@@ -267,6 +310,7 @@ def criteria_chart(data: reviews.CriteriaInsights, filters: InsightFilter) -> Sa
     return _svg(chart)
 
 
+@memoized
 def attempts_chart(steps: list[reviews.StepAttempts], filters: InsightFilter) -> SafeString | None:
     if not steps:
         return None
@@ -287,6 +331,7 @@ def attempts_chart(steps: list[reviews.StepAttempts], filters: InsightFilter) ->
     return _svg(chart)
 
 
+@memoized
 def rulings_chart(people: list[reviews.PersonRulings], filters: InsightFilter) -> SafeString | None:
     if not people:
         return None
@@ -304,6 +349,7 @@ def rulings_chart(people: list[reviews.PersonRulings], filters: InsightFilter) -
     return _svg(chart)
 
 
+@memoized
 def agent_days_chart(agents: list[work.AgentActivity], filters: InsightFilter) -> SafeString | None:
     if not agents:
         return None
@@ -336,6 +382,7 @@ def agent_days_chart(agents: list[work.AgentActivity], filters: InsightFilter) -
     return _svg(chart)
 
 
+@memoized
 def agent_outcomes_chart(
     agents: list[work.AgentActivity], filters: InsightFilter
 ) -> SafeString | None:
@@ -361,6 +408,7 @@ def agent_outcomes_chart(
     return _svg(chart)
 
 
+@memoized
 def tracker_files_chart(data: work.TrackerInsights) -> SafeString | None:
     if not any(d.tasks for d in data.days):
         return None
@@ -382,6 +430,7 @@ def tracker_files_chart(data: work.TrackerInsights) -> SafeString | None:
     return _svg(chart)
 
 
+@memoized
 def tracker_decisions_chart(data: work.TrackerInsights) -> SafeString | None:
     if not data.decisions:
         return None
@@ -394,6 +443,7 @@ def tracker_decisions_chart(data: work.TrackerInsights) -> SafeString | None:
     return _svg(chart)
 
 
+@memoized
 def tracker_blockers_chart(data: work.TrackerInsights) -> SafeString | None:
     if not data.open_blockers:
         return None

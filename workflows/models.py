@@ -365,8 +365,11 @@ class Event(models.Model):
             models.Index(fields=["project", "id"], name="wf_event_project_idx"),
             # The admin's and API's event filter by kind, newest first.
             models.Index(fields=["kind", "id"], name="wf_event_kind_idx"),
-            # Insights: events of one kind in a date range (failed review rounds per agent).
-            models.Index(fields=["kind", "created_at"], name="wf_event_kind_time_idx"),
+            # Insights: events of one kind in a date range, counted per agent (steps finished,
+            # failed review rounds); agent and project ride along so the count reads the index.
+            models.Index(
+                fields=["kind", "created_at", "agent", "project"], name="wf_event_kind_time_idx"
+            ),
         ]
 
     def __str__(self) -> str:
