@@ -571,6 +571,9 @@ def _insight_filter(query: InsightQuery) -> InsightFilter:
         workflow=query.workflow,
         agent_id=query.agent,
         dialect=query.dialect,
+        # Any range the schema allows is answered: a backwards one is empty, a longer one is
+        # cut to the limit, and the answer's notes say so.
+        clamp=True,
     )
 
 

@@ -8,6 +8,7 @@ behind it. Every page re-renders live like the rest of the dashboard.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,18 +75,23 @@ class InsightFilterForm(forms.Form):
         """The valid filters (an invalid field is shown and left out); a date range that
         cannot be used falls back to the default one, with the reason shown."""
         data = getattr(self, "cleaned_data", {})
-        kwargs = {
-            "project_id": data.get("project"),
-            "job": data.get("job") or None,
-            "workflow": data.get("workflow") or None,
-            "agent_id": data.get("agent") or None,
-            "dialect": data.get("dialect") or None,
-        }
+
+        def checked(since: dt.date | None, until: dt.date | None) -> InsightFilter:
+            return insight_filter(
+                since=since,
+                until=until,
+                project_id=data.get("project"),
+                job=data.get("job") or None,
+                workflow=data.get("workflow") or None,
+                agent_id=data.get("agent") or None,
+                dialect=data.get("dialect") or None,
+            )
+
         try:
-            return insight_filter(since=data.get("since"), until=data.get("until"), **kwargs)
+            return checked(data.get("since"), data.get("until"))
         except InvalidInput as exc:
             self.add_error(None, str(exc))
-            return insight_filter(**kwargs)
+            return checked(None, None)
 
 
 @dataclass

@@ -30,6 +30,7 @@ class InsightTable:
 
     def as_json(self, filters: InsightFilter) -> dict[str, Any]:
         data = asdict(self)
+        data["notes"] = [*filters.notes, *self.notes]
         data["filters"] = filter_dict(filters)
         return data
 

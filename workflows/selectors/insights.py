@@ -75,6 +75,8 @@ class InsightFilter:
     workflow: str | None = None
     agent_id: str | None = None
     dialect: str | None = None
+    # What was made of the range asked for (see ``insight_filter(clamp=True)``).
+    notes: tuple[str, ...] = ()
 
     @classmethod
     def last_days(cls, days: int = DEFAULT_RANGE_DAYS, **kwargs: Any) -> InsightFilter:
@@ -87,7 +89,10 @@ class InsightFilter:
 
     @property
     def end(self) -> dt.datetime:
-        """The first moment after the range (exclusive)."""
+        """The first moment after the range (exclusive); the last one there is for the last
+        day there is."""
+        if self.until == dt.date.max:
+            return dt.datetime.max.replace(tzinfo=dt.UTC)
         return dt.datetime.combine(self.until, dt.time.min, tzinfo=dt.UTC) + dt.timedelta(days=1)
 
     @property
@@ -547,23 +552,31 @@ def insight_filter(
     workflow: str | None = None,
     agent_id: str | None = None,
     dialect: str | None = None,
+    clamp: bool = False,
 ) -> InsightFilter:
     """A checked filter: ``until`` defaults to today, ``since`` to ``DEFAULT_RANGE_DAYS``
-    before it. ``InvalidInput`` for a range that runs backwards or is over
-    ``MAX_RANGE_DAYS`` days, or an unknown dialect."""
+    before it. A range that runs backwards or is over ``MAX_RANGE_DAYS`` days, or an unknown
+    dialect, is ``InvalidInput``; with ``clamp`` the range is instead taken as empty, or cut to
+    the ``MAX_RANGE_DAYS`` days ending at ``until``, and a note says so."""
     until = until or timezone.now().date()
     if since is None:
         try:
             since = until - dt.timedelta(days=DEFAULT_RANGE_DAYS - 1)
         except OverflowError:
             since = dt.date.min
+    notes: list[str] = []
     if since > until:
-        raise InvalidInput(f"since ({since}) is after until ({until}); give since <= until")
-    days = (until - since).days + 1
-    if days > MAX_RANGE_DAYS:
-        raise InvalidInput(
-            f"The range {since} to {until} is {days:,} days; the limit is {MAX_RANGE_DAYS}"
-        )
+        message = f"since ({since}) is after until ({until})"
+        if not clamp:
+            raise InvalidInput(f"{message}; give since <= until")
+        notes.append(f"{message}: the range is empty")
+    elif (days := (until - since).days + 1) > MAX_RANGE_DAYS:
+        if not clamp:
+            raise InvalidInput(
+                f"The range {since} to {until} is {days:,} days; the limit is {MAX_RANGE_DAYS}"
+            )
+        since = until - dt.timedelta(days=MAX_RANGE_DAYS - 1)
+        notes.append(f"The range was cut to the {MAX_RANGE_DAYS} days from {since} to {until}")
     valid = [value for value, _ in Dialect.CHOICES]
     if dialect is not None and dialect not in valid:
         raise InvalidInput(f"Unknown dialect '{dialect}'; use one of: {', '.join(valid)}")
@@ -575,4 +588,5 @@ def insight_filter(
         workflow=workflow or None,
         agent_id=agent_id or None,
         dialect=dialect or None,
+        notes=tuple(notes),
     )
