@@ -43,6 +43,10 @@ OPERATIONS = [
     ("get", "/api/tracker/workflows/1/issues", VIEW),
     ("get", "/api/tracker/workflows/1/milestones", VIEW),
     ("post", "/api/tracker/issues/1/resolve", DECIDE),
+    ("get", "/api/insights/waits", VIEW),
+    ("get", "/api/insights/waits/csv", VIEW),
+    ("get", "/api/sessions/deadbeef/history", VIEW),
+    ("get", "/api/sessions/deadbeef/history/markdown", VIEW),
 ]
 ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE)
 
