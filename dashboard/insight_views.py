@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -102,7 +102,6 @@ class Panel:
     svg: SafeString | None
     sessions_url: str | None = None
     detail: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _activity(filters: InsightFilter) -> list[Panel]:
