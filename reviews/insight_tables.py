@@ -106,8 +106,7 @@ class AllWaits:
 
 
 def waits(filters: InsightFilter) -> AllWaits:
-    tracker = work.tracker_insights(filters=filters)
-    return AllWaits(reviews.waits(filters=filters), tracker.resolved_wait)
+    return AllWaits(reviews.waits(filters=filters), work.blocker_waits(filters=filters))
 
 
 WAIT_LABELS = {

@@ -472,6 +472,23 @@ class TrackerInsights:
 OPEN_BLOCKERS_SHOWN = 50
 
 
+def blocker_waits(*, filters: InsightFilter) -> Percentiles | None:
+    """Median and p90 seconds from a blocker being raised to a person's answer, over the
+    blockers answered in the range: one query."""
+    if not filters.wants(Dialect.TRACKER):
+        return None
+    answered = Issue.objects.filter(
+        _tracker_q(filters),
+        requires_human_review=True,
+        resolved_at__isnull=False,
+        resolved_at__gte=filters.start,
+        resolved_at__lt=filters.end,
+    )
+    return in_seconds(
+        percentiles_by(answered, value=duration("resolved_at", "created_at")).get(None)
+    )
+
+
 def tracker_insights(*, filters: InsightFilter, now: dt.datetime | None = None) -> TrackerInsights:
     """The tracker's work in the range: tasks completed and files they changed per day,
     decisions per category, blockers open now (oldest first, with their age) and how long
@@ -514,14 +531,6 @@ def tracker_insights(*, filters: InsightFilter, now: dt.datetime | None = None) 
         .order_by("created_at", "pk")[:OPEN_BLOCKERS_SHOWN]
     )
     open_count = blockers.filter(resolved_at__isnull=True).count()
-    waits = percentiles_by(
-        blockers.filter(
-            resolved_at__isnull=False,
-            resolved_at__gte=filters.start,
-            resolved_at__lt=filters.end,
-        ),
-        value=duration("resolved_at", "created_at"),
-    )
     return TrackerInsights(
         days=[TrackerDay(day, *per_day[day]) for day in filters.days],
         files_sampled=sampled,
@@ -539,7 +548,7 @@ def tracker_insights(*, filters: InsightFilter, now: dt.datetime | None = None) 
             for issue in open_rows
         ],
         open_blocker_count=open_count,
-        resolved_wait=in_seconds(waits.get(None)),
+        resolved_wait=blocker_waits(filters=filters),
     )
 
 
