@@ -42,6 +42,7 @@ OPERATIONS = [
     ("get", "/api/tracker/workflows/1/decisions", VIEW),
     ("get", "/api/tracker/workflows/1/issues", VIEW),
     ("get", "/api/tracker/workflows/1/milestones", VIEW),
+    ("get", "/api/tracker/tasks/1/subtasks", VIEW),
     ("post", "/api/tracker/issues/1/resolve", DECIDE),
     ("get", "/api/insights/waits", VIEW),
     ("get", "/api/insights/waits/csv", VIEW),
