@@ -195,6 +195,13 @@ def sessions_url(filters: InsightFilter, **extra: Any) -> str:
     return f"{reverse('dashboard:sessions')}?{query}"
 
 
+def tracker_url(filters: InsightFilter) -> str:
+    """The tracked workflows list with the insight's project and agent."""
+    params = {"project": filters.project_id, "agent": filters.agent_id}
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    return f"{reverse('dashboard:tracker_workflows')}{'?' + query if query else ''}"
+
+
 def _link(value: float, href: str, label: str) -> dict[str, Any]:
     return {"value": value, "label": label, "xlink": {"href": href, "target": "_top"}}
 
@@ -409,7 +416,7 @@ def agent_outcomes_chart(
 
 
 @memoized
-def tracker_files_chart(data: work.TrackerInsights) -> SafeString | None:
+def tracker_files_chart(data: work.TrackerInsights, filters: InsightFilter) -> SafeString | None:
     if not any(d.tasks for d in data.days):
         return None
     chart = _base(
@@ -424,14 +431,16 @@ def tracker_files_chart(data: work.TrackerInsights) -> SafeString | None:
     modified = [d.modified for d in data.days]
     deleted = [d.deleted for d in data.days]
     _whole_numbers(chart, [p.total(added) + p.total(modified) + p.total(deleted) for p in periods])
-    chart.add("Added", [p.total(added) for p in periods])
-    chart.add("Modified", [p.total(modified) for p in periods])
-    chart.add("Deleted", [p.total(deleted) for p in periods])
+    url = tracker_url(filters)
+    for label, counts in (("Added", added), ("Modified", modified), ("Deleted", deleted)):
+        chart.add(label, [_link(p.total(counts), url, p.first.isoformat()) for p in periods])
     return _svg(chart)
 
 
 @memoized
-def tracker_decisions_chart(data: work.TrackerInsights) -> SafeString | None:
+def tracker_decisions_chart(
+    data: work.TrackerInsights, filters: InsightFilter
+) -> SafeString | None:
     if not data.decisions:
         return None
     chart = _base(
@@ -439,12 +448,13 @@ def tracker_decisions_chart(data: work.TrackerInsights) -> SafeString | None:
     )
     chart.x_labels = [category for category, _ in data.decisions]
     _whole_numbers(chart, [n for _, n in data.decisions])
-    chart.add("Decisions", [n for _, n in data.decisions])
+    url = tracker_url(filters)
+    chart.add("Decisions", [_link(n, url, category) for category, n in data.decisions])
     return _svg(chart)
 
 
 @memoized
-def tracker_blockers_chart(data: work.TrackerInsights) -> SafeString | None:
+def tracker_blockers_chart(data: work.TrackerInsights, filters: InsightFilter) -> SafeString | None:
     if not data.open_blockers:
         return None
     chart = _base(
@@ -454,5 +464,15 @@ def tracker_blockers_chart(data: work.TrackerInsights) -> SafeString | None:
         y_title="Blocker",
     )
     chart.x_labels = [f"#{b.issue_id} {b.description[:40]}" for b in data.open_blockers]
-    chart.add("Hours open", [round(b.age_seconds / 3600, 1) for b in data.open_blockers])
+    chart.add(
+        "Hours open",
+        [
+            _link(
+                round(b.age_seconds / 3600, 1),
+                reverse("dashboard:tracker_workflow", args=[b.workflow_id]),
+                b.workflow_name,
+            )
+            for b in data.open_blockers
+        ],
+    )
     return _svg(chart)

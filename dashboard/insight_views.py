@@ -175,10 +175,12 @@ def _reviews(filters: InsightFilter) -> list[Panel]:
 
 def _tracker(filters: InsightFilter) -> list[Panel]:
     data = work.tracker_insights(filters=filters)
+    # The tracker's own pages list the workflows behind these charts.
+    url = charts.tracker_url(filters)
     return [
-        Panel(tracker_files_table(data), charts.tracker_files_chart(data)),
-        Panel(tracker_decisions_table(data), charts.tracker_decisions_chart(data)),
-        Panel(tracker_blockers_table(data), charts.tracker_blockers_chart(data)),
+        Panel(tracker_files_table(data), charts.tracker_files_chart(data, filters), url),
+        Panel(tracker_decisions_table(data), charts.tracker_decisions_chart(data, filters), url),
+        Panel(tracker_blockers_table(data), charts.tracker_blockers_chart(data, filters), url),
     ]
 
 

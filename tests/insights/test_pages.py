@@ -132,3 +132,10 @@ def test_a_long_range_draws_weeks_and_keeps_every_day_in_the_table(history, watc
     assert len(page_rows(html, "sessions-per-day")) == 365
     # The week holding 2026-03-01 links to its sessions from its first day to its last.
     assert "started_from=2026-02-24&amp;started_to=2026-03-02&amp;status=aborted" in html
+
+
+def test_tracker_charts_lead_to_the_tracked_workflows(history, watching):
+    html = watching.get("/insights/tracker/", RANGE).content.decode()
+    assert 'href="/tracker/">Tracked workflows behind this chart' in html
+    # The open blocker's bar opens its workflow's page.
+    assert f'xlink:href="/tracker/{history.tracked.pk}/"' in html
