@@ -1,7 +1,7 @@
 """Insights: what happened over time, aggregated in the database.
 
-Each read here is one query whatever the number of rows (the busiest-workflow pick is one
-more), filtered by an ``InsightFilter`` and bounded by its date range (at most
+Each read here costs a fixed number of queries whatever the number of rows (most one, each
+saying how many), filtered by an ``InsightFilter`` and bounded by its date range (at most
 ``MAX_RANGE_DAYS``): the database counts and ranks, Python only zero-fills days and shapes
 the answer.
 
