@@ -41,6 +41,10 @@ def test_each_page_draws_its_charts_with_tables_and_no_script(history, watching,
 
 def test_a_bar_links_to_the_sessions_behind_it(history, watching):
     html = watching.get("/insights/", RANGE).content.decode()
+    # An agent's legend entry in the steps-per-day areas: that agent's sessions.
+    assert (
+        'href="/sessions/?agent=a1&amp;started_from=2026-03-01&amp;started_to=2026-03-03"' in html
+    )
     assert (
         'href="/sessions/?started_from=2026-03-01&amp;started_to=2026-03-01&amp;status=aborted"'
         in html
