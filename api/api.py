@@ -656,3 +656,90 @@ def cancel_published_run(
 from api.dag import router as dag_router  # noqa: E402
 
 api.add_router("/dag", dag_router)
+# Insights (issue 14): each insight's table as JSON or CSV, and a session's whole history.
+# Kept together so this block merges apart from the others.
+
+from api.insight_schemas import HistoryOut, InsightName, InsightOut, InsightQuery  # noqa: E402
+from reviews.history import history_markdown, session_history  # noqa: E402
+from reviews.insight_tables import insight_table  # noqa: E402
+from workflows.selectors.insights import InsightFilter, insight_filter  # noqa: E402
+
+CSV_ANSWER = {"200": {"content": {"text/csv": {"schema": {"type": "string"}}}}}
+MARKDOWN_ANSWER = {"200": {"content": {"text/markdown": {"schema": {"type": "string"}}}}}
+
+
+def _insight_filter(query: InsightQuery) -> InsightFilter:
+    if query.project is not None:
+        project_get(project_id=query.project)  # an unknown project is a 404, not an empty chart
+    return insight_filter(
+        since=query.since,
+        until=query.until,
+        project_id=query.project,
+        job=query.job,
+        workflow=query.workflow,
+        agent_id=query.agent,
+        dialect=query.dialect,
+        # Any range the schema allows is answered: a backwards one is empty, a longer one is
+        # cut to the limit, and the answer's notes say so.
+        clamp=True,
+    )
+
+
+@api.get(
+    "/insights/{name}",
+    response={200: InsightOut, **READ_ERRORS},
+    tags=["insights"],
+    auth=TokenAuth(VIEW),
+)
+def get_insight(
+    request: HttpRequest, name: InsightName, query: Annotated[InsightQuery, Query()]
+) -> dict[str, Any]:
+    """One insight's table (`columns`, `rows`), as the dashboard's insights pages draw it."""
+    filters = _insight_filter(query)
+    return insight_table(name=name, filters=filters).as_json(filters)
+
+
+@api.get(
+    "/insights/{name}/csv",
+    response={**READ_ERRORS},
+    tags=["insights"],
+    auth=TokenAuth(VIEW),
+    openapi_extra={"responses": CSV_ANSWER},
+)
+def get_insight_csv(
+    request: HttpRequest, name: InsightName, query: Annotated[InsightQuery, Query()]
+) -> HttpResponse:
+    """The same table as CSV: a header row, then one row per line."""
+    filters = _insight_filter(query)
+    response = HttpResponse(
+        insight_table(name=name, filters=filters).as_csv(), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response
+
+
+@api.get(
+    "/sessions/{session_id}/history",
+    response={200: HistoryOut, **READ_ERRORS},
+    tags=["sessions"],
+    auth=TokenAuth(VIEW),
+)
+def get_session_history(request: HttpRequest, session_id: Name) -> dict[str, Any]:
+    """The session's whole history: its step runs with outputs and notes, every review and
+    person's ruling, nested sessions and events (`events_truncated` past 10,000)."""
+    return session_history(session_id=session_id)
+
+
+@api.get(
+    "/sessions/{session_id}/history/markdown",
+    response={**READ_ERRORS},
+    tags=["sessions"],
+    auth=TokenAuth(VIEW),
+    openapi_extra={"responses": MARKDOWN_ANSWER},
+)
+def get_session_history_markdown(request: HttpRequest, session_id: Name) -> HttpResponse:
+    """The same history as Markdown, for a post-mortem or a pull request."""
+    return HttpResponse(
+        history_markdown(session_history(session_id=session_id)),
+        content_type="text/markdown; charset=utf-8",
+    )

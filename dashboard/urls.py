@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import dag_views, tracker_views, views
+from dashboard import dag_views, insight_views, tracker_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -39,6 +39,21 @@ urlpatterns = [
         name="dag_step_fail",
     ),
     path("agents/", dag_views.agents, name="agents"),
+    # Insights (issue 14): charts over time, their exports, a session's history.
+    path("insights/", insight_views.insights_activity, name="insights"),
+    path("insights/time/", insight_views.insights_time, name="insights_time"),
+    path("insights/reviews/", insight_views.insights_reviews, name="insights_reviews"),
+    path("insights/tracker/", insight_views.insights_tracker, name="insights_tracker"),
+    path(
+        "insights/export/<slug:name>.<str:fmt>",
+        insight_views.insights_export,
+        name="insights_export",
+    ),
+    path(
+        "sessions/<str:session_id>/history.<str:fmt>",
+        insight_views.session_history_export,
+        name="session_history",
+    ),
 ]
 
 # The tracker's pages (seed 002).

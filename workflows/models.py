@@ -277,6 +277,8 @@ class WorkflowSession(models.Model):
                 condition=Q(status="active"),
                 name="wf_session_active_idx",
             ),
+            # Insights: sessions aborted in a date range, per agent.
+            models.Index(fields=["status", "completed_at"], name="wf_session_ended_idx"),
         ]
 
     def __str__(self) -> str:
@@ -354,6 +356,12 @@ class StepRun(models.Model):
                 condition=Q(status__in=["ready", "assigned"]),
                 name="wf_steprun_dag_open_idx",
             ),
+            # Insights: steps finished in a date range (time per step, steps per agent a day).
+            models.Index(
+                fields=["completed_at"],
+                condition=Q(status="completed"),
+                name="wf_steprun_done_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -423,6 +431,11 @@ class Event(models.Model):
             models.Index(fields=["project", "id"], name="wf_event_project_idx"),
             # The admin's and API's event filter by kind, newest first.
             models.Index(fields=["kind", "id"], name="wf_event_kind_idx"),
+            # Insights: events of one kind in a date range, counted per agent (steps finished,
+            # failed review rounds); agent and project ride along so the count reads the index.
+            models.Index(
+                fields=["kind", "created_at", "agent", "project"], name="wf_event_kind_time_idx"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -56,6 +56,10 @@ OPERATIONS = [
     ("post", "/api/dag/workflows/dag-1/delete", DRIVE),
     ("post", "/api/dag/workflows/dag-1/steps/a/complete", DECIDE),
     ("post", "/api/dag/workflows/dag-1/steps/a/fail", DECIDE),
+    ("get", "/api/insights/waits", VIEW),
+    ("get", "/api/insights/waits/csv", VIEW),
+    ("get", "/api/sessions/deadbeef/history", VIEW),
+    ("get", "/api/sessions/deadbeef/history/markdown", VIEW),
 ]
 ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE)
 

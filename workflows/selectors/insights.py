@@ -1,0 +1,601 @@
+"""Insights: what happened over time, aggregated in the database.
+
+Each read here costs a fixed number of queries whatever the number of rows (most one, each
+saying how many), filtered by an ``InsightFilter`` and bounded by its date range (at most
+``MAX_RANGE_DAYS``): the database counts and ranks, Python only zero-fills days and shapes
+the answer.
+
+Median and p90 use the nearest-rank definition (the smallest value with at least that share
+of the values at or below it), computed with window functions that SQLite and PostgreSQL
+both have (``ROW_NUMBER`` and ``COUNT`` over a partition): only the one or two rows per group
+that hold a percentile leave the database. Reads of the review tables live in
+``reviews.insights`` (``workflows`` never imports ``reviews``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import (
+    Count,
+    DurationField,
+    Expression,
+    ExpressionWrapper,
+    F,
+    Min,
+    Q,
+    QuerySet,
+    Window,
+)
+from django.db.models.functions import RowNumber, TruncDate
+from django.utils import timezone
+
+from workflows.errors import InvalidInput
+from workflows.models import (
+    Decision,
+    Event,
+    Issue,
+    Job,
+    StepRun,
+    Task,
+    WorkflowSession,
+)
+
+# The widest date range one page aggregates (a year, and a leap day).
+MAX_RANGE_DAYS = 366
+DEFAULT_RANGE_DAYS = 30
+# Agents drawn one by one in the per-agent charts; the rest are summed as "other agents".
+TOP_AGENTS = 8
+# Rows read back to count JSON lists in Python (tasks' changed files): the newest ones.
+JSON_SAMPLE_LIMIT = 5000
+
+
+class Dialect:
+    """Which toolset's runs an insight reads: DeepWork sessions or tracked workflows."""
+
+    DEEPWORK = "deepwork"
+    TRACKER = "tracker"
+    CHOICES = ((DEEPWORK, "DeepWork sessions"), (TRACKER, "Tracker workflows"))
+
+
+@dataclass(frozen=True)
+class InsightFilter:
+    """What an insight covers. Days are whole UTC days, ``until`` included; ``None`` leaves a
+    filter out. ``job`` matches the job's name, its folder name or the name it was started
+    with; ``workflow`` a workflow's name; ``agent_id`` an agent's id."""
+
+    since: dt.date
+    until: dt.date
+    project_id: int | None = None
+    job: str | None = None
+    workflow: str | None = None
+    agent_id: str | None = None
+    dialect: str | None = None
+    # What was made of the range asked for (see ``insight_filter(clamp=True)``).
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def last_days(cls, days: int = DEFAULT_RANGE_DAYS, **kwargs: Any) -> InsightFilter:
+        today = timezone.now().date()
+        return cls(since=today - dt.timedelta(days=days - 1), until=today, **kwargs)
+
+    @property
+    def start(self) -> dt.datetime:
+        return dt.datetime.combine(self.since, dt.time.min, tzinfo=dt.UTC)
+
+    @property
+    def end(self) -> dt.datetime:
+        """The first moment after the range (exclusive); the last one there is for the last
+        day there is."""
+        if self.until == dt.date.max:
+            return dt.datetime.max.replace(tzinfo=dt.UTC)
+        return dt.datetime.combine(self.until, dt.time.min, tzinfo=dt.UTC) + dt.timedelta(days=1)
+
+    @property
+    def days(self) -> list[dt.date]:
+        count = (self.until - self.since).days + 1
+        return [self.since + dt.timedelta(days=n) for n in range(count)]
+
+    def wants(self, dialect: str) -> bool:
+        return self.dialect in (None, dialect)
+
+    def session_q(self, prefix: str = "") -> Q:
+        """The filter on sessions (``prefix`` reaches them from another model, e.g.
+        ``session__``), without the date range: each insight bounds its own timestamp."""
+        q = self._catalog_q(prefix)
+        if self.project_id is not None:
+            q &= Q(**{f"{prefix}project_id": self.project_id})
+        if self.agent_id is not None:
+            q &= Q(**{f"{prefix}agent__agent_id": self.agent_id})
+        return q
+
+    def event_q(self) -> Q:
+        """The filter on events: their own project and agent columns, and their session only
+        for the job and workflow (so an unfiltered count joins nothing)."""
+        q = self._catalog_q("session__")
+        if self.project_id is not None:
+            q &= Q(project_id=self.project_id)
+        if self.agent_id is not None:
+            q &= Q(agent__agent_id=self.agent_id)
+        return q
+
+    def _catalog_q(self, prefix: str) -> Q:
+        q = Q()
+        if self.job is not None:
+            jobs = Job.objects.filter(Q(name=self.job) | Q(dir_name=self.job)).values("pk")
+            q &= Q(**{f"{prefix}job_name": self.job}) | Q(**{f"{prefix}job_id__in": jobs})
+        if self.workflow is not None:
+            q &= Q(**{f"{prefix}workflow_name": self.workflow})
+        return q
+
+
+def seconds(value: dt.timedelta | float | int | None) -> float | None:
+    """A duration as seconds: PostgreSQL gives a timedelta, SQLite microseconds."""
+    if value is None:
+        return None
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return float(value) / 1_000_000
+
+
+def in_seconds(p: Percentiles | None, *, scale: float | None = None) -> Percentiles | None:
+    """Durations as seconds: timedeltas or SQLite's microseconds, or numbers times ``scale``."""
+    if p is None:
+        return None
+    if scale is not None:
+        return Percentiles(p.count, p.median * scale, p.p90 * scale, p.extra)
+    return Percentiles(p.count, seconds(p.median), seconds(p.p90), p.extra)
+
+
+def duration(end: str, begin: str) -> ExpressionWrapper:
+    return ExpressionWrapper(F(end) - F(begin), output_field=DurationField())
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """Nearest-rank median and p90 of one group's values, how many values there were, and
+    any ``extra`` fields the group's rows carry."""
+
+    count: int
+    median: Any
+    p90: Any
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def percentiles_by(
+    queryset: QuerySet[Any],
+    *,
+    value: Expression | F,
+    group: str | None = None,
+    extra: Sequence[str] = (),
+) -> dict[Any, Percentiles]:
+    """Median and p90 of ``value`` per ``group`` (one group, ``None``, when not given), in one
+    query: the rows are ranked in the database and only the ranks that hold a percentile come
+    back. The nearest rank r of p in n values is the smallest r with r >= p*n; in integers,
+    2r >= n > 2(r-1) for the median and 10r >= 9n > 10(r-1) for p90."""
+    partition = [F(group)] if group else []
+    ranked = queryset.annotate(
+        pct_value=value,
+        pct_rank=Window(RowNumber(), partition_by=partition, order_by=value.asc()),
+        pct_count=Window(Count("pk"), partition_by=partition),
+    ).alias(
+        pct_r2=F("pct_rank") * 2,
+        pct_r10=F("pct_rank") * 10,
+        pct_n=F("pct_count"),
+        pct_n9=F("pct_count") * 9,
+    )
+    wanted = ranked.filter(
+        Q(pct_r2__gte=F("pct_n"), pct_r2__lt=F("pct_n") + 2)
+        | Q(pct_r10__gte=F("pct_n9"), pct_r10__lt=F("pct_n9") + 10)
+    )
+    fields = ["pct_value", "pct_rank", "pct_count", *([group] if group else []), *extra]
+    found: dict[Any, dict[str, Any]] = defaultdict(dict)
+    for row in wanted.values(*fields):
+        key = row[group] if group else None
+        n, rank = row["pct_count"], row["pct_rank"]
+        slot = found[key]
+        slot["count"] = n
+        slot["extra"] = {name: row[name] for name in extra}
+        if 2 * rank >= n > 2 * (rank - 1):
+            slot["median"] = row["pct_value"]
+        if 10 * rank >= 9 * n > 10 * (rank - 1):
+            slot["p90"] = row["pct_value"]
+    return {
+        key: Percentiles(
+            count=v["count"], median=v.get("median"), p90=v.get("p90"), extra=v["extra"]
+        )
+        for key, v in found.items()
+    }
+
+
+def _day(field_name: str) -> TruncDate:
+    return TruncDate(field_name, tzinfo=dt.UTC)
+
+
+# --- Sessions per day ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DayOutcomes:
+    """Sessions started on one day, by where they stand now."""
+
+    day: dt.date
+    completed: int
+    aborted: int
+    active: int
+
+    @property
+    def started(self) -> int:
+        return self.completed + self.aborted + self.active
+
+
+def sessions_per_day(*, filters: InsightFilter) -> list[DayOutcomes]:
+    """Every day of the range with the sessions started that day, split by outcome (completed,
+    aborted, still active): one query (wf_session_recent_idx bounds the range)."""
+    counts: dict[tuple[dt.date, str], int] = {}
+    if filters.wants(Dialect.DEEPWORK):
+        rows = (
+            WorkflowSession.objects.filter(
+                filters.session_q(), started_at__gte=filters.start, started_at__lt=filters.end
+            )
+            .annotate(day=_day("started_at"))
+            .values("day", "status")
+            .annotate(n=Count("pk"))
+            .order_by()
+        )
+        counts = {(row["day"], row["status"]): row["n"] for row in rows}
+    status = WorkflowSession.Status
+    return [
+        DayOutcomes(
+            day=day,
+            completed=counts.get((day, status.COMPLETED), 0),
+            aborted=counts.get((day, status.ABORTED), 0),
+            active=counts.get((day, status.ACTIVE), 0),
+        )
+        for day in filters.days
+    ]
+
+
+# --- Time per step -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WorkflowChoice:
+    job: str
+    workflow: str
+
+
+def busiest_workflow(*, filters: InsightFilter) -> WorkflowChoice | None:
+    """The filter's job and workflow when both are given, else the (job, workflow) with the
+    most sessions started in the range among those the filter allows: one query."""
+    if filters.job is not None and filters.workflow is not None:
+        return WorkflowChoice(filters.job, filters.workflow)
+    if not filters.wants(Dialect.DEEPWORK):
+        return None
+    row = (
+        WorkflowSession.objects.filter(
+            filters.session_q(), started_at__gte=filters.start, started_at__lt=filters.end
+        )
+        .values("job_name", "workflow_name")
+        .annotate(n=Count("pk"))
+        .order_by("-n", "job_name", "workflow_name")
+        .first()
+    )
+    return None if row is None else WorkflowChoice(row["job_name"], row["workflow_name"])
+
+
+@dataclass(frozen=True)
+class StepTime:
+    step_id: str
+    entry_index: int
+    runs: int
+    median_seconds: float
+    p90_seconds: float
+
+
+def step_times(*, filters: InsightFilter, choice: WorkflowChoice) -> list[StepTime]:
+    """Median and p90 of the time from a step becoming current to its completion, per step of
+    the chosen workflow, over the runs completed in the range, in workflow order: one query
+    (wf_steprun_done_idx bounds the range)."""
+    chosen = InsightFilter(
+        since=filters.since,
+        until=filters.until,
+        project_id=filters.project_id,
+        job=choice.job,
+        workflow=choice.workflow,
+        agent_id=filters.agent_id,
+    )
+    runs = StepRun.objects.filter(
+        chosen.session_q("session__"),
+        status=StepRun.Status.COMPLETED,
+        completed_at__gte=filters.start,
+        completed_at__lt=filters.end,
+    )
+    ranked = percentiles_by(
+        runs.annotate(entry=Window(Min("entry_index"), partition_by=[F("step_id")])),
+        value=duration("completed_at", "started_at"),
+        group="step_id",
+        extra=["entry"],
+    )
+    times = [
+        StepTime(
+            step_id=step_id,
+            entry_index=p.extra["entry"],
+            runs=p.count,
+            median_seconds=seconds(p.median) or 0.0,
+            p90_seconds=seconds(p.p90) or 0.0,
+        )
+        for step_id, p in ranked.items()
+    ]
+    return sorted(times, key=lambda t: (t.entry_index, t.step_id))
+
+
+# --- Per agent ---------------------------------------------------------------------------------
+
+
+@dataclass
+class AgentActivity:
+    """One agent's (or the other agents' summed) steps finished per day, failed review rounds
+    and aborted sessions in the range."""
+
+    agent_id: str
+    steps_per_day: list[int]
+    steps: int = 0
+    failed_reviews: int = 0
+    aborts: int = 0
+    others: list[str] = field(default_factory=list)
+
+
+def agent_activity(*, filters: InsightFilter) -> list[AgentActivity]:
+    """Per agent: steps finished per day, failed review rounds and aborted sessions (three
+    queries, whatever the agents): the ``TOP_AGENTS`` busiest drawn one by one, the rest
+    summed as "other agents"."""
+    if not filters.wants(Dialect.DEEPWORK):
+        return []
+    days = filters.days
+    index = {day: n for n, day in enumerate(days)}
+    # From the outbox: each finished step is a ``step_finished`` event carrying its agent and
+    # project, so neither count joins the sessions (wf_event_kind_time_idx bounds the range).
+    finished = (
+        Event.objects.filter(
+            filters.event_q(),
+            kind=Event.Kind.STEP_FINISHED,
+            created_at__gte=filters.start,
+            created_at__lt=filters.end,
+        )
+        .annotate(day=_day("created_at"))
+        .values("agent__agent_id", "day")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    failed = (
+        Event.objects.filter(
+            filters.event_q(),
+            kind=Event.Kind.REVIEW_FAILED,
+            created_at__gte=filters.start,
+            created_at__lt=filters.end,
+        )
+        .values("agent__agent_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    aborted = (
+        WorkflowSession.objects.filter(
+            filters.session_q(),
+            status=WorkflowSession.Status.ABORTED,
+            completed_at__gte=filters.start,
+            completed_at__lt=filters.end,
+        )
+        .values("agent__agent_id")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    agents: dict[str, AgentActivity] = {}
+
+    def of(agent_id: str) -> AgentActivity:
+        if agent_id not in agents:
+            agents[agent_id] = AgentActivity(agent_id=agent_id, steps_per_day=[0] * len(days))
+        return agents[agent_id]
+
+    for row in finished:
+        activity = of(row["agent__agent_id"])
+        activity.steps_per_day[index[row["day"]]] += row["n"]
+        activity.steps += row["n"]
+    for row in failed:
+        of(row["agent__agent_id"]).failed_reviews += row["n"]
+    for row in aborted:
+        of(row["agent__agent_id"]).aborts += row["n"]
+    ranked = sorted(
+        agents.values(), key=lambda a: (-a.steps, -a.failed_reviews, -a.aborts, a.agent_id)
+    )
+    shown, rest = ranked[:TOP_AGENTS], ranked[TOP_AGENTS:]
+    if rest:
+        other = AgentActivity(agent_id="other agents", steps_per_day=[0] * len(days))
+        for activity in rest:
+            other.steps_per_day = [
+                a + b for a, b in zip(other.steps_per_day, activity.steps_per_day, strict=True)
+            ]
+            other.steps += activity.steps
+            other.failed_reviews += activity.failed_reviews
+            other.aborts += activity.aborts
+            other.others.append(activity.agent_id)
+        shown.append(other)
+    return shown
+
+
+# --- Tracker -----------------------------------------------------------------------------------
+
+
+def _tracker_q(filters: InsightFilter) -> Q:
+    q = Q()
+    if filters.project_id is not None:
+        q &= Q(project_id=filters.project_id)
+    if filters.agent_id is not None:
+        q &= Q(agent__agent_id=filters.agent_id)
+    return q
+
+
+@dataclass(frozen=True)
+class TrackerDay:
+    day: dt.date
+    tasks: int
+    added: int
+    modified: int
+    deleted: int
+
+
+@dataclass(frozen=True)
+class OpenBlocker:
+    issue_id: int
+    workflow_id: int
+    workflow_name: str
+    type: str
+    description: str
+    created_at: dt.datetime
+    age_seconds: float
+
+
+@dataclass(frozen=True)
+class TrackerInsights:
+    days: list[TrackerDay]
+    files_sampled: bool
+    decisions: list[tuple[str, int]]  # (category, count)
+    open_blockers: list[OpenBlocker]
+    open_blocker_count: int
+    resolved_wait: Percentiles | None  # seconds from a blocker being raised to its answer
+
+
+OPEN_BLOCKERS_SHOWN = 50
+
+
+def blocker_waits(*, filters: InsightFilter) -> Percentiles | None:
+    """Median and p90 seconds from a blocker being raised to a person's answer, over the
+    blockers answered in the range: one query."""
+    if not filters.wants(Dialect.TRACKER):
+        return None
+    answered = Issue.objects.filter(
+        _tracker_q(filters),
+        requires_human_review=True,
+        resolved_at__isnull=False,
+        resolved_at__gte=filters.start,
+        resolved_at__lt=filters.end,
+    )
+    return in_seconds(
+        percentiles_by(answered, value=duration("resolved_at", "created_at")).get(None)
+    )
+
+
+def tracker_insights(*, filters: InsightFilter, now: dt.datetime | None = None) -> TrackerInsights:
+    """The tracker's work in the range: tasks completed and files they changed per day,
+    decisions per category, blockers open now (oldest first, with their age) and how long
+    answered blockers waited for a person. Five queries. Job and workflow filters do not apply
+    (tracked workflows have no catalog job)."""
+    now = now or timezone.now()
+    if not filters.wants(Dialect.TRACKER):
+        return TrackerInsights(
+            [TrackerDay(d, 0, 0, 0, 0) for d in filters.days], False, [], [], 0, None
+        )
+    q = _tracker_q(filters)
+    tasks = list(
+        Task.objects.filter(q, completed_at__gte=filters.start, completed_at__lt=filters.end)
+        .order_by("-completed_at")
+        .values_list("completed_at", "files_changed")[: JSON_SAMPLE_LIMIT + 1]
+    )
+    sampled = len(tasks) > JSON_SAMPLE_LIMIT
+    per_day: dict[dt.date, list[int]] = {day: [0, 0, 0, 0] for day in filters.days}
+    for completed_at, changed in tasks[:JSON_SAMPLE_LIMIT]:
+        counts = per_day.get(completed_at.astimezone(dt.UTC).date()) if completed_at else None
+        if counts is None:
+            continue
+        counts[0] += 1
+        for n, key in enumerate(("added", "modified", "deleted"), start=1):
+            value = (changed or {}).get(key) or []
+            counts[n] += len(value) if isinstance(value, list) else 0
+    decisions = [
+        (row["category"], row["n"])
+        for row in Decision.objects.filter(
+            q, created_at__gte=filters.start, created_at__lt=filters.end
+        )
+        .values("category")
+        .annotate(n=Count("pk"))
+        .order_by("-n", "category")
+    ]
+    blockers = Issue.objects.filter(q, requires_human_review=True)
+    open_rows = list(
+        blockers.filter(resolved_at__isnull=True)
+        .select_related("workflow")
+        .order_by("created_at", "pk")[:OPEN_BLOCKERS_SHOWN]
+    )
+    open_count = blockers.filter(resolved_at__isnull=True).count()
+    return TrackerInsights(
+        days=[TrackerDay(day, *per_day[day]) for day in filters.days],
+        files_sampled=sampled,
+        decisions=decisions,
+        open_blockers=[
+            OpenBlocker(
+                issue_id=issue.pk,
+                workflow_id=issue.workflow_id,
+                workflow_name=issue.workflow.name,
+                type=issue.type,
+                description=issue.description,
+                created_at=issue.created_at,
+                age_seconds=(now - issue.created_at).total_seconds(),
+            )
+            for issue in open_rows
+        ],
+        open_blocker_count=open_count,
+        resolved_wait=blocker_waits(filters=filters),
+    )
+
+
+def insight_filter(
+    *,
+    since: dt.date | None = None,
+    until: dt.date | None = None,
+    project_id: int | None = None,
+    job: str | None = None,
+    workflow: str | None = None,
+    agent_id: str | None = None,
+    dialect: str | None = None,
+    clamp: bool = False,
+) -> InsightFilter:
+    """A checked filter: ``until`` defaults to today, ``since`` to ``DEFAULT_RANGE_DAYS``
+    before it. A range that runs backwards or is over ``MAX_RANGE_DAYS`` days, or an unknown
+    dialect, is ``InvalidInput``; with ``clamp`` the range is instead taken as empty, or cut to
+    the ``MAX_RANGE_DAYS`` days ending at ``until``, and a note says so."""
+    until = until or timezone.now().date()
+    if since is None:
+        try:
+            since = until - dt.timedelta(days=DEFAULT_RANGE_DAYS - 1)
+        except OverflowError:
+            since = dt.date.min
+    notes: list[str] = []
+    if since > until:
+        message = f"since ({since}) is after until ({until})"
+        if not clamp:
+            raise InvalidInput(f"{message}; give since <= until")
+        notes.append(f"{message}: the range is empty")
+    elif (days := (until - since).days + 1) > MAX_RANGE_DAYS:
+        if not clamp:
+            raise InvalidInput(
+                f"The range {since} to {until} is {days:,} days; the limit is {MAX_RANGE_DAYS}"
+            )
+        since = until - dt.timedelta(days=MAX_RANGE_DAYS - 1)
+        notes.append(f"The range was cut to the {MAX_RANGE_DAYS} days from {since} to {until}")
+    valid = [value for value, _ in Dialect.CHOICES]
+    if dialect is not None and dialect not in valid:
+        raise InvalidInput(f"Unknown dialect '{dialect}'; use one of: {', '.join(valid)}")
+    return InsightFilter(
+        since=since,
+        until=until,
+        project_id=project_id,
+        job=job or None,
+        workflow=workflow or None,
+        agent_id=agent_id or None,
+        dialect=dialect or None,
+        notes=tuple(notes),
+    )
