@@ -32,10 +32,12 @@ def create_server(
     agent_id: str | None = None,
     auth: Any = None,
     toolsets: Sequence[str] = DEFAULT_TOOLSETS,
+    generation: str = "both",
 ) -> FastMCP:
     """Build the MCP server for one project folder, serving ``toolsets`` (default: deepwork).
 
-    Unknown toolset names raise ``UnknownToolset`` naming the valid ones.
+    Unknown toolset names raise ``UnknownToolset`` naming the valid ones. ``generation``
+    picks the DeepWork tool generation of the deepwork toolset: "0.9", "0.14" or "both".
     """
     root = Path(project_root).resolve()
     if not root.is_dir():
@@ -55,10 +57,19 @@ def create_server(
             external_runner_cmd=external_runner_cmd,
             platform=platform,
             agent_id=agent_id,
+            generation=generation,
         )
     )
     instructions = "\n\n".join(
-        mount.toolset.instructions for mount in mounts if mount.toolset.instructions
+        text
+        for mount in mounts
+        if (
+            text := (
+                mount.toolset.instructions_for(generation)
+                if mount.toolset.instructions_for
+                else mount.toolset.instructions
+            )
+        )
     )
     mcp = Server(
         SERVER_NAME,

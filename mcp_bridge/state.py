@@ -41,6 +41,8 @@ class ServerConfig:
     external_runner_cmd: str | None = None
     platform: str | None = None
     agent_id: str | None = None
+    # Which DeepWork tool generation the deepwork toolset speaks: "0.9", "0.14" or "both".
+    generation: str = "both"
 
 
 class ServerState:

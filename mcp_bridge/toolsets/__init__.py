@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import deepreview, deepwork, tracker
+from mcp_bridge.toolsets import deepreview, deepwork, deepwork014, tracker
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,17 @@ class Toolset:
     tool_names: tuple[str, ...]
     register: Callable[[FastMCP, ServerState, str], None]
     instructions: str | None = None
+    # Instructions that depend on the DeepWork tool generation served (overrides the above).
+    instructions_for: Callable[[str], str] | None = None
 
 
+# The workflow tools of the generation the server was asked for (deepwork014.register).
 DEEPWORK = Toolset(
-    "deepwork", deepwork.TOOL_NAMES, deepwork.register, instructions=deepwork.INSTRUCTIONS
+    "deepwork",
+    deepwork014.TOOL_NAMES,
+    deepwork014.register,
+    instructions=deepwork.INSTRUCTIONS,
+    instructions_for=deepwork014.instructions_for,
 )
 DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepreview.register)
 TRACKER = Toolset(

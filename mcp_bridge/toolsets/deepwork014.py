@@ -1,0 +1,756 @@
+"""The ``deepwork`` toolset by tool generation: DeepWork 0.9.1's, 0.14's, or both on one server.
+
+``mcpserve --generation``:
+
+- ``0.9``: exactly 0.9.1's tools (``toolsets.deepwork``).
+- ``0.14``: exactly 0.14.0's tool names and input schemas, answered in its shapes and texts.
+- ``both`` (default): 0.9.1's tools with the union of both generations' parameters, plus 0.14's
+  ``register_session_job``, ``get_session_job`` and ``get_named_schemas``. Each session's
+  generation is decided at ``start_workflow`` and stored with it: ``instance_id`` means 0.9.1;
+  ``session_id``, ``inputs`` or ``agent_id`` mean 0.14; none of them means 0.9.1 on the
+  ``claude`` platform (a 0.14 Claude client always sends ``session_id``), else 0.14. Later calls
+  are routed by what they name: 0.14-only parameters (``work_summary``, ``agent_id``) or a
+  ``session_id`` naming a live 0.14 stack go the 0.14 way; everything else is 0.9.1's path,
+  unchanged. Sessionless tools (``get_workflows``, the review tools) answer in 0.9.1's wording.
+
+A 0.9.1-style start while this server has an active 0.14 stack, or a 0.14-style start while
+its 0.9.1 stack is not empty, is refused: the two kinds of stacks never nest.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, cast
+
+import yaml
+from fastmcp import Context, FastMCP
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from mcp_bridge.runner import tool
+from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets import deepwork
+from mcp_bridge.toolsets.deepwork import LOOSE_OBJECT, fail
+from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
+from workflows.dialects import deepwork014 as dialect
+from workflows.errors import InvalidInput, NotFound, WorkflowError
+from workflows.models import Job, WorkflowSession
+from workflows.selectors import stack_for_agent
+from workflows.services import session_jobs, sessions014
+
+logger = logging.getLogger("deepwork.mcp")
+
+GENERATIONS = ("0.9", "0.14", "both")
+DEFAULT_GENERATION = "both"
+TOOL_NAMES_014 = (
+    "get_workflows",
+    "start_workflow",
+    "finished_step",
+    "abort_workflow",
+    "go_to_step",
+    "register_session_job",
+    "get_session_job",
+    "get_named_schemas",
+)
+SESSION_JOB_TOOLS = ("register_session_job", "get_session_job", "get_named_schemas")
+TOOL_NAMES = deepwork.TOOL_NAMES + SESSION_JOB_TOOLS
+
+INSTRUCTIONS_014 = """\
+# DeepWork Workflow Server
+
+Runs the project's multi-step workflows ("jobs") and checks each step's outputs.
+
+**Session identity.** `session_id` names your conversation's stack of workflows: on Claude Code
+pass `CLAUDE_CODE_SESSION_ID`; elsewhere omit it on `start_workflow` and pass back
+`begin_step.session_id` on every later call. A sub-agent adds its `agent_id` and gets a stack of
+its own.
+
+## Workflow Lifecycle
+1. Call `get_workflows` to learn the job and workflow names.
+2. Call `start_workflow` with a goal, the names and any `inputs`; follow `begin_step`.
+3. Call `finished_step` with the step's outputs (file paths or string values) and a
+   `work_summary`; on `needs_work`, run the listed reviews or fix what `feedback` says.
+4. On `workflow_complete`, follow `post_workflow_instructions` if any.
+
+Starting a workflow while one is active nests it; `abort_workflow` pops the top one and
+`go_to_step` returns to an earlier step.
+"""
+
+BOTH_NOTE = """\
+## DeepWork 0.14 clients
+This server also speaks DeepWork 0.14: pass `session_id` (your conversation id) and, for
+sub-agents, `agent_id` to `start_workflow`, `finished_step`, `abort_workflow` and `go_to_step`;
+`inputs` and `work_summary` work as in 0.14, and `register_session_job`, `get_session_job` and
+`get_named_schemas` are available."""
+
+
+def instructions_for(generation: str) -> str:
+    if generation == "0.14":
+        return INSTRUCTIONS_014
+    if generation == "both":
+        return f"{deepwork.INSTRUCTIONS}\n{BOTH_NOTE}\n"
+    return deepwork.INSTRUCTIONS
+
+
+def _platform(state: ServerState) -> str:
+    return state.platform or "claude"
+
+
+# Conversations this server process started 0.14 workflows for, for the mixed-stack check.
+_conversations: dict[int, set[str]] = {}
+
+
+def _started_here(state: ServerState) -> set[str]:
+    return _conversations.setdefault(id(state), set())
+
+
+class Engine014:
+    """The 0.14 engine calls, sync, for the database thread."""
+
+    def __init__(self, state: ServerState) -> None:
+        self.state = state
+        self._answer: tuple[object, dialect.GetWorkflowsResponse] | None = None
+
+    def get_workflows(self) -> dialect.GetWorkflowsResponse:
+        view = self.state.catalog().view()
+        if self._answer is not None and self._answer[0] is view:
+            return self._answer[1]
+        agents: dict[tuple[int, str], str | None] = {}
+        for pk, definition in Job.objects.filter(pk__in=[j.pk for j in view.jobs]).values_list(
+            "pk", "definition"
+        ):
+            for wf in definition.get("workflows", ()):
+                if definition.get("job_format") == "0.14":
+                    agents[(pk, wf["name"])] = wf.get("agent")
+        answer = dialect.workflows(view, agents)
+        self._answer = (view, answer)
+        return answer
+
+    def check_no_091_stack(self) -> None:
+        agent = self.state.agent()
+        items = stack_for_agent(agent=agent)
+        if items:
+            top = items[-1]
+            raise InvalidInput(
+                f"A workflow was started the DeepWork 0.9.1 way on this server and is still "
+                f"active ({top.job_name}/{top.workflow_name}, step {top.step_id}); a DeepWork "
+                "0.14 workflow (with session_id, inputs or agent_id) cannot nest inside it. "
+                "Finish or abort it first, or start this workflow without those parameters."
+            )
+
+    def check_no_014_stack(self) -> None:
+        project = self.state.project()
+        for conversation in sorted(_started_here(self.state)):
+            items = sessions014.conversation_stack(project=project, conversation_id=conversation)
+            if items:
+                top = items[-1]
+                raise InvalidInput(
+                    f"A workflow was started the DeepWork 0.14 way on this server and is still "
+                    f"active (session_id '{conversation}': {top.job_name}/{top.workflow_name}); "
+                    "a DeepWork 0.9.1 workflow (with instance_id, or no session_id) cannot nest "
+                    "inside it. Pass session_id to start this workflow on that stack, or "
+                    "finish or abort it first."
+                )
+
+    def start(
+        self,
+        *,
+        goal: str,
+        job_name: str,
+        workflow_name: str,
+        session_id: str | None,
+        inputs: dict[str, str | list[str]] | None,
+        agent_id: str | None,
+        mixed_check: bool,
+    ) -> dialect.StartWorkflowResponse:
+        state = self.state
+        view = state.catalog().view()
+        if not session_id:
+            # The job is looked up first, as 0.14 does: an unknown job says so either way.
+            if view.find(job_name) is None and view.error_for(job_name) is None:
+                raise NotFound(f"Job not found: {job_name}")
+            if _platform(state) == "claude":
+                raise InvalidInput(dialect.START_NEEDS_SESSION_ID)
+            session_id = uuid.uuid4().hex
+        if mixed_check:
+            self.check_no_091_stack()
+        result = sessions014.session014_start(
+            project=state.project(),
+            catalog=view,
+            conversation_id=session_id,
+            agent_id=agent_id or None,
+            job_name=job_name,
+            workflow_name=workflow_name,
+            goal=goal,
+            inputs=inputs,
+        )
+        _started_here(state).add(session_id)
+        return dialect.started(result)
+
+    def finish(
+        self,
+        *,
+        session_id: str,
+        agent_id: str | None,
+        outputs: dict[str, str | list[str]],
+        work_summary: str | None,
+        override_reason: str | None,
+    ) -> dialect.FinishedStepResponse:
+        from reviews import gate014
+
+        project = self.state.project()
+        checkpoint = sessions014.step014_checkpoint(
+            project=project,
+            conversation_id=session_id,
+            agent_id=agent_id,
+            outputs=outputs,
+            work_summary=work_summary,
+        )
+        if not override_reason:
+            feedback = gate014.schema_feedback(checkpoint=checkpoint)
+            if feedback is None and self.state.gate is not None:
+                tasks = gate014.review_tasks(checkpoint=checkpoint)
+                feedback = gate014.gate_feedback(tasks) if tasks else None
+            if feedback is not None:
+                sessions014.step014_needs_work(checkpoint=checkpoint)
+                return dialect.needs_work(
+                    feedback,
+                    sessions014.conversation_stack(
+                        project=project, conversation_id=session_id, agent_id=agent_id
+                    ),
+                )
+        return dialect.finished(sessions014.step014_advance(checkpoint=checkpoint))
+
+    def abort(
+        self, *, session_id: str, agent_id: str | None, explanation: str
+    ) -> dialect.AbortWorkflowResponse:
+        return dialect.aborted(
+            sessions014.session014_abort(
+                project=self.state.project(),
+                conversation_id=session_id,
+                agent_id=agent_id,
+                explanation=explanation,
+            )
+        )
+
+    def go_to_step(
+        self, *, session_id: str, agent_id: str | None, step_id: str
+    ) -> dialect.GoToStepResponse:
+        return dialect.went_to_step(
+            sessions014.session014_go_to_step(
+                project=self.state.project(),
+                conversation_id=session_id,
+                agent_id=agent_id,
+                step_name=step_id,
+            )
+        )
+
+    def register_session_job(
+        self, *, session_id: str, job_name: str, yaml_text: str
+    ) -> dict[str, Any]:
+        try:
+            registered = session_jobs.session_job_register(
+                project=self.state.project(),
+                platform=_platform(self.state),
+                conversation_id=session_id,
+                job_name=job_name,
+                yaml_text=yaml_text,
+            )
+        except InvalidInput as exc:
+            return dialect.soft_error(str(exc))
+        return {
+            "status": "registered",
+            "job_name": registered.job_name,
+            "job_dir": registered.job_dir,
+            "message": f"Session job '{job_name}' registered successfully. It can be started "
+            f"with start_workflow(job_name='{job_name}', ...).",
+        }
+
+    def get_session_job(self, *, session_id: str, job_name: str) -> dict[str, Any]:
+        try:
+            text = session_jobs.session_job_text(
+                project=self.state.project(), conversation_id=session_id, job_name=job_name
+            )
+        except WorkflowError as exc:
+            return dialect.soft_error(str(exc))
+        return {"job_name": job_name, "job_definition_yaml": text}
+
+    def live_014(self, session_id: str | None, agent_id: str | None) -> bool:
+        """Whether ``session_id`` names a 0.14 stack with an active workflow and no live 0.9.1
+        session has that id (0.9.1 ids win: they are what a 0.9.1 client holds)."""
+        if not session_id:
+            return False
+        project = self.state.project()
+        if WorkflowSession.objects.filter(
+            project=project,
+            session_id=session_id,
+            generation=WorkflowSession.Generation.DEEPWORK_091,
+            status=WorkflowSession.Status.ACTIVE,
+        ).exists():
+            return False
+        try:
+            return bool(
+                sessions014.conversation_stack(
+                    project=project, conversation_id=session_id, agent_id=agent_id
+                )
+            )
+        except InvalidInput:
+            return False
+
+
+def named_schemas(project_root: Path) -> list[dict[str, Any]]:
+    """The project's named DeepSchemas (``.deepwork/schemas/<name>/deepschema.yml``), sorted
+    by name; one that fails to parse is listed as such."""
+    found: list[dict[str, Any]] = []
+    folder = project_root / ".deepwork" / "schemas"
+    try:
+        entries = sorted(p for p in folder.iterdir() if p.is_dir())
+    except OSError:
+        return found
+    for entry in entries:
+        path = entry / "deepschema.yml"
+        if not path.is_file():
+            continue
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            if not isinstance(data, dict):
+                raise ValueError("not a mapping")
+            found.append(
+                {
+                    "name": entry.name,
+                    "summary": str(data.get("summary", "")),
+                    "matchers": [str(m) for m in data.get("matchers", []) or []],
+                }
+            )
+        except (OSError, ValueError, yaml.YAMLError):
+            found.append(
+                {"name": entry.name, "summary": f"(failed to parse {path})", "matchers": []}
+            )
+    return found
+
+
+async def _db(state: ServerState, name: str, params: dict[str, Any], fn: Callable[[], Any]) -> Any:
+    try:
+        answer = await db_sync_to_async(retrying_when_busy(fn))()
+    except WorkflowError as exc:
+        log_call(state, name, params)
+        raise fail(name, exc) from None
+    except DatabaseBusy:
+        log_call(state, name, params)
+        raise fail(name, BUSY_MESSAGE) from None
+    log_call(state, name, params)
+    return answer
+
+
+# --- parameter declarations shared by the 0.14 and the union tools -------------------------
+
+SessionId = Annotated[
+    str | None,
+    Field(
+        description="DeepWork 0.14: your conversation id (CLAUDE_CODE_SESSION_ID on Claude "
+        "Code, else the begin_step.session_id start_workflow returned). It names your stack."
+    ),
+]
+AgentId = Annotated[
+    str | None,
+    Field(description="DeepWork 0.14: a sub-agent's id (CLAUDE_CODE_AGENT_ID); its own stack."),
+]
+Inputs = Annotated[
+    dict[str, str | list[str]] | None,
+    Field(
+        description="Values of the first step's declared inputs, by argument name: a string, "
+        "or for file_path arguments a path or list of paths. They reach every step that "
+        "declares them."
+    ),
+]
+Outputs = Annotated[
+    dict[str, str | list[str]],
+    Field(
+        description="Output name -> value: file_path outputs take a path or list of paths "
+        "relative to the project root; string outputs take the string itself."
+    ),
+]
+WorkSummary = Annotated[
+    str | None,
+    Field(description="What you did in this step; checked against its process requirements."),
+]
+Override = Annotated[
+    str | None,
+    Field(description="Skips every review of this step when given; say why."),
+]
+
+
+def _session_tools(mcp: FastMCP, state: ServerState, engine: Engine014, prefix: str) -> None:
+    """register_session_job, get_session_job and get_named_schemas (both 0.14 and both)."""
+
+    @tool(mcp, name=f"{prefix}register_session_job", output_schema=LOOSE_OBJECT)
+    async def register_session_job(
+        job_name: Annotated[str, Field(description="Name for the job (^[a-z][a-z0-9_]*$).")],
+        job_definition_yaml: Annotated[
+            str, Field(description="The whole job.yml text, in either job format.")
+        ],
+        session_id: SessionId = None,
+    ) -> dict[str, Any]:
+        """Register a job definition that only this conversation (session_id) can start, e.g.
+        a plan written on the fly. Re-registering a name replaces it; it shadows a project job
+        of the same name for this conversation only."""
+        if not session_id:
+            return dialect.soft_error(dialect.SESSION_ID_REQUIRED_JOBS)
+        return await _db(
+            state,
+            f"{prefix}register_session_job",
+            {"job_name": job_name, "session_id": session_id},
+            lambda: engine.register_session_job(
+                session_id=session_id, job_name=job_name, yaml_text=job_definition_yaml
+            ),
+        )
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_session_job",
+        output_schema=LOOSE_OBJECT,
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    async def get_session_job(
+        job_name: Annotated[str, Field(description="The registered job's name.")],
+        session_id: SessionId = None,
+    ) -> dict[str, Any]:
+        """Return the job.yml text this conversation registered under job_name, verbatim."""
+        if not session_id:
+            return dialect.soft_error(dialect.SESSION_ID_REQUIRED_JOBS)
+        return await _db(
+            state,
+            f"{prefix}get_session_job",
+            {"job_name": job_name, "session_id": session_id},
+            lambda: engine.get_session_job(session_id=session_id, job_name=job_name),
+        )
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_named_schemas",
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    async def get_named_schemas() -> list[dict[str, Any]]:
+        """List the project's named DeepSchemas (.deepwork/schemas/<name>/deepschema.yml):
+        name, summary and the file patterns each applies to."""
+        answer = named_schemas(state.project_root)
+        log_call(state, f"{prefix}get_named_schemas", {})
+        return answer
+
+
+def register_014(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """DeepWork 0.14's workflow tools with its exact parameters."""
+    engine = Engine014(state)
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_workflows",
+        annotations=ToolAnnotations(read_only_hint=True),
+        output_schema=LOOSE_OBJECT,
+    )
+    async def get_workflows() -> dialect.GetWorkflowsResponse:
+        """List every job and its workflows, each with how to invoke it. Call this first.
+        Jobs whose job.yml fails to load are listed under `errors`."""
+        return await _db(state, f"{prefix}get_workflows", {}, engine.get_workflows)
+
+    @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
+    async def start_workflow(
+        goal: Annotated[str, Field(description="What the user wants to accomplish.")],
+        job_name: Annotated[str, Field(description="The job's name as get_workflows lists it.")],
+        workflow_name: Annotated[str, Field(description="The workflow within the job.")],
+        session_id: SessionId = None,
+        inputs: Inputs = None,
+        agent_id: AgentId = None,
+    ) -> dialect.StartWorkflowResponse:
+        """Start a workflow on your stack and get its first step (instructions, inputs,
+        expected outputs). Starting while another workflow is active nests the new one."""
+        return await _db(
+            state,
+            f"{prefix}start_workflow",
+            {"job_name": job_name, "workflow_name": workflow_name, "session_id": session_id},
+            lambda: engine.start(
+                goal=goal,
+                job_name=job_name,
+                workflow_name=workflow_name,
+                session_id=session_id,
+                inputs=inputs,
+                agent_id=agent_id,
+                mixed_check=False,
+            ),
+        )
+
+    @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
+    async def finished_step(
+        outputs: Outputs,
+        session_id: SessionId = None,
+        work_summary: WorkSummary = None,
+        quality_review_override_reason: Override = None,
+        agent_id: AgentId = None,
+    ) -> Any:
+        """Hand in the current step's outputs. `status` says what next: `needs_work` (run the
+        listed reviews or fix what `feedback` says, then call again), `next_step` (follow
+        `begin_step`) or `workflow_complete`."""
+        if not session_id:
+            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        return await _db(
+            state,
+            f"{prefix}finished_step",
+            {"outputs": outputs, "session_id": session_id},
+            lambda: engine.finish(
+                session_id=session_id,
+                agent_id=agent_id,
+                outputs=outputs,
+                work_summary=work_summary,
+                override_reason=quality_review_override_reason,
+            ),
+        )
+
+    @tool(mcp, name=f"{prefix}abort_workflow", output_schema=LOOSE_OBJECT)
+    async def abort_workflow(
+        explanation: Annotated[str, Field(description="Why the workflow is being aborted.")],
+        session_id: SessionId = None,
+        agent_id: AgentId = None,
+    ) -> Any:
+        """Abort the workflow on top of your stack; the one below it, if any, resumes."""
+        if not session_id:
+            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        return await _db(
+            state,
+            f"{prefix}abort_workflow",
+            {"session_id": session_id},
+            lambda: engine.abort(session_id=session_id, agent_id=agent_id, explanation=explanation),
+        )
+
+    @tool(mcp, name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
+    async def go_to_step(
+        step_id: Annotated[str, Field(description="The earlier (or current) step to return to.")],
+        session_id: SessionId = None,
+        agent_id: AgentId = None,
+    ) -> Any:
+        """Return the top workflow of your stack to an earlier step to redo work; progress
+        from that step on is invalidated (files are kept)."""
+        if not session_id:
+            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        return await _db(
+            state,
+            f"{prefix}go_to_step",
+            {"step_id": step_id, "session_id": session_id},
+            lambda: engine.go_to_step(session_id=session_id, agent_id=agent_id, step_id=step_id),
+        )
+
+    _session_tools(mcp, state, engine, prefix)
+
+
+class _Capture:
+    """Stands in for a server to collect 0.9.1's tool functions as ``deepwork.register``
+    defines them, so the union tools can hand a 0.9.1 call to them unchanged."""
+
+    def __init__(self) -> None:
+        self.fns: dict[str, Callable[..., Awaitable[Any]]] = {}
+
+    def tool(self, fn: Callable[..., Awaitable[Any]], *, name: str, **options: Any) -> None:
+        self.fns[name] = fn
+
+
+def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """0.9.1's tools with both generations' parameters, routed per call; plus the 0.14-only
+    session-job and schema tools."""
+    engine = Engine014(state)
+    # 0.9.1's own tool functions, registered on a private server: its path runs unchanged.
+    legacy = _Capture()
+    deepwork.register(cast(FastMCP, legacy), state)
+    legacy_fn = legacy.fns
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_workflows",
+        annotations=ToolAnnotations(read_only_hint=True),
+        output_schema=LOOSE_OBJECT,
+    )
+    async def get_workflows() -> Any:
+        """List every available job and its workflows. Call this first, before starting any
+        workflow, to learn the exact job and workflow names. Jobs whose job.yml fails to load
+        are listed under `errors` with the reason."""
+        return await legacy_fn["get_workflows"]()
+
+    @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
+    async def start_workflow(
+        goal: Annotated[str, Field(description="What the user wants to accomplish.")],
+        job_name: Annotated[
+            str, Field(description="The job's name as get_workflows lists it (or its folder).")
+        ],
+        workflow_name: Annotated[
+            str,
+            Field(
+                description="The workflow within the job. A job with a single workflow runs "
+                "it whatever name is given; otherwise an unknown name lists the available ones."
+            ),
+        ],
+        instance_id: Annotated[
+            str | None,
+            Field(description="DeepWork 0.9.1: optional label for this run, e.g. 'acme'."),
+        ] = None,
+        session_id: SessionId = None,
+        inputs: Inputs = None,
+        agent_id: AgentId = None,
+    ) -> Any:
+        """Start a workflow and get its first step: instructions, expected outputs and what
+        it must pass. DeepWork 0.9.1 clients call it as before; DeepWork 0.14 clients pass
+        `session_id` (and `inputs`, `agent_id`) and get 0.14's answers for that workflow.
+        Starting while another workflow is active nests the new one on top of the stack."""
+        name = f"{prefix}start_workflow"
+        is_014 = any(v is not None for v in (session_id, inputs, agent_id))
+        if instance_id is not None and is_014:
+            raise fail(
+                name,
+                "instance_id belongs to DeepWork 0.9.1 calls and session_id, inputs and "
+                "agent_id to DeepWork 0.14 calls; a call cannot mix them",
+            )
+        if instance_id is None and not is_014 and _platform(state) != "claude":
+            is_014 = True
+        if not is_014:
+            await _db(state, name, {}, engine.check_no_014_stack)
+            return await legacy_fn["start_workflow"](
+                goal=goal, job_name=job_name, workflow_name=workflow_name, instance_id=instance_id
+            )
+        return await _db(
+            state,
+            name,
+            {"job_name": job_name, "workflow_name": workflow_name, "session_id": session_id},
+            lambda: engine.start(
+                goal=goal,
+                job_name=job_name,
+                workflow_name=workflow_name,
+                session_id=session_id,
+                inputs=inputs,
+                agent_id=agent_id,
+                mixed_check=True,
+            ),
+        )
+
+    async def routes_014(session_id: str | None, agent_id: str | None, only_014: bool) -> bool:
+        if only_014:
+            return True
+        return bool(await db_sync_to_async(engine.live_014)(session_id, None))
+
+    @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
+    async def finished_step(
+        outputs: Annotated[
+            dict[str, str | list[str]],
+            Field(
+                description="Output name -> path(s) relative to the project root (a `file` or "
+                "`file_path` output takes a path, a `files` output a list of paths), or the "
+                "value itself for a `string` output. Outputs marked required=false may be "
+                "left out."
+            ),
+        ],
+        notes: Annotated[
+            str | None, Field(description="DeepWork 0.9.1: notes about the work done.")
+        ] = None,
+        quality_review_override_reason: Override = None,
+        session_id: Annotated[
+            str | None,
+            Field(
+                description="DeepWork 0.9.1: the session to act on (from "
+                "begin_step.session_id), by default the top of your stack. DeepWork 0.14: "
+                "your conversation id, which names your stack."
+            ),
+        ] = None,
+        work_summary: WorkSummary = None,
+        agent_id: AgentId = None,
+        ctx: Context = None,  # type: ignore[assignment]  # FastMCP injects it
+    ) -> Any:
+        """Report that the current step is done and hand in its outputs. The answer's
+        `status` says what next: `needs_work` (fix what `feedback` says and call again),
+        `next_step` (follow `begin_step`) or `workflow_complete` (done; see `all_outputs`)."""
+        name = f"{prefix}finished_step"
+        only_014 = work_summary is not None or agent_id is not None
+        if not await routes_014(session_id, agent_id, only_014):
+            return await legacy_fn["finished_step"](
+                outputs=outputs,
+                notes=notes,
+                quality_review_override_reason=quality_review_override_reason,
+                session_id=session_id,
+                ctx=ctx,
+            )
+        if not session_id:
+            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        return await _db(
+            state,
+            name,
+            {"outputs": outputs, "session_id": session_id},
+            lambda: engine.finish(
+                session_id=session_id,
+                agent_id=agent_id,
+                outputs=outputs,
+                work_summary=work_summary if work_summary is not None else notes,
+                override_reason=quality_review_override_reason,
+            ),
+        )
+
+    @tool(mcp, name=f"{prefix}abort_workflow", output_schema=LOOSE_OBJECT)
+    async def abort_workflow(
+        explanation: Annotated[str, Field(description="Why the workflow is being aborted.")],
+        session_id: Annotated[
+            str | None,
+            Field(
+                description="DeepWork 0.9.1: the session to abort, by default the top of your "
+                "stack. DeepWork 0.14: your conversation id; its top workflow is aborted."
+            ),
+        ] = None,
+        agent_id: AgentId = None,
+    ) -> Any:
+        """Abort a workflow that cannot be completed. The session is marked aborted with your
+        explanation and the workflow below it on the stack, if any, resumes."""
+        if not await routes_014(session_id, agent_id, agent_id is not None):
+            return await legacy_fn["abort_workflow"](explanation=explanation, session_id=session_id)
+        if not session_id:
+            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        return await _db(
+            state,
+            f"{prefix}abort_workflow",
+            {"session_id": session_id},
+            lambda: engine.abort(session_id=session_id, agent_id=agent_id, explanation=explanation),
+        )
+
+    @tool(mcp, name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
+    async def go_to_step(
+        step_id: Annotated[str, Field(description="The earlier step to return to.")],
+        session_id: Annotated[
+            str | None,
+            Field(
+                description="DeepWork 0.9.1: the session to act on, by default the top of "
+                "your stack. DeepWork 0.14: your conversation id."
+            ),
+        ] = None,
+        agent_id: AgentId = None,
+    ) -> Any:
+        """Return the active workflow to an earlier step (or restart the current one) to redo
+        work. Progress from that step on is discarded (files are kept) and the step's
+        instructions are returned; you cannot skip forward."""
+        if not await routes_014(session_id, agent_id, agent_id is not None):
+            return await legacy_fn["go_to_step"](step_id=step_id, session_id=session_id)
+        if not session_id:
+            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        return await _db(
+            state,
+            f"{prefix}go_to_step",
+            {"step_id": step_id, "session_id": session_id},
+            lambda: engine.go_to_step(session_id=session_id, agent_id=agent_id, step_id=step_id),
+        )
+
+    _session_tools(mcp, state, engine, prefix)
+
+
+def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """The deepwork workflow tools of the server's generation (``ServerConfig.generation``)."""
+    generation = getattr(state.config, "generation", DEFAULT_GENERATION)
+    if generation == "0.9":
+        deepwork.register(mcp, state, prefix)
+    elif generation == "0.14":
+        register_014(mcp, state, prefix)
+    else:
+        register_both(mcp, state, prefix)
