@@ -356,11 +356,10 @@ def _runtime_014(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflo
 
     def rt_arg(name: str, required: bool, own_review: Any = None) -> RtArg:
         arg = arguments[name]
-        reviews: list[tuple[str, Mapping[str, Any]]] = []
-        if own_review:
-            reviews.append(("", own_review))
-        if arg.get("review"):
-            reviews.append(("_arg", arg["review"]))
+        blocks = [block for block in (own_review, arg.get("review")) if block]
+        # Rule names follow position, as in 0.14: the first block is unsuffixed, the second
+        # (the argument's, when the output has its own) gets "_arg".
+        reviews = [("" if i == 0 else "_arg", block) for i, block in enumerate(blocks)]
         return RtArg(
             name=name,
             type=arg["type"],
