@@ -24,6 +24,7 @@ import yaml
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
+    compute_review_id,
     is_passed,
     write_instruction_files,
 )
@@ -56,6 +57,7 @@ class Task014:
     description: str
     review_id: str
     agent: str
+    scope: str  # the reviewed files, or "inline content"
 
 
 def _paths(value: Value) -> list[str]:
@@ -186,8 +188,9 @@ def _inline_file(rule: ReviewRule, value: str, review_id: str, source: str) -> s
     )
 
 
-def review_tasks(*, checkpoint: Checkpoint014) -> list[Task014]:
-    """Write the instruction files of every review not yet passed; the tasks to run."""
+def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task014]]:
+    """Write the instruction files of every review not yet passed: (the tasks to run, the
+    tasks already marked as passed)."""
     root = checkpoint.project_root
     step = checkpoint.step
     prefix = f"{Path(checkpoint.session.job.job_dir).name}/"
@@ -244,9 +247,26 @@ def review_tasks(*, checkpoint: Checkpoint014) -> list[Task014]:
             )
         )
     tasks: list[Task014] = []
+    passed: list[Task014] = []
+    for task in file_tasks:
+        review_id = compute_review_id(task, root)
+        if is_passed(root, review_id):
+            passed.append(
+                Task014(
+                    f"Review {prefix}{task.rule_name}",
+                    review_id,
+                    task.agent_name or REVIEWER,
+                    ", ".join(task.files_to_review),
+                )
+            )
     for task, review_id in write_instruction_files(file_tasks, root):
         tasks.append(
-            Task014(f"Review {prefix}{task.rule_name}", review_id, task.agent_name or REVIEWER)
+            Task014(
+                f"Review {prefix}{task.rule_name}",
+                review_id,
+                task.agent_name or REVIEWER,
+                ", ".join(task.files_to_review),
+            )
         )
     for rule, value in inline:
         digest = hashlib.sha256(
@@ -255,18 +275,23 @@ def review_tasks(*, checkpoint: Checkpoint014) -> list[Task014]:
             )
         ).hexdigest()[:12]
         review_id = f"{rule.name}--inline--{digest}"
+        task14 = Task014(
+            f"Review {prefix}{rule.name}",
+            review_id,
+            rule.agent_for("claude") or REVIEWER,
+            "inline content",
+        )
         if is_passed(root, review_id):
+            passed.append(task14)
             continue
         project_write_text(
             root=root,
             relative=f"{INSTRUCTIONS_DIR}/{review_id}.md",
             text=_inline_file(rule, value, review_id, source),
         )
-        tasks.append(
-            Task014(f"Review {prefix}{rule.name}", review_id, rule.agent_for("claude") or REVIEWER)
-        )
+        tasks.append(task14)
     # Files first, then inline values, as 0.14 orders them.
-    return tasks
+    return tasks, passed
 
 
 def _process_text(checkpoint: Checkpoint014, preamble: str) -> str:

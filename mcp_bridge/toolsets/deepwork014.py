@@ -199,30 +199,23 @@ class Engine014:
         work_summary: str | None,
         override_reason: str | None,
     ) -> dialect.FinishedStepResponse:
-        from reviews import gate014
+        from reviews import services014
 
-        project = self.state.project()
         checkpoint = sessions014.step014_checkpoint(
-            project=project,
+            project=self.state.project(),
             conversation_id=session_id,
             agent_id=agent_id,
             outputs=outputs,
             work_summary=work_summary,
         )
-        if not override_reason:
-            feedback = gate014.schema_feedback(checkpoint=checkpoint)
-            if feedback is None and self.state.gate is not None:
-                tasks = gate014.review_tasks(checkpoint=checkpoint)
-                feedback = gate014.gate_feedback(tasks) if tasks else None
-            if feedback is not None:
-                sessions014.step014_needs_work(checkpoint=checkpoint)
-                return dialect.needs_work(
-                    feedback,
-                    sessions014.conversation_stack(
-                        project=project, conversation_id=session_id, agent_id=agent_id
-                    ),
-                )
-        return dialect.finished(sessions014.step014_advance(checkpoint=checkpoint))
+        outcome = services014.step014_finish(
+            checkpoint=checkpoint,
+            override_reason=override_reason,
+            reviews_enabled=self.state.gate is not None,
+        )
+        if isinstance(outcome, services014.NeedsWork014):
+            return dialect.needs_work(outcome.feedback, outcome.stack)
+        return dialect.finished(outcome)
 
     def abort(
         self, *, session_id: str, agent_id: str | None, explanation: str

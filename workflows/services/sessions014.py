@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from workflows import events, limits
@@ -430,20 +430,14 @@ def step014_checkpoint(
     )
 
 
-def step014_needs_work(*, checkpoint: Checkpoint014) -> None:
-    """Count one more review round of the current step (informational, as in 0.14)."""
-    StepRun.objects.filter(
-        session=checkpoint.session,
-        step_id=checkpoint.step.key,
-        status=StepRun.Status.ACTIVE,
-    ).update(quality_attempts=F("quality_attempts") + 1)
-
-
-def step014_advance(*, checkpoint: Checkpoint014) -> Advanced014 | Completed014:
+def step014_advance(
+    *, checkpoint: Checkpoint014, on_claimed: Callable[[], None] | None = None
+) -> Advanced014 | Completed014:
     """Complete the current step and begin the next (or complete the workflow).
 
     Compare-and-sets the revision read by the checkpoint: of two hand-ins of one step,
-    exactly one advances; the other gets ``Conflict`` and changes nothing.
+    exactly one advances; the other gets ``Conflict`` and changes nothing. ``on_claimed``
+    writes what let the hand-in pass, in the same transaction, once the claim succeeded.
     """
     session, workflow, step = checkpoint.session, checkpoint.workflow, checkpoint.step
     project = checkpoint.project
@@ -456,6 +450,8 @@ def step014_advance(*, checkpoint: Checkpoint014) -> Advanced014 | Completed014:
             _claim(session, status=WorkflowSession.Status.COMPLETED, completed_at=now)
         else:
             _claim(session, current_entry_index=index, current_step_id=following.key)
+        if on_claimed is not None:
+            on_claimed()
         StepRun.objects.filter(
             session=session, step_id=step.key, status=StepRun.Status.ACTIVE
         ).update(
