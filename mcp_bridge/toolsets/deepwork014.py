@@ -39,7 +39,7 @@ from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.models import Job, WorkflowSession
 from workflows.selectors import stack_for_agent
-from workflows.services import session_jobs, sessions014
+from workflows.services import active014, session_jobs, sessions014
 
 logger = logging.getLogger("deepwork.mcp")
 
@@ -56,7 +56,9 @@ TOOL_NAMES_014 = (
     "get_named_schemas",
 )
 SESSION_JOB_TOOLS = ("register_session_job", "get_session_job", "get_named_schemas")
-TOOL_NAMES = deepwork.TOOL_NAMES + SESSION_JOB_TOOLS
+# Beyond both releases, for either generation's sessions (served in `both`).
+REBIND_TOOLS = ("get_active_workflow", "validate_step_outputs")
+TOOL_NAMES = deepwork.TOOL_NAMES + SESSION_JOB_TOOLS + REBIND_TOOLS
 
 INSTRUCTIONS_014 = """\
 # DeepWork Workflow Server
@@ -270,6 +272,77 @@ class Engine014:
         except WorkflowError as exc:
             return dialect.soft_error(str(exc))
         return {"job_name": job_name, "job_definition_yaml": text}
+
+    def names_091(self, session_id: str | None) -> bool:
+        """Whether a call means 0.9.1's path: no session_id, or a 0.9.1 session's id."""
+        return (
+            not session_id
+            or WorkflowSession.objects.filter(
+                project=self.state.project(),
+                session_id=session_id,
+                generation=WorkflowSession.Generation.DEEPWORK_091,
+            ).exists()
+        )
+
+    def active_workflow(
+        self, *, session_id: str | None, agent_id: str | None
+    ) -> dialect.ActiveWorkflowResponse:
+        from workflows.dialects import deepwork as dialect091
+
+        state = self.state
+        if agent_id is None and self.names_091(session_id):
+            found = active014.active_091(
+                project=state.project(), agent=state.agent(), session_id=session_id
+            )
+            assert found.begun091 is not None
+            current = dialect091.begin_step(found.begun091).model_dump()
+            items = dialect091.stack(found.stack)
+            stack = [dialect.StackEntry(workflow=i.workflow, step=i.step) for i in items]
+        else:
+            assert session_id is not None
+            found = active014.active_014(
+                project=state.project(), conversation_id=session_id, agent_id=agent_id
+            )
+            assert found.begun014 is not None
+            current = dialect.active_step(found.begun014).model_dump()
+            stack = dialect.stack(found.stack)
+        session = found.session
+        return dialect.ActiveWorkflowResponse(
+            generation=session.generation,
+            session_id=session.conversation_id or session.session_id,
+            job_name=session.job_name,
+            workflow_name=session.workflow_name,
+            goal=session.goal,
+            step_number=found.step_number,
+            total_steps=found.total_steps,
+            completed_steps=list(found.completed_steps),
+            current_step=current,
+            stack=stack,
+        )
+
+    def validate_outputs(
+        self,
+        *,
+        outputs: dict[str, str | list[str]],
+        session_id: str | None,
+        agent_id: str | None,
+    ) -> dialect.ValidateStepOutputsResponse:
+        state = self.state
+        if agent_id is None and self.names_091(session_id):
+            result = active014.validate_091(
+                project=state.project(), agent=state.agent(), outputs=outputs, session_id=session_id
+            )
+        else:
+            assert session_id is not None
+            result = active014.validate_014(
+                project=state.project(),
+                conversation_id=session_id,
+                agent_id=agent_id,
+                outputs=outputs,
+            )
+        return dialect.ValidateStepOutputsResponse(
+            valid=not result.errors, step_id=result.step_id, errors=list(result.errors)
+        )
 
     def live_014(self, session_id: str | None, agent_id: str | None) -> bool:
         """Whether ``session_id`` names a 0.14 stack with an active workflow and no live 0.9.1
@@ -736,6 +809,64 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         )
 
     _session_tools(mcp, state, engine, prefix)
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_active_workflow",
+        output_schema=LOOSE_OBJECT,
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    async def get_active_workflow(
+        session_id: Annotated[
+            str | None,
+            Field(
+                description="DeepWork 0.14: your conversation id. DeepWork 0.9.1: a session id; "
+                "omit it for the top of your stack."
+            ),
+        ] = None,
+        agent_id: AgentId = None,
+    ) -> dialect.ActiveWorkflowResponse:
+        """Find your place again after losing context (compaction, restart): the active
+        workflow's goal, step n of N, the completed steps and the current step with its
+        instructions and expected outputs, in one call. Changes nothing."""
+        return await _db(
+            state,
+            f"{prefix}get_active_workflow",
+            {"session_id": session_id, "agent_id": agent_id},
+            lambda: engine.active_workflow(session_id=session_id, agent_id=agent_id),
+        )
+
+    @tool(
+        mcp,
+        name=f"{prefix}validate_step_outputs",
+        output_schema=LOOSE_OBJECT,
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    async def validate_step_outputs(
+        outputs: Annotated[
+            dict[str, str | list[str]],
+            Field(description="The outputs you would hand to finished_step."),
+        ],
+        session_id: Annotated[
+            str | None,
+            Field(
+                description="DeepWork 0.14: your conversation id. DeepWork 0.9.1: a session id; "
+                "omit it for the top of your stack."
+            ),
+        ] = None,
+        agent_id: AgentId = None,
+    ) -> dialect.ValidateStepOutputsResponse:
+        """Check outputs the way finished_step would (names, required outputs, files,
+        string values, json_schema) without handing them in: a dry run that changes nothing
+        and runs no review. `valid` is true when finished_step would accept them."""
+        return await _db(
+            state,
+            f"{prefix}validate_step_outputs",
+            {"session_id": session_id},
+            lambda: engine.validate_outputs(
+                outputs=outputs, session_id=session_id, agent_id=agent_id
+            ),
+        )
 
 
 def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:

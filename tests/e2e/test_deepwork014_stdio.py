@@ -424,10 +424,50 @@ async def test_both_mode_serves_each_session_in_its_generation(project: Path) ->
             await agent.call("finished_step", {"outputs": {}, "work_summary": "w"})
             == SESSION_REQUIRED
         )
+
+        # Rebinding after lost context, and a dry run that changes nothing.
+        active = await agent.call("get_active_workflow", {"session_id": "S"})
+        assert (active["generation"], active["step_number"], active["total_steps"]) == (
+            "0.14",
+            2,
+            2,
+        )
+        assert active["completed_steps"] == ["one"]
+        assert active["current_step"]["step_instructions"] == "Step two."
+        assert active["goal"] == "conformance"
+        dry = await agent.call(
+            "validate_step_outputs", {"outputs": {"bogus": "x"}, "session_id": "S"}
+        )
+        assert dry == {
+            "valid": False,
+            "step_id": "two",
+            "errors": ["Unknown output names: bogus. Declared outputs: "],
+        }
+        valid = await agent.call("validate_step_outputs", {"outputs": {}, "session_id": "S"})
+        assert valid["valid"]
         done = await agent.call("finished_step", {"outputs": {}, "session_id": "S"})
         assert done["status"] == "workflow_complete"
+
+        # The same two tools for a 0.9.1 session.
+        legacy = await agent.call(
+            "start_workflow", {"goal": "g2", "job_name": "demo", "workflow_name": "main"}
+        )
+        active = await agent.call("get_active_workflow")
+        assert (active["generation"], active["session_id"]) == (
+            "0.9",
+            legacy["begin_step"]["session_id"],
+        )
+        assert (active["step_number"], active["total_steps"], active["completed_steps"]) == (
+            1,
+            3,
+            [],
+        )
+        dry = await agent.call("validate_step_outputs", {"outputs": {}})
+        assert dry["errors"] == [
+            "Missing required outputs: notes.md. All required outputs must be provided."
+        ]
     generations = [
         g async for g in WorkflowSession.objects.order_by("id").values_list("generation", flat=True)
     ]
-    assert generations == ["0.9", "0.14"]
+    assert generations == ["0.9", "0.14", "0.9"]
     assert await Agent.objects.filter(agent_id="dw14:S").aexists()

@@ -30,8 +30,15 @@ WORKFLOW_TOOLS = [
     "abort_workflow",
     "go_to_step",
 ]
-# What the default generation ("both") adds for DeepWork 0.14 clients.
-SESSION_JOB_TOOLS = ["register_session_job", "get_session_job", "get_named_schemas"]
+# What the default generation ("both") adds: DeepWork 0.14's session-job and schema tools,
+# and the two rebinding tools for either generation.
+SESSION_JOB_TOOLS = [
+    "register_session_job",
+    "get_session_job",
+    "get_named_schemas",
+    "get_active_workflow",
+    "validate_step_outputs",
+]
 
 
 async def listed(server: FastMCP) -> tuple[list[str], str | None]:

@@ -290,3 +290,26 @@ def went_to_step(result: WentToStep014) -> GoToStepResponse:
 
 def soft_error(text: str) -> dict[str, Any]:
     return {"error": text}
+
+
+class ActiveWorkflowResponse(BaseModel):
+    """``get_active_workflow``: where a run is, for an agent that lost its context."""
+
+    generation: str
+    session_id: str
+    job_name: str
+    workflow_name: str
+    goal: str
+    step_number: int
+    total_steps: int
+    completed_steps: list[str]
+    current_step: dict[str, Any]
+    stack: list[StackEntry]
+
+
+class ValidateStepOutputsResponse(BaseModel):
+    """``validate_step_outputs``: what ``finished_step`` would refuse, nothing changed."""
+
+    valid: bool
+    step_id: str
+    errors: list[str]
