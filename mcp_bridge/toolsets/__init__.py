@@ -37,7 +37,8 @@ DEEPWORK = Toolset(
     instructions=deepwork.INSTRUCTIONS,
     instructions_for=deepwork014.instructions_for,
 )
-DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepreview.register)
+# 0.14's review texts under --generation 0.14 (deepwork014.register_reviews).
+DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepwork014.register_reviews)
 TRACKER = Toolset(
     "tracker", tracker.TOOL_NAMES, tracker.register, instructions=tracker.INSTRUCTIONS
 )

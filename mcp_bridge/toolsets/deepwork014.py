@@ -616,9 +616,45 @@ class _Capture:
 
     def __init__(self) -> None:
         self.fns: dict[str, Callable[..., Awaitable[Any]]] = {}
+        self.options: dict[str, dict[str, Any]] = {}
 
     def tool(self, fn: Callable[..., Awaitable[Any]], *, name: str, **options: Any) -> None:
         self.fns[name] = fn
+        self.options[name] = options
+
+
+REVIEW_ID_EMPTY = "Validation error: review_id must not be empty."
+REVIEW_ID_TRAVERSAL = "Validation error: review_id must not contain path traversal sequences."
+
+
+def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """The three review tools; under ``--generation 0.14`` ``mark_review_as_passed`` answers
+    bad ids with 0.14's texts (and refuses any path separator, which 0.14.0 lets through)."""
+    from mcp_bridge.toolsets import deepreview
+
+    if getattr(state.config, "generation", DEFAULT_GENERATION) != "0.14":
+        deepreview.register(mcp, state, prefix)
+        return
+    captured = _Capture()
+    deepreview.register(cast(FastMCP, captured), state, prefix)
+    for name, fn in captured.fns.items():
+        if name != f"{prefix}mark_review_as_passed":
+            mcp.tool(fn, name=name, **captured.options[name])
+    passed = captured.fns[f"{prefix}mark_review_as_passed"]
+
+    @tool(mcp, name=f"{prefix}mark_review_as_passed")
+    async def mark_review_as_passed(
+        review_id: Annotated[
+            str, Field(description="The review id named in the review's instructions file.")
+        ],
+    ) -> str:
+        """Record that a review passed, so it is not asked for again until the reviewed
+        content changes. Call it when a review task's reviewer found nothing left to fix."""
+        if not review_id.strip():
+            return REVIEW_ID_EMPTY
+        if ".." in review_id or review_id.startswith("/") or any(c in review_id for c in "/\\\0"):
+            return REVIEW_ID_TRAVERSAL
+        return cast(str, await passed(review_id=review_id))
 
 
 def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:

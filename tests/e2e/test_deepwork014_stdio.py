@@ -100,6 +100,16 @@ async def test_014_tools_list_and_discovery(project: Path) -> None:
             "Call `mcp__plugin_deepwork_deepwork__start_workflow` "
         )
 
+        # Review ids: 0.14's texts, never an error result (check 25).
+        assert await call_text(agent, "mark_review_as_passed", {"review_id": ""}) == (
+            "Validation error: review_id must not be empty."
+        )
+        for bad in ("../x", "/x", "a/b"):
+            assert await call_text(agent, "mark_review_as_passed", {"review_id": bad}) == (
+                "Validation error: review_id must not contain path traversal sequences."
+            )
+        assert not (project / ".deepwork/tmp/review_instructions").exists()
+
         # 0.9.1's parameters are refused by a 0.14 server (check 23).
         error = await agent.call_error("start_workflow", start_args(instance_id="x"))
         assert error.startswith("1 validation error for call[start_workflow]")
