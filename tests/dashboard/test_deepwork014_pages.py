@@ -1,0 +1,48 @@
+"""0.14 sessions on the dashboard and the REST API: the same pages, nothing breaks."""
+
+from __future__ import annotations
+
+import pytest
+
+from reviews.services014 import step014_finish
+from tests.deepwork014.fixtures import write_demo14
+from workflows.services import sessions014
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def session014(project, demo_project, catalog):
+    write_demo14(demo_project)
+    started = sessions014.session014_start(
+        project=project,
+        catalog=catalog.view(),
+        conversation_id="conv-1",
+        agent_id=None,
+        job_name="demo14",
+        workflow_name="main",
+        goal="A 0.14 goal",
+        inputs={"topic": "cats"},
+    )
+    checkpoint = sessions014.step014_checkpoint(
+        project=project,
+        conversation_id="conv-1",
+        agent_id=None,
+        outputs={"notes.md": "notes.md", "data.json": "data.json"},
+        work_summary="cited",
+    )
+    step014_finish(checkpoint=checkpoint, override_reason=None)
+    return started.begun.session
+
+
+def test_overview_list_and_session_page_show_a_014_session(watching, session014):
+    overview = watching.get("/").content.decode()
+    assert "dw14:conv-1" in overview
+    assert "A 0.14 goal" in overview
+    listing = watching.get("/sessions/").content.decode()
+    assert session014.session_id in listing
+    page = watching.get(f"/sessions/{session014.session_id}/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "gather" in html
+    assert "step_gather_output_notes.md" in html  # the review tasks asked for
