@@ -11,8 +11,8 @@ from workflows.services import sessions014
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def session014(project, demo_project, catalog):
+def reviewed_014(project, demo_project, catalog):
+    """A 0.14 session at its first step, whose hand-in was asked for reviews."""
     write_demo14(demo_project)
     started = sessions014.session014_start(
         project=project,
@@ -35,6 +35,11 @@ def session014(project, demo_project, catalog):
     return started.begun.session
 
 
+@pytest.fixture
+def session014(project, demo_project, catalog):
+    return reviewed_014(project, demo_project, catalog)
+
+
 def test_overview_list_and_session_page_show_a_014_session(watching, session014):
     overview = watching.get("/").content.decode()
     assert "dw14:conv-1" in overview
@@ -46,3 +51,5 @@ def test_overview_list_and_session_page_show_a_014_session(watching, session014)
     html = page.content.decode()
     assert "gather" in html
     assert "step_gather_output_notes.md" in html  # the review tasks asked for
+    assert 'data-testid="generation">DeepWork 0.14 · session_id <code>conv-1</code>' in html
+    assert "cats" in html  # the start inputs
