@@ -65,7 +65,7 @@ def create_server(
         for mount in mounts
         if (
             text := (
-                mount.toolset.instructions_for(generation)
+                mount.toolset.instructions_for(generation, root)
                 if mount.toolset.instructions_for
                 else mount.toolset.instructions
             )

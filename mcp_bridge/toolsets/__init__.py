@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
@@ -25,8 +26,9 @@ class Toolset:
     tool_names: tuple[str, ...]
     register: Callable[[FastMCP, ServerState, str], None]
     instructions: str | None = None
-    # Instructions that depend on the DeepWork tool generation served (overrides the above).
-    instructions_for: Callable[[str], str] | None = None
+    # Instructions that depend on the DeepWork tool generation served and the project root
+    # (overrides the above).
+    instructions_for: Callable[[str, Path], str] | None = None
 
 
 # The workflow tools of the generation the server was asked for (deepwork014.register).

@@ -22,13 +22,14 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, cast
 
 import yaml
 from fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
@@ -89,8 +90,70 @@ sub-agents, `agent_id` to `start_workflow`, `finished_step`, `abort_workflow` an
 `get_named_schemas` are available."""
 
 
-def instructions_for(generation: str) -> str:
+INSTRUCTIONS_LIST_LIMIT = 2048
+ISSUE_HEAD = "## **IMPORTANT: ISSUE DETECTED**\n\nSuggest repairing this immediately to the user."
+ISSUE_DETECTED = (
+    "\n\n---\n**IMPORTANT: ISSUE DETECTED.** Suggest repairing this immediately to the user.\n\n"
+)
+
+
+@dataclass(frozen=True)
+class StartupScan:
+    """The project's jobs as the server found them when it started (0.14 builds its
+    ``instructions`` and ``issue_detected`` once, from this)."""
+
+    jobs: tuple[tuple[str, tuple[str, ...], str], ...]  # name, workflow names, summary
+    issues: tuple[str, ...]  # one issue entry per job.yml that fails to load
+
+    @property
+    def issue_detected(self) -> str | None:
+        return ISSUE_DETECTED + "\n".join(self.issues) if self.issues else None
+
+
+def startup_scan(project_root: Path) -> StartupScan:
+    """Parse the catalog's job files without the database: a folder name is served by the
+    first folder that parses, as in the catalog."""
+    from workflows import jobdef
+    from workflows.services import catalog
+
+    jobs: list[tuple[str, tuple[str, ...], str]] = []
+    issues: list[str] = []
+    seen: set[str] = set()
+    for job_file in catalog.catalog_scan(project_root=project_root):
+        if job_file.dir_name in seen:
+            continue
+        try:
+            job = jobdef.parse_job_bytes(
+                catalog._read(job_file),
+                job_dir=Path(job_file.job_dir),
+                yml_path=job_file.yml_path,
+            )
+        except Exception as exc:
+            issues.append(
+                f"- **{job_file.dir_name}**: {exc}\n  {dialect.repair_suggestion(job_file.job_dir)}"
+            )
+            continue
+        seen.add(job_file.dir_name)
+        jobs.append((job.name, tuple(w.name for w in job.workflows), job.summary))
+    return StartupScan(jobs=tuple(jobs), issues=tuple(issues))
+
+
+def instructions_for(generation: str, project_root: Path) -> str:
     if generation == "0.14":
+        scan = startup_scan(project_root)
+        if scan.issues:
+            return f"{ISSUE_HEAD}\n\n" + "\n".join(scan.issues) + f"\n\n{INSTRUCTIONS_014}"
+        if scan.jobs:
+            listing = "\n".join(
+                f"- **{name}** ({', '.join(workflows)}): {summary}"
+                for name, workflows, summary in scan.jobs
+            )
+            if len(listing) > INSTRUCTIONS_LIST_LIMIT:
+                listing = "This project has many jobs; call `get_workflows` to list them."
+            return (
+                "## Available Workflows\n\nThis project uses DeepWork: `/deepwork` starts one "
+                f"of these workflows.\n\n{listing}\n\n{INSTRUCTIONS_014}"
+            )
         return INSTRUCTIONS_014
     if generation == "both":
         return f"{deepwork.INSTRUCTIONS}\n{BOTH_NOTE}\n"
@@ -112,14 +175,25 @@ def _started_here(state: ServerState) -> set[str]:
 class Engine014:
     """The 0.14 engine calls, sync, for the database thread."""
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: ServerState, issue: str | None = None) -> None:
         self.state = state
+        # 0.14's `issue_detected`, added to every answer while set (--generation 0.14).
+        self.issue = issue
         self._answer: tuple[object, dialect.GetWorkflowsResponse] | None = None
+
+    def out(self, answer: Any) -> Any:
+        """``answer`` with 0.14's trailing ``issue_detected`` when the startup scan found
+        broken job files."""
+        if self.issue is None:
+            return answer
+        if isinstance(answer, BaseModel):
+            answer = answer.model_dump(mode="json")
+        return {**answer, "issue_detected": self.issue}
 
     def get_workflows(self) -> dialect.GetWorkflowsResponse:
         view = self.state.catalog().view()
         if self._answer is not None and self._answer[0] is view:
-            return self._answer[1]
+            return self.out(self._answer[1])
         agents: dict[tuple[int, str], str | None] = {}
         for pk, definition in Job.objects.filter(pk__in=[j.pk for j in view.jobs]).values_list(
             "pk", "definition"
@@ -129,7 +203,7 @@ class Engine014:
                     agents[(pk, wf["name"])] = wf.get("agent")
         answer = dialect.workflows(view, agents)
         self._answer = (view, answer)
-        return answer
+        return self.out(answer)
 
     def check_no_091_stack(self) -> None:
         agent = self.state.agent()
@@ -190,7 +264,7 @@ class Engine014:
             inputs=inputs,
         )
         _started_here(state).add(session_id)
-        return dialect.started(result)
+        return self.out(dialect.started(result))
 
     def finish(
         self,
@@ -216,30 +290,34 @@ class Engine014:
             reviews_enabled=self.state.gate is not None,
         )
         if isinstance(outcome, services014.NeedsWork014):
-            return dialect.needs_work(outcome.feedback, outcome.stack)
-        return dialect.finished(outcome)
+            return self.out(dialect.needs_work(outcome.feedback, outcome.stack))
+        return self.out(dialect.finished(outcome))
 
     def abort(
         self, *, session_id: str, agent_id: str | None, explanation: str
     ) -> dialect.AbortWorkflowResponse:
-        return dialect.aborted(
-            sessions014.session014_abort(
-                project=self.state.project(),
-                conversation_id=session_id,
-                agent_id=agent_id,
-                explanation=explanation,
+        return self.out(
+            dialect.aborted(
+                sessions014.session014_abort(
+                    project=self.state.project(),
+                    conversation_id=session_id,
+                    agent_id=agent_id,
+                    explanation=explanation,
+                )
             )
         )
 
     def go_to_step(
         self, *, session_id: str, agent_id: str | None, step_id: str
     ) -> dialect.GoToStepResponse:
-        return dialect.went_to_step(
-            sessions014.session014_go_to_step(
-                project=self.state.project(),
-                conversation_id=session_id,
-                agent_id=agent_id,
-                step_name=step_id,
+        return self.out(
+            dialect.went_to_step(
+                sessions014.session014_go_to_step(
+                    project=self.state.project(),
+                    conversation_id=session_id,
+                    agent_id=agent_id,
+                    step_name=step_id,
+                )
             )
         )
 
@@ -255,14 +333,16 @@ class Engine014:
                 yaml_text=yaml_text,
             )
         except InvalidInput as exc:
-            return dialect.soft_error(str(exc))
-        return {
-            "status": "registered",
-            "job_name": registered.job_name,
-            "job_dir": registered.job_dir,
-            "message": f"Session job '{job_name}' registered successfully. It can be started "
-            f"with start_workflow(job_name='{job_name}', ...).",
-        }
+            return self.out(dialect.soft_error(str(exc)))
+        return self.out(
+            {
+                "status": "registered",
+                "job_name": registered.job_name,
+                "job_dir": registered.job_dir,
+                "message": f"Session job '{job_name}' registered successfully. It can be started "
+                f"with start_workflow(job_name='{job_name}', ...).",
+            }
+        )
 
     def get_session_job(self, *, session_id: str, job_name: str) -> dict[str, Any]:
         try:
@@ -270,8 +350,8 @@ class Engine014:
                 project=self.state.project(), conversation_id=session_id, job_name=job_name
             )
         except WorkflowError as exc:
-            return dialect.soft_error(str(exc))
-        return {"job_name": job_name, "job_definition_yaml": text}
+            return self.out(dialect.soft_error(str(exc)))
+        return self.out({"job_name": job_name, "job_definition_yaml": text})
 
     def names_091(self, session_id: str | None) -> bool:
         """Whether a call means 0.9.1's path: no session_id, or a 0.9.1 session's id."""
@@ -509,7 +589,8 @@ def _session_tools(mcp: FastMCP, state: ServerState, engine: Engine014, prefix: 
 
 def register_014(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """DeepWork 0.14's workflow tools with its exact parameters."""
-    engine = Engine014(state)
+    # Computed once per process, as 0.14 does: fixing a job does not clear it until restart.
+    engine = Engine014(state, issue=startup_scan(state.project_root).issue_detected)
 
     @tool(
         mcp,

@@ -481,3 +481,31 @@ async def test_both_mode_serves_each_session_in_its_generation(project: Path) ->
     ]
     assert generations == ["0.9", "0.14", "0.9"]
     assert await Agent.objects.filter(agent_id="dw14:S").aexists()
+
+
+async def test_014_instructions_and_issue_detected(project: Path) -> None:
+    async with Driver(project, "--generation", "0.14") as agent:
+        instructions = agent.client.initialize_result.instructions
+        assert instructions.startswith("## Available Workflows")
+        assert "- **demo14** (main, helper, plain): A 0.14-format demo job" in instructions
+        assert "- **demo** (main, quick): A demo job" in instructions  # 0.9.1 format: no issue
+        listed = await agent.call("get_workflows")
+        assert "issue_detected" not in listed
+
+    broken = project / ".deepwork/jobs/broken"
+    broken.mkdir()
+    (broken / "job.yml").write_text("")
+    async with Driver(project, "--generation", "0.14") as agent:
+        instructions = agent.client.initialize_result.instructions
+        assert instructions.startswith(
+            "## **IMPORTANT: ISSUE DETECTED**\n\nSuggest repairing this immediately to the user."
+        )
+        assert f"The invalid file is {broken}/job.yml." in instructions
+        listed = await agent.call("get_workflows")
+        (error,) = listed["errors"]
+        assert error["error"].endswith("to migrate legacy formats.")
+        assert listed["issue_detected"].startswith("\n\n---\n**IMPORTANT: ISSUE DETECTED.**")
+        started = await agent.call("start_workflow", start_args("plain", session_id="I"))
+        assert list(started)[-1] == "issue_detected"
+        # Soft session_id errors carry no banner.
+        assert await agent.call("finished_step", {"outputs": {}}) == SESSION_REQUIRED
