@@ -795,7 +795,8 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         if instance_id is None and not is_014 and _platform(state) != "claude":
             is_014 = True
         if not is_014:
-            await _db(state, name, {}, engine.check_no_014_stack)
+            if _started_here(state):
+                await _db(state, name, {}, engine.check_no_014_stack)
             return await legacy_fn["start_workflow"](
                 goal=goal, job_name=job_name, workflow_name=workflow_name, instance_id=instance_id
             )

@@ -32,6 +32,8 @@ WATCH = {
     "workflows.view_decision",
     "workflows.view_issue",
     "workflows.view_milestone",
+    # DeepWork 0.14's session jobs.
+    "workflows.view_sessionjob",
 }
 DECIDE = {"workflows.abort_session", "workflows.drive_session", "reviews.decide_review"}
 
