@@ -697,11 +697,9 @@ class _Capture:
 
     def __init__(self) -> None:
         self.fns: dict[str, Callable[..., Awaitable[Any]]] = {}
-        self.options: dict[str, dict[str, Any]] = {}
 
     def tool(self, fn: Callable[..., Awaitable[Any]], *, name: str, **options: Any) -> None:
         self.fns[name] = fn
-        self.options[name] = options
 
 
 REVIEW_ID_EMPTY = "Validation error: review_id must not be empty."
@@ -709,8 +707,9 @@ REVIEW_ID_TRAVERSAL = "Validation error: review_id must not contain path travers
 
 
 def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
-    """The three review tools; under ``--generation 0.14`` ``mark_review_as_passed`` answers
-    bad ids with 0.14's texts (and refuses any path separator, which 0.14.0 lets through)."""
+    """The three review tools; under ``--generation 0.14`` in 0.14's format and texts
+    (``reviews.deepreview014``), and ``mark_review_as_passed`` answers bad ids with 0.14's
+    texts (refusing any path separator, which 0.14.0 lets through)."""
     from mcp_bridge.toolsets import deepreview
 
     if getattr(state.config, "generation", DEFAULT_GENERATION) != "0.14":
@@ -718,10 +717,72 @@ def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None
         return
     captured = _Capture()
     deepreview.register(cast(FastMCP, captured), state, prefix)
-    for name, fn in captured.fns.items():
-        if name != f"{prefix}mark_review_as_passed":
-            mcp.tool(fn, name=name, **captured.options[name])
     passed = captured.fns[f"{prefix}mark_review_as_passed"]
+
+    def pipeline() -> Any:
+        # Imported on first use, as the 0.9.1 review tools do.
+        from reviews import deepreview014
+
+        return deepreview014
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_review_instructions",
+        annotations=ToolAnnotations(read_only_hint=False),
+    )
+    async def get_review_instructions(
+        files: Annotated[
+            list[str] | None,
+            Field(
+                description="Files to review, relative to the project root (catch-all rules "
+                "are left out then). Omit to review what changed on this branch plus "
+                "uncommitted and untracked files."
+            ),
+        ] = None,
+    ) -> str:
+        """Turn the project's `.deepreview` rules into review tasks for the given (or changed)
+        files: a list of agents to run in parallel, each prompt pointing at an instructions
+        file. When a review passes, call `mark_review_as_passed` with its id."""
+        return cast(
+            str,
+            await deepreview._off_loop(
+                state,
+                f"{prefix}get_review_instructions",
+                {"files": files},
+                lambda: pipeline().get_review_instructions(
+                    project_root=state.project_root, files=files, platform=state.platform
+                ),
+            ),
+        )
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_configured_reviews",
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    async def get_configured_reviews(
+        only_rules_matching_files: Annotated[
+            list[str] | None,
+            Field(
+                description="Only list rules matching at least one of these files (catch-all "
+                "rules are left out then). Omit to list every rule."
+            ),
+        ] = None,
+    ) -> list[dict[str, str]]:
+        """List the review rules of the project's `.deepreview` files: name, description and
+        defining file with line; files that fail to parse as `PARSE_ERROR:<path>` entries."""
+        return cast(
+            list[dict[str, str]],
+            await deepreview._off_loop(
+                state,
+                f"{prefix}get_configured_reviews",
+                {"only_rules_matching_files": only_rules_matching_files},
+                lambda: pipeline().get_configured_reviews(
+                    project_root=state.project_root,
+                    only_rules_matching_files=only_rules_matching_files,
+                ),
+            ),
+        )
 
     @tool(mcp, name=f"{prefix}mark_review_as_passed")
     async def mark_review_as_passed(
