@@ -53,3 +53,19 @@ def test_overview_list_and_session_page_show_a_014_session(watching, session014)
     assert "step_gather_output_notes.md" in html  # the review tasks asked for
     assert 'data-testid="generation">DeepWork 0.14 · session_id <code>conv-1</code>' in html
     assert "cats" in html  # the start inputs
+
+
+def test_a_string_output_is_shown_as_a_value_never_as_a_file(watching, session014, demo_project):
+    (demo_project / "secret.txt").write_text("not an output\n")
+    project = session014.project
+    for outputs in ({"notes.md": "notes.md", "data.json": "data.json"}, {"verdict": "secret.txt"}):
+        checkpoint = sessions014.step014_checkpoint(
+            project=project, conversation_id="conv-1", agent_id=None, outputs=outputs
+        )
+        step014_finish(checkpoint=checkpoint, override_reason="checked")
+    html = watching.get(f"/sessions/{session014.session_id}/").content.decode()
+    assert 'data-testid="output-value">secret.txt</span>' in html
+    assert 'data-path="notes.md"' in html  # a file_path output stays a link
+    url = f"/sessions/{session014.session_id}/files/"
+    assert watching.get(url, {"path": "secret.txt"}).status_code == 404
+    assert watching.get(url, {"path": "notes.md"}).status_code == 200
