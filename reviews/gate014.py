@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
@@ -28,13 +26,11 @@ from reviews.deepreview.instructions import (
     is_passed,
     write_instruction_files,
 )
-from workflows.files import project_write_text, read_regular_text
+from workflows.files import project_write_text
 from workflows.jobdef014 import RtArg
-from workflows.services.sessions014 import Checkpoint014, Value
+from workflows.services.sessions014 import Checkpoint014, Value, schema_feedback
 
 REVIEWER = "deepwork:reviewer"
-JSON_SCHEMA_FAILED = "JSON schema validation failed:"
-MAX_SCHEMA_FILE_BYTES = 16 * 1024 * 1024
 
 GATE_HEAD = "Quality reviews are required before this step can advance."
 HOW_TO_RUN = """\
@@ -62,41 +58,6 @@ class Task014:
 
 def _paths(value: Value) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
-
-
-def schema_feedback(*, checkpoint: Checkpoint014) -> str | None:
-    """The ``needs_work`` feedback when a ``file_path`` output fails its ``json_schema``."""
-    from jsonschema import Draft7Validator
-    from jsonschema.exceptions import best_match
-
-    lines: list[str] = []
-    declared = {arg.name: arg for arg in checkpoint.step.outputs}
-    for name, value in checkpoint.outputs.items():
-        arg = declared[name]
-        if arg.type != "file_path" or arg.json_schema is None:
-            continue
-        for path in _paths(value):
-            try:
-                text = read_regular_text(
-                    checkpoint.project_root / path, limit=MAX_SCHEMA_FILE_BYTES
-                )
-                data = yaml.safe_load(text)
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
-                lines.append(f"- Output '{name}' file '{path}': failed to parse: {exc}")
-                continue
-            error = best_match(Draft7Validator(arg.json_schema).iter_errors(data))
-            if error is not None:
-                loc = " -> ".join(str(p) for p in error.path) if error.path else "root"
-                lines.append(
-                    f"- Output '{name}' file '{path}': JSON schema validation failed: "
-                    f"Validation error at {loc}: {error.message}"
-                )
-    if not lines:
-        return None
-    return (
-        f"{JSON_SCHEMA_FAILED}\n\n" + "\n".join(lines) + "\n\nFix these issues and call "
-        "finished_step again."
-    )
 
 
 def _preamble(checkpoint: Checkpoint014) -> str:
@@ -347,3 +308,6 @@ def format_tasks(tasks: Sequence[Task014]) -> str:
 
 def gate_feedback(tasks: Sequence[Task014]) -> str:
     return f"{GATE_HEAD}\n\n{format_tasks(tasks)}\n{HOW_TO_RUN}"
+
+
+__all__ = ["format_tasks", "gate_feedback", "review_tasks", "schema_feedback"]

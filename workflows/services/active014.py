@@ -125,8 +125,6 @@ def validate_014(
 ) -> Validation:
     """``finished_step``'s output and ``json_schema`` checks on a 0.14 stack, as a dry run
     (no review task is written)."""
-    from reviews import gate014
-
     session = sessions014.session014_top(
         project=project,
         conversation_id=conversation_id,
@@ -140,5 +138,5 @@ def validate_014(
         )
     except InvalidInput as exc:
         return Validation(step_id=step.name, errors=(str(exc),))
-    schema = gate014.schema_feedback(checkpoint=checkpoint)
+    schema = sessions014.schema_feedback(checkpoint=checkpoint)
     return Validation(step_id=step.name, errors=(schema,) if schema else ())

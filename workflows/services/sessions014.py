@@ -20,11 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from django.db import transaction
 from django.utils import timezone
 
 from workflows import events, limits
 from workflows.errors import InvalidInput, JobBroken, NotFound
+from workflows.files import read_regular_text
 from workflows.jobdef014 import RtStep, RtWorkflow, runtime_workflow
 from workflows.models import Agent, Event, Job, Project, SessionJob, Step, StepRun, WorkflowSession
 from workflows.outputs import _check_path
@@ -42,6 +44,8 @@ NO_ACTIVE_FINISH = (
     "finished_step with quality_review_override_reason until you get back to your prior step."
 )
 NO_ACTIVE = "No active workflow session. Use start_workflow to begin a workflow."
+JSON_SCHEMA_FAILED = "JSON schema validation failed:"
+MAX_SCHEMA_FILE_BYTES = 16 * 1024 * 1024
 
 # Conversation and agent ids become part of an agent key and, in 0.14.0, of file names; path
 # characters are refused rather than sanitised.
@@ -578,4 +582,39 @@ def session014_go_to_step(
         stack=conversation_stack(
             project=project, conversation_id=conversation_id, agent_id=agent_id
         ),
+    )
+
+
+def schema_feedback(*, checkpoint: Checkpoint014) -> str | None:
+    """The ``needs_work`` feedback when a ``file_path`` output fails its ``json_schema``."""
+    from jsonschema import Draft7Validator
+    from jsonschema.exceptions import best_match
+
+    lines: list[str] = []
+    declared = {arg.name: arg for arg in checkpoint.step.outputs}
+    for name, value in checkpoint.outputs.items():
+        arg = declared[name]
+        if arg.type != "file_path" or arg.json_schema is None:
+            continue
+        for path in [value] if isinstance(value, str) else value:
+            try:
+                text = read_regular_text(
+                    checkpoint.project_root / path, limit=MAX_SCHEMA_FILE_BYTES
+                )
+                data = yaml.safe_load(text)
+            except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+                lines.append(f"- Output '{name}' file '{path}': failed to parse: {exc}")
+                continue
+            error = best_match(Draft7Validator(arg.json_schema).iter_errors(data))
+            if error is not None:
+                loc = " -> ".join(str(p) for p in error.path) if error.path else "root"
+                lines.append(
+                    f"- Output '{name}' file '{path}': JSON schema validation failed: "
+                    f"Validation error at {loc}: {error.message}"
+                )
+    if not lines:
+        return None
+    return (
+        f"{JSON_SCHEMA_FAILED}\n\n" + "\n".join(lines) + "\n\nFix these issues and call "
+        "finished_step again."
     )
