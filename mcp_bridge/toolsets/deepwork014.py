@@ -379,7 +379,8 @@ class Engine014:
             items = dialect091.stack(found.stack)
             stack = [dialect.StackEntry(workflow=i.workflow, step=i.step) for i in items]
         else:
-            assert session_id is not None
+            if session_id is None:
+                raise InvalidInput("agent_id needs the session_id of its conversation")
             found = active014.active_014(
                 project=state.project(), conversation_id=session_id, agent_id=agent_id
             )
@@ -413,7 +414,8 @@ class Engine014:
                 project=state.project(), agent=state.agent(), outputs=outputs, session_id=session_id
             )
         else:
-            assert session_id is not None
+            if session_id is None:
+                raise InvalidInput("agent_id needs the session_id of its conversation")
             result = active014.validate_014(
                 project=state.project(),
                 conversation_id=session_id,
@@ -425,8 +427,8 @@ class Engine014:
         )
 
     def live_014(self, session_id: str | None, agent_id: str | None) -> bool:
-        """Whether ``session_id`` names a 0.14 stack with an active workflow and no live 0.9.1
-        session has that id (0.9.1 ids win: they are what a 0.9.1 client holds)."""
+        """Whether ``session_id`` names a 0.14 stack (one that ever held a workflow) and no
+        live 0.9.1 session has that id (0.9.1 ids win: they are what a 0.9.1 client holds)."""
         if not session_id:
             return False
         project = self.state.project()
@@ -438,10 +440,11 @@ class Engine014:
         ).exists():
             return False
         try:
-            return bool(
-                sessions014.conversation_stack(
+            return (
+                sessions014.conversation_stack_agent(
                     project=project, conversation_id=session_id, agent_id=agent_id
                 )
+                is not None
             )
         except InvalidInput:
             return False

@@ -476,6 +476,11 @@ async def test_both_mode_serves_each_session_in_its_generation(project: Path) ->
         assert dry["errors"] == [
             "Missing required outputs: notes.md. All required outputs must be provided."
         ]
+        # After its workflow completed, a 0.14 stack still answers in 0.14's words.
+        error = await agent.call_error("finished_step", {"outputs": {}, "session_id": "S"})
+        assert "No active workflow session. Provide the session_id" in error
+        error = await agent.call_error("get_active_workflow", {"agent_id": "a"})
+        assert error.endswith("agent_id needs the session_id of its conversation")
     generations = [
         g async for g in WorkflowSession.objects.order_by("id").values_list("generation", flat=True)
     ]
