@@ -29,6 +29,7 @@ from workflows.models import (
     Job,
     JobLoadError,
     Project,
+    SessionJob,
     StepRun,
     Workflow,
     WorkflowSession,
@@ -161,6 +162,8 @@ class SessionDetail:
     events_truncated: bool
     steps_done: int
     steps_total: int
+    # DeepWork 0.14: the jobs the session's conversation registered (register_session_job).
+    session_jobs: list[SessionJob] = field(default_factory=list)
 
     @property
     def is_active(self) -> bool:
@@ -257,6 +260,14 @@ def session_detail(*, session_id: str) -> SessionDetail:
         events_truncated=events_truncated,
         steps_done=len(done),
         steps_total=len(nodes),
+        # One more query, for 0.14 sessions only.
+        session_jobs=list(
+            SessionJob.objects.filter(
+                project_id=session.project_id, conversation_id=session.conversation_id
+            ).order_by("job_name")
+        )
+        if session.generation == WorkflowSession.Generation.DEEPWORK_014
+        else [],
     )
 
 

@@ -69,3 +69,27 @@ def test_a_string_output_is_shown_as_a_value_never_as_a_file(watching, session01
     url = f"/sessions/{session014.session_id}/files/"
     assert watching.get(url, {"path": "secret.txt"}).status_code == 404
     assert watching.get(url, {"path": "notes.md"}).status_code == 200
+
+
+def test_the_conversations_session_jobs_are_listed_under_its_session(watching, project, catalog):
+    from tests.deepwork014.fixtures import DEMO14_JOB
+    from workflows.services.session_jobs import session_job_register
+
+    session_job_register(
+        project=project,
+        platform="claude",
+        conversation_id="conv-2",
+        job_name="tmpjob",
+        yaml_text=DEMO14_JOB.replace("name: demo14", "name: tmpjob"),
+    )
+    started = sessions014.session014_start(
+        project=project,
+        catalog=catalog.view(),
+        conversation_id="conv-2",
+        agent_id=None,
+        job_name="tmpjob",
+        workflow_name="plain",
+        goal="from a session job",
+    )
+    html = watching.get(f"/sessions/{started.begun.session.session_id}/").content.decode()
+    assert 'data-testid="session-jobs"><li><code>tmpjob</code> <span class="muted">' in html
