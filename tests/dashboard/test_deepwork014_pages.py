@@ -53,6 +53,7 @@ def test_overview_list_and_session_page_show_a_014_session(watching, session014)
     assert "step_gather_output_notes.md" in html  # the review tasks asked for
     assert 'data-testid="generation">DeepWork 0.14 · session_id <code>conv-1</code>' in html
     assert "cats" in html  # the start inputs
+    assert '<span class="muted">input topic:</span> cats' in html  # the step's input values
 
 
 def test_a_string_output_is_shown_as_a_value_never_as_a_file(watching, session014, demo_project):

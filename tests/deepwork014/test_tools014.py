@@ -87,3 +87,30 @@ async def test_walk_demo14(both_project: Path, generation: str) -> None:
         assert done["stack"] == []
     assert await WorkflowSession.objects.filter(generation="0.14").acount() == 2
     assert await StepRun.objects.filter(session__generation="0.14").acount() >= 4
+
+
+async def test_both_starts_014_without_parameters_off_claude(both_project: Path) -> None:
+    server = create_server(both_project, generation="both", platform="gemini")
+    async with Client(server) as client:
+        err, start = await call(
+            client, "start_workflow", {"goal": "g", "job_name": "demo14", "workflow_name": "plain"}
+        )
+        assert not err, start
+        assert len(start["begin_step"]["session_id"]) == 32
+        assert start["important_note"].startswith("IMPORTANT")
+        # instance_id still means 0.9.1, and cannot be mixed with 0.14's parameters.
+        err, text = await call(
+            client,
+            "start_workflow",
+            {
+                "goal": "g",
+                "job_name": "demo",
+                "workflow_name": "main",
+                "instance_id": "x",
+                "session_id": "S",
+            },
+        )
+        assert err
+        assert "a call cannot mix them" in text
+    session = await WorkflowSession.objects.aget()
+    assert session.generation == "0.14"
