@@ -38,8 +38,7 @@ from mcp_bridge.toolsets.deepwork import LOOSE_OBJECT, fail
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
-from workflows.models import Job, WorkflowSession
-from workflows.selectors import stack_for_agent
+from workflows.selectors import generations
 from workflows.services import active014, session_jobs, sessions014
 
 logger = logging.getLogger("deepwork.mcp")
@@ -194,42 +193,28 @@ class Engine014:
         view = self.state.catalog().view()
         if self._answer is not None and self._answer[0] is view:
             return self.out(self._answer[1])
-        agents: dict[tuple[int, str], str | None] = {}
-        for pk, definition in Job.objects.filter(pk__in=[j.pk for j in view.jobs]).values_list(
-            "pk", "definition"
-        ):
-            for wf in definition.get("workflows", ()):
-                if definition.get("job_format") == "0.14":
-                    agents[(pk, wf["name"])] = wf.get("agent")
+        agents = generations.workflow_agents(job_pks=[job.pk for job in view.jobs])
         answer = dialect.workflows(view, agents)
         self._answer = (view, answer)
         return self.out(answer)
 
     def check_no_091_stack(self) -> None:
-        agent = self.state.agent()
-        items = stack_for_agent(agent=agent)
-        if items:
-            top = items[-1]
-            raise InvalidInput(
-                f"A workflow was started the DeepWork 0.9.1 way on this server and is still "
-                f"active ({top.job_name}/{top.workflow_name}, step {top.step_id}); a DeepWork "
-                "0.14 workflow (with session_id, inputs or agent_id) cannot nest inside it. "
-                "Finish or abort it first, or start this workflow without those parameters."
-            )
+        generations.refuse_014_inside_091(agent=self.state.agent())
 
     def check_no_014_stack(self) -> None:
         project = self.state.project()
-        for conversation in sorted(_started_here(self.state)):
-            items = sessions014.conversation_stack(project=project, conversation_id=conversation)
-            if items:
-                top = items[-1]
-                raise InvalidInput(
-                    f"A workflow was started the DeepWork 0.14 way on this server and is still "
-                    f"active (session_id '{conversation}': {top.job_name}/{top.workflow_name}); "
-                    "a DeepWork 0.9.1 workflow (with instance_id, or no session_id) cannot nest "
-                    "inside it. Pass session_id to start this workflow on that stack, or "
-                    "finish or abort it first."
+        generations.refuse_091_inside_014(
+            project=project,
+            stacks=[
+                (
+                    conversation,
+                    sessions014.conversation_stack_agent(
+                        project=project, conversation_id=conversation
+                    ),
                 )
+                for conversation in sorted(_started_here(self.state))
+            ],
+        )
 
     def start(
         self,
@@ -354,15 +339,7 @@ class Engine014:
         return self.out({"job_name": job_name, "job_definition_yaml": text})
 
     def names_091(self, session_id: str | None) -> bool:
-        """Whether a call means 0.9.1's path: no session_id, or a 0.9.1 session's id."""
-        return (
-            not session_id
-            or WorkflowSession.objects.filter(
-                project=self.state.project(),
-                session_id=session_id,
-                generation=WorkflowSession.Generation.DEEPWORK_091,
-            ).exists()
-        )
+        return generations.names_091_session(project=self.state.project(), session_id=session_id)
 
     def active_workflow(
         self, *, session_id: str | None, agent_id: str | None
@@ -427,27 +404,17 @@ class Engine014:
         )
 
     def live_014(self, session_id: str | None, agent_id: str | None) -> bool:
-        """Whether ``session_id`` names a 0.14 stack (one that ever held a workflow) and no
-        live 0.9.1 session has that id (0.9.1 ids win: they are what a 0.9.1 client holds)."""
         if not session_id:
             return False
-        project = self.state.project()
-        if WorkflowSession.objects.filter(
-            project=project,
-            session_id=session_id,
-            generation=WorkflowSession.Generation.DEEPWORK_091,
-            status=WorkflowSession.Status.ACTIVE,
-        ).exists():
-            return False
         try:
-            return (
-                sessions014.conversation_stack_agent(
-                    project=project, conversation_id=session_id, agent_id=agent_id
-                )
-                is not None
+            key = sessions014.stack_agent_key(
+                sessions014.stack_id_clean("session_id", session_id), agent_id
             )
         except InvalidInput:
             return False
+        return generations.names_014_stack(
+            project=self.state.project(), session_id=session_id, stack_agent_key=key
+        )
 
 
 def named_schemas(project_root: Path) -> list[dict[str, Any]]:
