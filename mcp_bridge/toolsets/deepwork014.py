@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, cast
 
-import yaml
 from fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
@@ -39,6 +38,7 @@ from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.selectors import generations
+from workflows.selectors.deepschemas import named_schemas
 from workflows.services import active014, session_jobs, sessions014
 
 logger = logging.getLogger("deepwork.mcp")
@@ -417,37 +417,6 @@ class Engine014:
         )
 
 
-def named_schemas(project_root: Path) -> list[dict[str, Any]]:
-    """The project's named DeepSchemas (``.deepwork/schemas/<name>/deepschema.yml``), sorted
-    by name; one that fails to parse is listed as such."""
-    found: list[dict[str, Any]] = []
-    folder = project_root / ".deepwork" / "schemas"
-    try:
-        entries = sorted(p for p in folder.iterdir() if p.is_dir())
-    except OSError:
-        return found
-    for entry in entries:
-        path = entry / "deepschema.yml"
-        if not path.is_file():
-            continue
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-            if not isinstance(data, dict):
-                raise ValueError("not a mapping")
-            found.append(
-                {
-                    "name": entry.name,
-                    "summary": str(data.get("summary", "")),
-                    "matchers": [str(m) for m in data.get("matchers", []) or []],
-                }
-            )
-        except (OSError, ValueError, yaml.YAMLError):
-            found.append(
-                {"name": entry.name, "summary": f"(failed to parse {path})", "matchers": []}
-            )
-    return found
-
-
 async def _db(state: ServerState, name: str, params: dict[str, Any], fn: Callable[[], Any]) -> Any:
     try:
         answer = await db_sync_to_async(retrying_when_busy(fn))()
@@ -552,7 +521,7 @@ def _session_tools(mcp: FastMCP, state: ServerState, engine: Engine014, prefix: 
     async def get_named_schemas() -> list[dict[str, Any]]:
         """List the project's named DeepSchemas (.deepwork/schemas/<name>/deepschema.yml):
         name, summary and the file patterns each applies to."""
-        answer = named_schemas(state.project_root)
+        answer = named_schemas(project_root=state.project_root)
         log_call(state, f"{prefix}get_named_schemas", {})
         return answer
 
