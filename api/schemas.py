@@ -189,6 +189,12 @@ class SessionOut(Schema):
     started_at: datetime
     updated_at: datetime
     completed_at: datetime | None
+    generation: Literal["0.9", "0.14"] = Field(
+        description="The DeepWork tool generation the session was started in."
+    )
+    conversation_id: str = Field(description="0.14: the caller's session_id (its stack); else ''.")
+    conversation_agent: str = Field(description="0.14: the sub-agent's agent_id; else ''.")
+    inputs: dict[str, str | list[str]] = Field(description="0.14: start_workflow's inputs.")
 
     @staticmethod
     def resolve_agent_id(session: WorkflowSession) -> str:
@@ -265,6 +271,9 @@ class StepRunOut(Schema):
     quality_attempts: int
     started_at: datetime
     completed_at: datetime | None
+    input_values: dict[str, str | list[str] | None] = Field(
+        description="0.14: the inputs the step started with (null: not yet available)."
+    )
     reviews: list[ReviewResultOut]
     decisions: list[DecisionOut]
 

@@ -29,6 +29,7 @@ from workflows.models import (
     Job,
     JobLoadError,
     Project,
+    SessionJob,
     StepRun,
     Workflow,
     WorkflowSession,
@@ -122,6 +123,8 @@ class OutputLink:
     name: str
     given: str
     view_path: str | None  # root-relative path for the file viewer; None if not viewable
+    # A DeepWork 0.14 `string` output: the value itself, never a file.
+    is_value: bool = False
 
 
 @dataclass
@@ -159,6 +162,8 @@ class SessionDetail:
     events_truncated: bool
     steps_done: int
     steps_total: int
+    # DeepWork 0.14: the jobs the session's conversation registered (register_session_job).
+    session_jobs: list[SessionJob] = field(default_factory=list)
 
     @property
     def is_active(self) -> bool:
@@ -187,14 +192,24 @@ def relative_output_path(roots: tuple[Path, ...], given: str) -> str | None:
     return None
 
 
+def _string_outputs(declared: list[dict]) -> frozenset[str]:
+    return frozenset(o["name"] for o in declared if o.get("type") == "string")
+
+
 def _output_links(
-    roots: tuple[Path, ...], outputs: dict, declared: list[str] | None = None
+    roots: tuple[Path, ...],
+    outputs: dict,
+    declared: list[str] | None = None,
+    strings: frozenset[str] = frozenset(),
 ) -> list[OutputLink]:
     """Links in the step's declared order (PostgreSQL's jsonb keeps no key order)."""
     rank = {name: i for i, name in enumerate(declared or [])}
     links = []
     for name in sorted(outputs, key=lambda name: (rank.get(name, len(rank)), name)):
         value = outputs[name]
+        if name in strings:
+            links.append(OutputLink(name, str(value), None, is_value=True))
+            continue
         paths = value if isinstance(value, list) else [value]
         for given in paths:
             if isinstance(given, str):
@@ -214,10 +229,16 @@ def session_detail(*, session_id: str) -> SessionDetail:
 
     runs = list(session.runs.all())
     declared = {node.step.step_id: [o["name"] for o in node.step.outputs] for node in nodes}
+    strings = {node.step.step_id: _string_outputs(node.step.outputs) for node in nodes}
     views = [
         RunView(
             run=run,
-            outputs=_output_links(roots, run.outputs, declared.get(run.step_id)),
+            outputs=_output_links(
+                roots,
+                run.outputs,
+                declared.get(run.step_id),
+                strings.get(run.step_id, frozenset()),
+            ),
             reviews=list(run.reviews.all()),
             decisions=list(run.decisions.all()),
         )
@@ -239,6 +260,14 @@ def session_detail(*, session_id: str) -> SessionDetail:
         events_truncated=events_truncated,
         steps_done=len(done),
         steps_total=len(nodes),
+        # One more query, for 0.14 sessions only.
+        session_jobs=list(
+            SessionJob.objects.filter(
+                project_id=session.project_id, conversation_id=session.conversation_id
+            ).order_by("job_name")
+        )
+        if session.generation == WorkflowSession.Generation.DEEPWORK_014
+        else [],
     )
 
 
@@ -269,8 +298,11 @@ class OutputFile:
 
 def _recorded_paths(session: WorkflowSession, roots: tuple[Path, ...]) -> set[str]:
     recorded: set[str] = set()
-    for outputs in StepRun.objects.filter(session=session).values_list("outputs", flat=True):
-        for link in _output_links(roots, outputs or {}):
+    for outputs, declared in StepRun.objects.filter(session=session).values_list(
+        "outputs", "step_def__outputs"
+    ):
+        # A `string` output's value is never a file the viewer may open.
+        for link in _output_links(roots, outputs or {}, strings=_string_outputs(declared or [])):
             if link.view_path is not None:
                 recorded.add(link.view_path)
     return recorded

@@ -33,10 +33,12 @@ def create_server(
     auth: Any = None,
     toolsets: Sequence[str] = DEFAULT_TOOLSETS,
     workflow_sources: Sequence[Any] = (),
+    generation: str = "both",
 ) -> FastMCP:
     """Build the MCP server for one project folder, serving ``toolsets`` (default: deepwork).
 
-    Unknown toolset names raise ``UnknownToolset`` naming the valid ones.
+    Unknown toolset names raise ``UnknownToolset`` naming the valid ones. ``generation``
+    picks the DeepWork tool generation of the deepwork toolset: "0.9", "0.14" or "both".
     """
     root = Path(project_root).resolve()
     if not root.is_dir():
@@ -57,11 +59,20 @@ def create_server(
             platform=platform,
             agent_id=agent_id,
             workflow_sources=tuple(workflow_sources),
+            generation=generation,
         )
     )
     ttls = [mount.toolset.cache_ttl() for mount in mounts if mount.toolset.cache_ttl]
     instructions = "\n\n".join(
-        mount.toolset.instructions for mount in mounts if mount.toolset.instructions
+        text
+        for mount in mounts
+        if (
+            text := (
+                mount.toolset.instructions_for(generation, root)
+                if mount.toolset.instructions_for
+                else mount.toolset.instructions
+            )
+        )
     )
     mcp = Server(
         SERVER_NAME,

@@ -43,6 +43,8 @@ class ServerConfig:
     agent_id: str | None = None
     # Remote workflow sources of the workflow-tools toolset (``workflow_tools.SourceConfig``).
     workflow_sources: tuple[Any, ...] = ()
+    # Which DeepWork tool generation the deepwork toolset speaks: "0.9", "0.14" or "both".
+    generation: str = "both"
 
 
 class ServerState:

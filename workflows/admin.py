@@ -194,10 +194,11 @@ class WorkflowSessionAdmin(SessionSearch, ReadOnlyAdmin):
         "project",
         "started_at",
         "aborted_by",
+        "generation",
     ]
     session_lookup = "pk"
     # A date filter rather than a date hierarchy: the hierarchy scans every row for its dates.
-    list_filter = ["status", "project", "started_at"]
+    list_filter = ["status", "generation", "project", "started_at"]
     list_select_related = ["agent", "project"]
     search_fields = ["instance_id__exact", "agent__agent_id__exact", "job_name", "goal"]
     search_help_text = "A session id, instance id or agent id (exactly), or words of the goal."

@@ -143,6 +143,10 @@ class JobDef:
     steps: tuple[StepDef, ...]
     workflows: tuple[WorkflowDef, ...]
     job_dir: str
+    # Which job.yml format the file was written in ("0.9.1" or "0.14"); a 0.14 job also keeps
+    # its whole normalised definition (``workflows.jobdef014``), which its rows do not hold.
+    format: str = "0.9.1"
+    format_data: Mapping[str, Any] | None = None
 
     def step(self, step_id: str) -> StepDef | None:
         # First match wins, as in 0.9.1; duplicate step ids are not rejected there either.
@@ -194,6 +198,11 @@ def parse_job_text(text: str, *, job_dir: Path, yml_path: Path) -> JobDef:
     if len(text) > MAX_FILE_BYTES:
         raise too_large_error(yml_path)
     data = _load_yaml(text, yml_path)
+    from workflows import jobdef014
+
+    # Told apart before validation, so each format is checked by its own rules and texts.
+    if jobdef014.is_014_format(data):
+        return jobdef014.build_job(data, job_dir=job_dir)
     _check_counts(data)
     _validate_schema(data)
     job = _build_job(data, job_dir)
@@ -543,6 +552,10 @@ def job_to_dict(job: JobDef) -> dict[str, Any]:
     does not keep object key order, and output order drives ``step_expected_outputs`` while
     criterion order drives the review prompt.
     """
+    if job.format == "0.14":
+        from workflows import jobdef014
+
+        return jobdef014.job_to_dict(job)
     return {
         "format": DICT_FORMAT,
         "name": job.name,

@@ -72,6 +72,8 @@ class Job(models.Model):
         # folder catalog: ``is_current`` stays False, so catalog syncs never touch it, and its
         # ``dir_name`` is the workflow id agents use.
         DEFINED = "defined", "Defined by an agent"
+        # Registered by a DeepWork 0.14 client for one conversation (register_session_job).
+        SESSION = "session", "Session job"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="jobs")
     source = models.CharField(max_length=16, choices=Source.choices)
@@ -109,7 +111,7 @@ class Job(models.Model):
                 name="workflows_job_one_current_per_dir_name",
             ),
             models.CheckConstraint(
-                condition=Q(source__in=["project", "standard", "additional", "defined"]),
+                condition=Q(source__in=["project", "standard", "additional", "defined", "session"]),
                 name="workflows_job_source_valid",
             ),
         ]
@@ -248,8 +250,28 @@ class WorkflowSession(models.Model):
     updated_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
 
+    # DeepWork 0.14 sessions (workflows.services.sessions014): decided at start_workflow and
+    # answered in that generation's shape. A 0.14 stack is named by the caller's conversation
+    # id and, for a sub-agent, its agent_id.
+    class Generation(models.TextChoices):
+        DEEPWORK_091 = "0.9", "DeepWork 0.9.1"
+        DEEPWORK_014 = "0.14", "DeepWork 0.14"
+
+    generation = models.CharField(
+        max_length=8, choices=Generation.choices, default=Generation.DEEPWORK_091
+    )
+    conversation_id = models.CharField(max_length=255, blank=True, default="")
+    conversation_agent = models.CharField(max_length=255, blank=True, default="")
+    inputs = models.JSONField(
+        default=dict, blank=True, help_text="start_workflow inputs of a 0.14 session."
+    )
+
     class Meta:
         constraints = [
+            models.CheckConstraint(
+                condition=Q(generation__in=["0.9", "0.14"]),
+                name="workflows_session_generation_valid",
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=["active", "completed", "aborted", "running", "failed"]),
                 name="workflows_session_status_valid",
@@ -318,6 +340,8 @@ class StepRun(models.Model):
     result = models.JSONField(null=True, blank=True)
     error_message = models.TextField(null=True, blank=True)
     handoffs = models.IntegerField(default=0)
+    # The inputs a 0.14 step was started with (name -> value, None when not yet available).
+    input_values = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [
@@ -442,6 +466,9 @@ class Event(models.Model):
         return f"#{self.pk} {self.kind}"
 
 
+# DeepWork 0.14's session jobs live in their own module; imported here so Django finds them.
+from workflows.models014 import SessionJob  # noqa: E402
+
 # The tracker's tables live in their own module; imported here so Django finds them.
 from workflows.tracker_models import (  # noqa: E402
     Decision,
@@ -463,6 +490,7 @@ __all__ = [
     "Milestone",
     "Phase",
     "Project",
+    "SessionJob",
     "Step",
     "StepRun",
     "Task",

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import agents, deepreview, deepwork, tracker, workflow_tools
+from mcp_bridge.toolsets import agents, deepreview, deepwork, deepwork014, tracker, workflow_tools
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,21 @@ class Toolset:
     instructions: str | None = None
     # Seconds a 2026-07-28 client may keep a tools listing; None: no hint.
     cache_ttl: Callable[[], int] | None = None
+    # Instructions that depend on the DeepWork tool generation served and the project root
+    # (overrides the above).
+    instructions_for: Callable[[str, Path], str] | None = None
 
 
+# The workflow tools of the generation the server was asked for (deepwork014.register).
 DEEPWORK = Toolset(
-    "deepwork", deepwork.TOOL_NAMES, deepwork.register, instructions=deepwork.INSTRUCTIONS
+    "deepwork",
+    deepwork014.TOOL_NAMES,
+    deepwork014.register,
+    instructions=deepwork.INSTRUCTIONS,
+    instructions_for=deepwork014.instructions_for,
 )
-DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepreview.register)
+# 0.14's review texts under --generation 0.14 (deepwork014.register_reviews).
+DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepwork014.register_reviews)
 TRACKER = Toolset(
     "tracker", tracker.TOOL_NAMES, tracker.register, instructions=tracker.INSTRUCTIONS
 )

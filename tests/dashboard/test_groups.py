@@ -35,6 +35,8 @@ WATCH = {
     # The workflow tools' (seed 003) names and filters.
     "workflows.view_workflowtoolname",
     "workflows.view_workflowtoolfilter",
+    # DeepWork 0.14's session jobs.
+    "workflows.view_sessionjob",
 }
 DECIDE = {"workflows.abort_session", "workflows.drive_session", "reviews.decide_review"}
 

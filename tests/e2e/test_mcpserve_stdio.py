@@ -33,6 +33,13 @@ async def test_workflow_with_nesting_abort_concurrency_and_a_killed_server(demo_
             "finished_step",
             "abort_workflow",
             "go_to_step",
+            # The default generation ("both") adds DeepWork 0.14's session-job tools and
+            # the rebinding tools.
+            "register_session_job",
+            "get_session_job",
+            "get_named_schemas",
+            "get_active_workflow",
+            "validate_step_outputs",
             "get_review_instructions",
             "get_configured_reviews",
             "mark_review_as_passed",

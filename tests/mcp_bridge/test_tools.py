@@ -38,8 +38,9 @@ async def call(client: Client, tool: str, args: dict | None = None):
     return result, text
 
 
-async def test_tools_list_matches_the_snapshot(server, mode):
-    async with Client(server, mode=mode) as client:
+async def test_tools_list_matches_the_snapshot(demo_project, mode):
+    # DeepWork 0.9.1's surface exactly: the 0.9 generation (the default "both" adds 0.14's).
+    async with Client(create_server(demo_project, generation="0.9"), mode=mode) as client:
         tools = await client.list_tools()
     listed = [
         {

@@ -30,6 +30,15 @@ WORKFLOW_TOOLS = [
     "abort_workflow",
     "go_to_step",
 ]
+# What the default generation ("both") adds: DeepWork 0.14's session-job and schema tools,
+# and the two rebinding tools for either generation.
+SESSION_JOB_TOOLS = [
+    "register_session_job",
+    "get_session_job",
+    "get_named_schemas",
+    "get_active_workflow",
+    "validate_step_outputs",
+]
 
 
 async def listed(server: FastMCP) -> tuple[list[str], str | None]:
@@ -40,7 +49,7 @@ async def listed(server: FastMCP) -> tuple[list[str], str | None]:
 
 async def test_deepwork_is_the_default_and_carries_the_review_tools(demo_project):
     default_tools, default_instructions = await listed(create_server(demo_project))
-    assert default_tools == WORKFLOW_TOOLS + REVIEW_TOOLS
+    assert default_tools == WORKFLOW_TOOLS + SESSION_JOB_TOOLS + REVIEW_TOOLS
     # Naming deepreview as well serves nothing twice: deepwork already includes it.
     both_tools, both_instructions = await listed(
         create_server(demo_project, toolsets=["deepwork", "deepreview"])
@@ -108,7 +117,7 @@ async def test_a_later_toolset_sharing_a_tool_name_is_mounted_under_its_prefix(d
     async with Client(server) as client:
         names = [tool.name for tool in await client.list_tools()]
         answer = await client.call_tool("tracker_start_workflow", {})
-    assert names == WORKFLOW_TOOLS + REVIEW_TOOLS + [
+    assert names == WORKFLOW_TOOLS + SESSION_JOB_TOOLS + REVIEW_TOOLS + [
         "tracker_start_workflow",
         "tracker_log_decision",
     ]

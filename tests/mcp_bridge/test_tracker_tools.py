@@ -60,7 +60,9 @@ DEEPWORK_TOOLS = [
     ],
 )
 async def test_tools_list_matches_the_snapshot(project_dir, toolsets, snapshot, names):
-    async with Client(create_server(project_dir, toolsets=toolsets)) as client:
+    # The snapshot holds DeepWork 0.9.1's surface: the 0.9 generation.
+    server = create_server(project_dir, toolsets=toolsets, generation="0.9")
+    async with Client(server) as client:
         tools = await client.list_tools()
     listed = [
         {

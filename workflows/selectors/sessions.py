@@ -63,6 +63,7 @@ def _check_targetable(session: WorkflowSession | None, session_id: str | None) -
         return session
     if session is None:
         raise NotFound(f"Session '{session_id}' not found in active stack")
+
     if session.status != WorkflowSession.Status.ACTIVE:
         raise NotFound(
             f"Session '{session_id}' is {session.status}; it is no longer in the active stack "
@@ -97,7 +98,15 @@ def session_resolve(*, project: Project, agent: Agent, session_id: str | None) -
         )
     else:
         session = sessions.filter(project=project, session_id=session_id).first()
-    return _check_targetable(session, session_id)
+    session = _check_targetable(session, session_id)
+    if session.generation == WorkflowSession.Generation.DEEPWORK_014:
+        # A 0.14 session walks 0.14's rules (typed outputs, inputs, its reviews): its steps
+        # are handed in through a 0.14 call, never through 0.9.1's. (Aborting works for both.)
+        raise Conflict(
+            f"Session '{session_id}' was started by a DeepWork 0.14 client; hand in and move "
+            "its steps with that client's session_id (its conversation id)"
+        )
+    return session
 
 
 def session_get(*, session_id: str) -> WorkflowSession:

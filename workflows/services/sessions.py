@@ -241,6 +241,13 @@ def session_start(
             raise JobBroken(f"Failed to parse job '{job_name}': {broken.error}")
         raise NotFound(f"Job not found: {job_name}")
     job = Job.objects.get(pk=found.pk)
+    if job.definition.get("job_format") == "0.14":
+        # Its steps have typed outputs and inline instructions 0.9.1's answers cannot carry.
+        raise InvalidInput(
+            f"Job '{job_name}' is written in DeepWork 0.14's job format; start it the DeepWork "
+            "0.14 way (pass session_id to start_workflow, on a server run with --generation "
+            "0.14 or both)"
+        )
     workflow = _resolve_workflow(job, workflow_name)
     entries = workflow_entries(workflow=workflow)
     if not entries:

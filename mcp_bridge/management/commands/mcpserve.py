@@ -20,6 +20,7 @@ from django.db import close_old_connections, connection
 from mcp_bridge.migrate import migrate_if_needed
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets
+from mcp_bridge.toolsets.deepwork014 import DEFAULT_GENERATION, GENERATIONS
 from reviews.services import REVIEW_TIMEOUT_SECONDS
 from workflows.files import project_makedirs
 from workflows.services import agents as agent_services
@@ -97,6 +98,14 @@ class Command(BaseCommand):
             "tools, as DeepWork 0.9.1 serves them) or deepreview (the review tools only), "
             "tracker, workflow-tools (one tool per published workflow). "
             "Default: deepwork",
+        )
+        parser.add_argument(
+            "--generation",
+            choices=GENERATIONS,
+            default=DEFAULT_GENERATION,
+            help="DeepWork tool generation of the deepwork toolset: 0.9 (DeepWork 0.9.1's "
+            "tools exactly), 0.14 (DeepWork 0.14's tools exactly) or both (the union; each "
+            "session answers in the generation it was started in). Default: both",
         )
         parser.add_argument(
             "--no-quality-gate",
@@ -242,6 +251,7 @@ class Command(BaseCommand):
             auth=auth,
             toolsets=toolsets,
             workflow_sources=workflow_sources,
+            generation=options["generation"],
         )
         state: ServerState = mcp.deepwork_state  # type: ignore[attr-defined]
         # Claim the agent before serving: the process that starts first adopts an orphaned

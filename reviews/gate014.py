@@ -1,0 +1,313 @@
+"""DeepWork 0.14's quality gate for 0.14 sessions: checks, then review tasks the agent runs.
+
+No reviewer runs inside the server. ``finished_step`` first validates ``file_path`` outputs
+against their argument's ``json_schema``; then each review block of a submitted output (the
+output's own, then its argument's), and the step's ``process_requirements`` when a
+``work_summary`` came with file outputs, become review tasks. Each task's instructions are
+written under ``.deepwork/tmp/review_instructions/<review_id>.md``; a task whose id already has
+a ``.passed`` marker (``mark_review_as_passed``) is skipped, and ids hash the reviewed content,
+so editing a reviewed file asks for its review again. No task left: the gate passes.
+
+Everything here reads and writes files only, so it runs outside any transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reviews.deepreview.config import ReviewRule, ReviewTask
+from reviews.deepreview.instructions import (
+    INSTRUCTIONS_DIR,
+    compute_review_id,
+    is_passed,
+    write_instruction_files,
+)
+from workflows.files import project_write_text
+from workflows.jobdef014 import RtArg
+from workflows.services.sessions014 import Checkpoint014, Value, schema_feedback
+
+REVIEWER = "deepwork:reviewer"
+
+GATE_HEAD = "Quality reviews are required before this step can advance."
+HOW_TO_RUN = """\
+## How to Run Reviews
+
+For each review task listed above, launch it as a parallel Agent. The task's prompt field \
+points to an instruction file — read it and follow the review instructions.
+
+## After Reviews
+
+For any failing reviews, if you believe the issue is invalid, then you can call \
+`mark_review_as_passed` on it. Otherwise, you should act on any feedback from the review to \
+fix the issues. Once done, call `finished_step` again to see if you will pass now."""
+
+
+@dataclass(frozen=True)
+class Task014:
+    """One review the agent is to run: its description line and its instructions file."""
+
+    description: str
+    review_id: str
+    agent: str
+    scope: str  # the reviewed files, or "inline content"
+
+
+def _paths(value: Value) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _preamble(checkpoint: Checkpoint014) -> str:
+    parts = []
+    if checkpoint.workflow.common_info:
+        parts.append(f"## Job Context\n\n{checkpoint.workflow.common_info.strip()}")
+    if checkpoint.step.inputs:
+        values = _current_inputs(checkpoint)
+        lines = []
+        for arg in checkpoint.step.inputs:
+            value = values.get(arg.name)
+            if value is None:
+                lines.append(f"- **{arg.name}** ({arg.type}): {arg.description} — *not available*")
+            elif arg.type == "file_path":
+                lines.append(
+                    f"- **{arg.name}** (file_path): " + ", ".join(f"@{p}" for p in _paths(value))
+                )
+            else:
+                lines.append(f"- **{arg.name}** (string): {value}")
+        parts.append("## Step Inputs\n\n" + "\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _current_inputs(checkpoint: Checkpoint014) -> Mapping[str, Any]:
+    from workflows.models import StepRun
+
+    run = (
+        StepRun.objects.filter(
+            session=checkpoint.session,
+            step_id=checkpoint.step.key,
+            status=StepRun.Status.ACTIVE,
+        )
+        .values_list("input_values", flat=True)
+        .first()
+    )
+    return run or {}
+
+
+def _rule(
+    checkpoint: Checkpoint014, name: str, description: str, block: Mapping[str, Any], text: str
+) -> ReviewRule:
+    job_dir = Path(checkpoint.session.job.job_dir)
+    context = block.get("additional_context") or {}
+    return ReviewRule(
+        name=name,
+        description=description,
+        include=(),
+        exclude=(),
+        strategy=block.get("strategy", "matches_together"),
+        instructions=text,
+        source_file=job_dir / "job.yml",
+        source_dir=job_dir,
+        source_line=0,
+        agent=block.get("agent"),
+        all_changed_filenames=bool(context.get("all_changed_filenames")),
+        unchanged_matching_files=bool(context.get("unchanged_matching_files")),
+    )
+
+
+def _with_preamble(preamble: str, text: str) -> str:
+    return f"{preamble}\n\n{text}" if preamble else text
+
+
+def _inline_file(rule: ReviewRule, value: str, review_id: str, source: str) -> str:
+    return "\n".join(
+        [
+            f"# Review: {rule.name} — inline content",
+            "",
+            "## Review Instructions",
+            "",
+            rule.instructions.strip(),
+            "",
+            "## Content to Review",
+            "",
+            value,
+            "",
+            "## After Review",
+            "",
+            "Once the review is done and nothing it found still needs fixing, record the pass "
+            "by calling the `mark_review_as_passed` tool with this id:",
+            "",
+            f'- `review_id`: `"{review_id}"`',
+            "",
+            "---",
+            "",
+            f"This review was requested by the policy at `{source}`.",
+            "",
+        ]
+    )
+
+
+def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task014]]:
+    """Write the instruction files of every review not yet passed: (the tasks to run, the
+    tasks already marked as passed)."""
+    root = checkpoint.project_root
+    step = checkpoint.step
+    prefix = f"{Path(checkpoint.session.job.job_dir).name}/"
+    source = f"{prefix}job.yml:0"
+    preamble = _preamble(checkpoint)
+    declared: dict[str, RtArg] = {arg.name: arg for arg in step.outputs}
+    file_tasks: list[ReviewTask] = []
+    inline: list[tuple[ReviewRule, str]] = []
+    for name, value in checkpoint.outputs.items():
+        arg = declared[name]
+        for suffix, block in arg.reviews:
+            rule = _rule(
+                checkpoint,
+                f"step_{step.name}_output_{name}{suffix}",
+                f"Review of output '{name}' from step '{step.name}'",
+                block,
+                _with_preamble(preamble, block["instructions"]),
+            )
+            if arg.type == "string":
+                assert isinstance(value, str)
+                inline.append((rule, value))
+                continue
+            paths = _paths(value)
+            groups = [[p] for p in paths] if rule.strategy == "individual" else [paths]
+            file_tasks += [
+                ReviewTask(
+                    rule=rule,
+                    files_to_review=tuple(group),
+                    agent_name=rule.agent_for("claude"),
+                    source_location=source,
+                )
+                for group in groups
+                if group
+            ]
+    file_outputs = {
+        name: value
+        for name, value in checkpoint.outputs.items()
+        if declared[name].type == "file_path"
+    }
+    if step.process_requirements and checkpoint.work_summary is not None and file_outputs:
+        file_tasks.append(
+            ReviewTask(
+                rule=_rule(
+                    checkpoint,
+                    f"step_{step.name}_process_quality",
+                    f"Process quality review for step '{step.name}'",
+                    {"strategy": "matches_together"},
+                    _process_text(checkpoint, preamble),
+                ),
+                files_to_review=tuple(
+                    sorted({p for v in file_outputs.values() for p in _paths(v)})
+                ),
+                source_location=source,
+            )
+        )
+    tasks: list[Task014] = []
+    passed: list[Task014] = []
+    for task in file_tasks:
+        review_id = compute_review_id(task, root)
+        if is_passed(root, review_id):
+            passed.append(
+                Task014(
+                    f"Review {prefix}{task.rule_name}",
+                    review_id,
+                    task.agent_name or REVIEWER,
+                    ", ".join(task.files_to_review),
+                )
+            )
+    for task, review_id in write_instruction_files(file_tasks, root):
+        tasks.append(
+            Task014(
+                f"Review {prefix}{task.rule_name}",
+                review_id,
+                task.agent_name or REVIEWER,
+                ", ".join(task.files_to_review),
+            )
+        )
+    for rule, value in inline:
+        digest = hashlib.sha256(
+            f"{rule.name}\x00{rule.instructions}\x00INLINE\x00{value}".encode(
+                "utf-8", "surrogateescape"
+            )
+        ).hexdigest()[:12]
+        review_id = f"{rule.name}--inline--{digest}"
+        task14 = Task014(
+            f"Review {prefix}{rule.name}",
+            review_id,
+            rule.agent_for("claude") or REVIEWER,
+            "inline content",
+        )
+        if is_passed(root, review_id):
+            passed.append(task14)
+            continue
+        project_write_text(
+            root=root,
+            relative=f"{INSTRUCTIONS_DIR}/{review_id}.md",
+            text=_inline_file(rule, value, review_id, source),
+        )
+        tasks.append(task14)
+    # Files first, then inline values, as 0.14 orders them.
+    return tasks, passed
+
+
+def _process_text(checkpoint: Checkpoint014, preamble: str) -> str:
+    step = checkpoint.step
+    declared = {arg.name: arg for arg in step.outputs}
+    outputs = []
+    for name, value in checkpoint.outputs.items():
+        if declared[name].type == "file_path":
+            outputs.append(
+                f"- **{name}** (file_path): " + ", ".join(f"@{p}" for p in _paths(value))
+            )
+        else:
+            outputs.append(f"- **{name}** (string): {value}")
+    body = "\n\n".join(
+        [
+            "## Process Requirements Review",
+            "Judge whether the work described below met each requirement. A requirement "
+            "stated with MUST or SHALL that was not met fails the review; so does an unmet "
+            "SHOULD or RECOMMENDED that would have been easy to meet. Other unmet requirements "
+            "only get feedback, and requirements that do not apply are ignored.",
+            "## Requirements",
+            "\n".join(f"- **{name}**: {text}" for name, text in step.process_requirements),
+            "## Work Summary (work_summary)",
+            checkpoint.work_summary or "",
+            "## Step Outputs",
+            "\n".join(outputs),
+            "Compare the work summary with each requirement and report, per requirement, "
+            "whether it was met.",
+        ]
+    )
+    return _with_preamble(preamble, body)
+
+
+def format_tasks(tasks: Sequence[Task014]) -> str:
+    """The agent list 0.14's formatter prints (digest §5.6)."""
+    if not tasks:
+        return "No review tasks to execute."
+    lines = [
+        "Invoke the following list of Agents in parallel.",
+        "IMPORTANT: Do NOT read the prompt files yourself. Pass the prompt field directly to "
+        "each agent — the @file references are expanded automatically.",
+        "",
+    ]
+    for task in tasks:
+        lines += [
+            f"description: {task.description}",
+            f"\tsubagent_type: {task.agent}",
+            f'\tprompt: "@{INSTRUCTIONS_DIR}/{task.review_id}.md"',
+            "",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def gate_feedback(tasks: Sequence[Task014]) -> str:
+    return f"{GATE_HEAD}\n\n{format_tasks(tasks)}\n{HOW_TO_RUN}"
+
+
+__all__ = ["format_tasks", "gate_feedback", "review_tasks", "schema_feedback"]

@@ -1,0 +1,480 @@
+"""DeepWork 0.14's job.yml format, and the one runtime view of a workflow both formats share.
+
+A 0.14 job is a different document from a 0.9.1 one: ``step_arguments`` (typed, with optional
+``json_schema`` and default ``review``), and ``workflows`` as a map whose steps are written
+inline (``instructions``, or ``sub_workflow`` delegating to another workflow), with
+``inputs``/``outputs`` maps and ``process_requirements``. ``workflows.jobdef`` tells the formats
+apart on the parsed YAML and hands 0.14 documents here; they are validated with their own
+schema (``job014.schema.json``) and semantic checks, in 0.14's order and wording (digest
+§2.6-§2.7), and land in the same ``JobDef`` the catalog stores for 0.9.1 jobs.
+
+``runtime_workflow`` reads a stored job back as the list of steps a 0.14 session walks, for
+either format: a 0.9.1 job is adapted the way DeepWork's own migration recipe maps it (§2.9),
+so a 0.14 client can run every job of the catalog.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workflows.jobdef import (
+    MAX_STEPS,
+    MAX_WORKFLOWS,
+    JobDef,
+    JobParseError,
+    OutputSpec,
+    StepDef,
+    WorkflowDef,
+)
+
+SCHEMA_PATH = Path(__file__).with_name("job014.schema.json")
+FORMAT = "0.14"
+NAME_PATTERN = "^[a-z][a-z0-9_]*$"
+
+
+def is_014_format(data: Mapping[str, Any]) -> bool:
+    """Whether a parsed job.yml root is written in 0.14's format (digest §6.2).
+
+    ``workflows`` as a mapping, or any ``step_arguments``, is 0.14; everything else, an empty
+    file included, stays with the 0.9.1 rules this server always applied.
+    """
+    return isinstance(data.get("workflows"), dict) or "step_arguments" in data
+
+
+@functools.cache
+def _validator() -> Any:
+    from jsonschema import Draft7Validator
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    Draft7Validator.check_schema(schema)
+    return Draft7Validator(schema)
+
+
+@functools.cache
+def _schema_checker() -> Any:
+    from jsonschema import Draft7Validator
+
+    return Draft7Validator
+
+
+def _validate_schema(data: Mapping[str, Any]) -> None:
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(data))
+    if error is None:
+        return
+    loc = " -> ".join(str(part) for part in error.path) if error.path else "root"
+    raise JobParseError(
+        f"Job definition validation failed: Validation error at {loc}: {error.message}"
+    )
+
+
+def _check_counts(data: Mapping[str, Any]) -> None:
+    workflows = data.get("workflows")
+    if isinstance(workflows, dict):
+        if len(workflows) > MAX_WORKFLOWS:
+            raise JobParseError(
+                "Job definition validation failed: Validation error at workflows: "
+                f"{len(workflows)} workflows given; a job may define at most {MAX_WORKFLOWS}"
+            )
+        steps = sum(
+            len(wf["steps"])
+            for wf in workflows.values()
+            if isinstance(wf, dict) and isinstance(wf.get("steps"), list)
+        )
+        if steps > MAX_STEPS:
+            raise JobParseError(
+                "Job definition validation failed: Validation error at workflows: "
+                f"{steps} steps given; a job may define at most {MAX_STEPS}"
+            )
+
+
+def _check_semantics(data: Mapping[str, Any]) -> None:
+    """0.14's four checks, first failure wins, in its order (digest §2.6)."""
+    arguments = {arg["name"] for arg in data["step_arguments"]}
+    workflows: Mapping[str, Any] = data["workflows"]
+    for wf_name, wf in workflows.items():
+        seen: set[str] = set()
+        for step in wf["steps"]:
+            if step["name"] in seen:
+                raise JobParseError(
+                    f"Workflow '{wf_name}' has duplicate step name '{step['name']}'"
+                )
+            seen.add(step["name"])
+    for wf_name, wf in workflows.items():
+        for step in wf["steps"]:
+            for kind in ("inputs", "outputs"):
+                for arg in step.get(kind, {}) or {}:
+                    if arg not in arguments:
+                        raise JobParseError(
+                            f"Workflow '{wf_name}' step '{step['name']}' references "
+                            f"non-existent step_argument '{arg}' in {kind}"
+                        )
+    for wf_name, wf in workflows.items():
+        for step in wf["steps"]:
+            sub = step.get("sub_workflow")
+            if sub and "workflow_job" not in sub and sub["workflow_name"] not in workflows:
+                raise JobParseError(
+                    f"Workflow '{wf_name}' step '{step['name']}' references non-existent "
+                    f"workflow '{sub['workflow_name']}'"
+                )
+    for wf_name, wf in workflows.items():
+        for step in wf["steps"]:
+            has_instructions, has_sub = "instructions" in step, "sub_workflow" in step
+            if has_instructions == has_sub:
+                which = (
+                    "both 'instructions' and 'sub_workflow'"
+                    if has_instructions
+                    else "neither 'instructions' nor 'sub_workflow'"
+                )
+                raise JobParseError(
+                    f"Workflow '{wf_name}' step '{step['name']}' has {which} — must have "
+                    "exactly one"
+                )
+
+
+def _check_json_schemas(data: Mapping[str, Any]) -> None:
+    # 0.14 only finds a broken json_schema when an output is checked against it; a job whose
+    # schema can never validate anything is reported when it loads instead.
+    from jsonschema.exceptions import SchemaError
+
+    for index, arg in enumerate(data["step_arguments"]):
+        schema = arg.get("json_schema")
+        if schema is None:
+            continue
+        try:
+            _schema_checker().check_schema(schema)
+        except SchemaError as exc:
+            loc = " -> ".join(str(p) for p in exc.path) if exc.path else "json_schema"
+            raise JobParseError(
+                "Job definition validation failed: Validation error at step_arguments -> "
+                f"{index} -> json_schema: the JSON schema of '{arg['name']}' is invalid at "
+                f"{loc}: {exc.message}"
+            ) from exc
+
+
+def build_job(data: Mapping[str, Any], *, job_dir: Path) -> JobDef:
+    """A schema- and semantics-checked 0.14 document as the catalog's ``JobDef``."""
+    _check_counts(data)
+    _validate_schema(data)
+    _check_semantics(data)
+    _check_json_schemas(data)
+    arguments: dict[str, Mapping[str, Any]] = {}
+    for arg in data["step_arguments"]:
+        # No uniqueness check in 0.14: the first argument of a name wins on lookup.
+        arguments.setdefault(arg["name"], arg)
+
+    name_count: dict[str, int] = {}
+    for wf in data["workflows"].values():
+        for step in wf["steps"]:
+            name_count[step["name"]] = name_count.get(step["name"], 0) + 1
+
+    def step_key(wf_name: str, step_name: str) -> str:
+        # Step rows are unique per job; a name used in two workflows is two different steps.
+        return step_name if name_count[step_name] == 1 else f"{wf_name}.{step_name}"
+
+    steps: list[StepDef] = []
+    workflows: list[WorkflowDef] = []
+    wf_dicts: list[dict[str, Any]] = []
+    step_dicts: list[dict[str, Any]] = []
+    for wf_name, wf in data["workflows"].items():
+        keys = []
+        wf_steps = []
+        for step in wf["steps"]:
+            key = step_key(wf_name, step["name"])
+            keys.append(key)
+            outputs = [
+                {
+                    "name": str(out_name),
+                    "required": (spec or {}).get("required", True),
+                    "review": (spec or {}).get("review"),
+                }
+                for out_name, spec in (step.get("outputs") or {}).items()
+            ]
+            inputs = [
+                {"name": str(in_name), "required": (spec or {}).get("required", True)}
+                for in_name, spec in (step.get("inputs") or {}).items()
+            ]
+            step_dict = {
+                "id": key,
+                "name": step["name"],
+                "workflow": wf_name,
+                "instructions": step.get("instructions"),
+                "sub_workflow": step.get("sub_workflow"),
+                "inputs": inputs,
+                "outputs": outputs,
+                "process_requirements": [
+                    [str(k), v] for k, v in (step.get("process_requirements") or {}).items()
+                ],
+            }
+            step_dicts.append(step_dict)
+            wf_steps.append(step_dict)
+            steps.append(
+                StepDef(
+                    id=key,
+                    name=step["name"],
+                    description="",
+                    instructions_file="",
+                    outputs=tuple(
+                        OutputSpec(
+                            name=out["name"],
+                            type=arguments[out["name"]]["type"],
+                            description=arguments[out["name"]]["description"],
+                            required=out["required"],
+                        )
+                        for out in outputs
+                    ),
+                )
+            )
+        workflows.append(
+            WorkflowDef(
+                name=wf_name,
+                summary=wf["summary"],
+                entries=tuple((key,) for key in keys),
+                concurrent=tuple(False for _ in keys),
+            )
+        )
+        wf_dicts.append(
+            {
+                "name": wf_name,
+                "summary": wf["summary"],
+                "agent": wf.get("agent"),
+                "common_info": wf.get("common_job_info_provided_to_all_steps_at_runtime", ""),
+                "post_workflow_instructions": wf.get("post_workflow_instructions"),
+                "steps": [s["id"] for s in wf_steps],
+            }
+        )
+    format_data = {
+        "step_arguments": [
+            {
+                "name": arg["name"],
+                "description": arg["description"],
+                "type": arg["type"],
+                "review": arg.get("review"),
+                "json_schema": arg.get("json_schema"),
+            }
+            for arg in data["step_arguments"]
+        ],
+        "workflows": wf_dicts,
+        "steps": step_dicts,
+    }
+    return JobDef(
+        name=data["name"],
+        version="",
+        summary=data["summary"],
+        common_info="",
+        steps=tuple(steps),
+        workflows=tuple(workflows),
+        job_dir=str(job_dir),
+        format=FORMAT,
+        format_data=format_data,
+    )
+
+
+def job_to_dict(job: JobDef) -> dict[str, Any]:
+    """The stored form of a 0.14 job: everything ``runtime_workflow`` needs, order kept in
+    lists (``jsonb`` does not keep key order)."""
+    from workflows.jobdef import DICT_FORMAT
+
+    assert job.format_data is not None
+    return {
+        "format": DICT_FORMAT,
+        "job_format": FORMAT,
+        "name": job.name,
+        "version": job.version,
+        "summary": job.summary,
+        "common_info": job.common_info,
+        "job_dir": job.job_dir,
+        **job.format_data,
+    }
+
+
+# --- the runtime view both formats share -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RtArg:
+    """A step input or output as a 0.14 session sees it."""
+
+    name: str
+    type: str  # "file_path" | "string"
+    description: str
+    required: bool
+    json_schema: Mapping[str, Any] | None = None
+    # Review blocks in the order 0.14 applies them: the output's own, then the argument's.
+    reviews: tuple[tuple[str, Mapping[str, Any]], ...] = ()
+
+
+@dataclass(frozen=True)
+class RtStep:
+    key: str  # the Step row's step_id
+    name: str  # the step_id on the 0.14 wire
+    instructions: str | None
+    instructions_file: str | None
+    sub_workflow: tuple[str, str | None] | None
+    inputs: tuple[RtArg, ...]
+    outputs: tuple[RtArg, ...]
+    process_requirements: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RtWorkflow:
+    job_name: str
+    name: str
+    summary: str
+    agent: str | None
+    common_info: str
+    post_workflow_instructions: str | None
+    steps: tuple[RtStep, ...] = field(default_factory=tuple)
+
+    def index_of(self, step_name: str) -> int | None:
+        return next((i for i, s in enumerate(self.steps) if s.name == step_name), None)
+
+
+def is_014_dict(definition: Mapping[str, Any]) -> bool:
+    return definition.get("job_format") == FORMAT
+
+
+def runtime_workflow(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflow:
+    """The steps a 0.14 session walks through ``workflow_name`` of a stored job."""
+    if is_014_dict(definition):
+        return _runtime_014(definition, workflow_name)
+    return _runtime_091(definition, workflow_name)
+
+
+def _runtime_014(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflow:
+    arguments: dict[str, Mapping[str, Any]] = {}
+    for arg in definition["step_arguments"]:
+        arguments.setdefault(arg["name"], arg)
+    steps = {s["id"]: s for s in definition["steps"]}
+    wf = next(w for w in definition["workflows"] if w["name"] == workflow_name)
+
+    def rt_arg(name: str, required: bool, own_review: Any = None) -> RtArg:
+        arg = arguments[name]
+        blocks = [block for block in (own_review, arg.get("review")) if block]
+        # Rule names follow position, as in 0.14: the first block is unsuffixed, the second
+        # (the argument's, when the output has its own) gets "_arg".
+        reviews = [("" if i == 0 else "_arg", block) for i, block in enumerate(blocks)]
+        return RtArg(
+            name=name,
+            type=arg["type"],
+            description=arg["description"],
+            required=required,
+            json_schema=arg.get("json_schema"),
+            reviews=tuple(reviews),
+        )
+
+    rt_steps = []
+    for key in wf["steps"]:
+        step = steps[key]
+        sub = step.get("sub_workflow")
+        rt_steps.append(
+            RtStep(
+                key=key,
+                name=step["name"],
+                instructions=step.get("instructions"),
+                instructions_file=None,
+                sub_workflow=(sub["workflow_name"], sub.get("workflow_job")) if sub else None,
+                inputs=tuple(rt_arg(i["name"], i["required"]) for i in step["inputs"]),
+                outputs=tuple(
+                    rt_arg(o["name"], o["required"], o.get("review")) for o in step["outputs"]
+                ),
+                process_requirements=tuple((k, v) for k, v in step["process_requirements"]),
+            )
+        )
+    return RtWorkflow(
+        job_name=definition["name"],
+        name=wf["name"],
+        summary=wf["summary"],
+        agent=wf.get("agent"),
+        common_info=wf.get("common_info") or "",
+        post_workflow_instructions=wf.get("post_workflow_instructions"),
+        steps=tuple(rt_steps),
+    )
+
+
+def _criteria_text(criteria: list[list[str]], guidance: str | None) -> str:
+    lines = [f"- **{name}**: {text}" for name, text in criteria]
+    if guidance:
+        lines += ["", guidance]
+    return "\n".join(lines)
+
+
+def _runtime_091(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflow:
+    """A 0.9.1 workflow as 0.14 steps, mapped as DeepWork's repair recipe maps it (§2.9):
+    ``file``/``files`` outputs become ``file_path``; user-parameter inputs become ``string``
+    inputs; ``run_each: step`` criteria become process requirements; per-output criteria
+    become that output's review (``file`` together, ``files`` one by one). A concurrent entry
+    runs as consecutive steps."""
+    steps = {s["id"]: s for s in reversed(definition["steps"])}
+    wf = next(w for w in definition["workflows"] if w["name"] == workflow_name)
+    rt_steps = []
+    for step_id in (sid for entry in wf["entries"] for sid in entry):
+        step = steps[step_id]
+        out_types = {o["name"]: o["type"] for o in step["outputs"]}
+        out_reviews: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+        requirements: list[tuple[str, str]] = []
+        for review in step["reviews"]:
+            if review["run_each"] == "step":
+                requirements += [(name, text) for name, text in review["quality_criteria"]]
+            elif review["run_each"] in out_types:
+                out_reviews.setdefault(review["run_each"], []).append(
+                    (
+                        "" if not out_reviews.get(review["run_each"]) else "_arg",
+                        {
+                            "strategy": "individual"
+                            if out_types[review["run_each"]] == "files"
+                            else "matches_together",
+                            "instructions": _criteria_text(
+                                review["quality_criteria"],
+                                review.get("additional_review_guidance"),
+                            ),
+                        },
+                    )
+                )
+        inputs = tuple(
+            RtArg(name=i["name"], type="string", description=i["description"], required=True)
+            if "name" in i
+            else RtArg(
+                name=i["file"],
+                type="file_path",
+                description=f"Output '{i['file']}' of step '{i['from_step']}'",
+                required=True,
+            )
+            for i in step["inputs"]
+        )
+        rt_steps.append(
+            RtStep(
+                key=step_id,
+                name=step_id,
+                instructions=None,
+                instructions_file=step["instructions_file"],
+                sub_workflow=None,
+                inputs=inputs,
+                outputs=tuple(
+                    RtArg(
+                        name=o["name"],
+                        type="file_path",
+                        description=o["description"],
+                        required=o["required"],
+                        reviews=tuple(out_reviews.get(o["name"], ())),
+                    )
+                    for o in step["outputs"]
+                ),
+                process_requirements=tuple(requirements),
+            )
+        )
+    return RtWorkflow(
+        job_name=definition["name"],
+        name=wf["name"],
+        summary=wf["summary"],
+        agent=None,
+        common_info=definition.get("common_info") or "",
+        post_workflow_instructions=None,
+        steps=tuple(rt_steps),
+    )
