@@ -44,7 +44,7 @@ def create_server(
         raise ValueError(
             f"Unknown external runner {external_runner!r}; choose one of {EXTERNAL_RUNNERS}"
         )
-    mounts = plan_mounts(toolsets)
+    plan_mounts(toolsets)  # refuse unknown names before anything is built
     state = ServerState(
         ServerConfig(
             project_root=root,
@@ -57,6 +57,15 @@ def create_server(
             agent_id=agent_id,
         )
     )
+    return server_for_state(state, toolsets=toolsets, auth=auth)
+
+
+def server_for_state(
+    state: ServerState, *, toolsets: Sequence[str] = DEFAULT_TOOLSETS, auth: Any = None
+) -> FastMCP:
+    """The FastMCP server of ``toolsets`` whose tools act through ``state`` (its project,
+    catalog, gate and agent); the hosted endpoint passes a state whose agent is per request."""
+    mounts = plan_mounts(toolsets)
     instructions = "\n\n".join(
         mount.toolset.instructions for mount in mounts if mount.toolset.instructions
     )
