@@ -165,8 +165,8 @@ def token_agent_id(token: ApiToken, sub_agent: str | None = None) -> str:
         raise Refused(
             400,
             "invalid_agent",
-            f"{AGENT_HEADER} must be 1 to 64 letters, digits, '.', '_' or '-' and start with a "
-            f"letter or digit; got {sub_agent[:80]!r}",
+            "X-Deepwork-Agent must be 1 to 64 letters, digits, '.', '_' or '-' and start with "
+            f"a letter or digit; got {sub_agent[:80]!r}",
         )
     return f"{base}/{sub_agent}"
 
@@ -512,10 +512,16 @@ class HostedMcp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._guarded is None:
             from fastmcp.server.http import HostOriginGuardMiddleware
+            from mcp.server.transport_security import (
+                DEFAULT_MAX_REQUEST_BODY_SIZE,
+                RequestBodyLimitMiddleware,
+            )
 
-            # The guard of `mcpserve --transport http` (strict: every request is checked).
+            # The guard of `mcpserve --transport http` (strict: every request is checked), then
+            # the SDK's body limit, here before the token too: an oversized request connects
+            # no agent.
             self._guarded = HostOriginGuardMiddleware(
-                self._authenticated,
+                RequestBodyLimitMiddleware(self._authenticated, DEFAULT_MAX_REQUEST_BODY_SIZE),
                 allowed_hosts=self.config.allowed_hosts,
                 allowed_origins=self.config.allowed_origins,
                 mode="strict",
