@@ -389,9 +389,10 @@ class _Servers:
             waiting.cancel()
             task.result()  # raises what the lifespan raised
         logger.info(
-            "Serving /mcp for project %s with toolsets %s",
+            "Serving /mcp for project %s with toolsets %s in worker %d",
             identity.project.pk,
             ",".join(identity.toolsets),
+            os.getpid(),
         )
         return app
 
