@@ -67,7 +67,7 @@ bench: $(STAMP) browser
 soak: $(STAMP)
 	$(PY) tests/soak/kill_soak.py $(SOAK_ARGS)
 
-## The official MCP conformance suite against `mcpserve --transport http`.
+## The official MCP conformance suite against `mcpserve --transport http` and `/mcp` of the ASGI app.
 conformance: $(STAMP)
 	bash tests/conformance/run.sh
 
