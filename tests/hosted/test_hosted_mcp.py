@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client as PageClient
+from fastmcp import Client as FastMCPClient
 from mcp.shared.exceptions import MCPError
 
 from api.models import ApiToken
 from api.services import api_token_create, api_token_revoke
+from mcp_bridge.server import create_server
 from tests.factories import make_user
 from tests.hosted.conftest import DRIVE, Tokens, call, mcp_client, start_web
 from tests.processes import stop
@@ -280,3 +282,29 @@ async def test_a_token_revoked_mid_call_is_cut_off_and_refused_after(
     finally:
         release.touch()
         stop(process)
+
+
+async def test_input_is_refused_as_over_stdio(web, tokens: Tokens, demo_project: Path):
+    """The same limits and messages as ``mcpserve`` (here its server in memory)."""
+    bad_calls = [
+        ("start_workflow", {"goal": "x" * 1_000_001, "job_name": "demo", "workflow_name": "main"}),
+        ("start_workflow", {"goal": "g", "job_name": "nope", "workflow_name": "main"}),
+        ("start_workflow", {"goal": "g\x00", "job_name": "demo", "workflow_name": "main"}),
+        ("finished_step", {"outputs": {"notes.md": "/etc/passwd"}}),
+        ("get_workflows", {"unexpected": 1}),
+    ]
+
+    async def errors(client) -> list[str]:
+        found = []
+        async with client:
+            for tool, args in bad_calls:
+                result = await client.call_tool(tool, args, raise_on_error=False)
+                assert result.is_error, tool
+                found.append(result.content[0].text)
+        return found
+
+    hosted = await errors(mcp_client(web, tokens.bound, "auto"))
+    stdio_server = await sync_to_async(create_server)(demo_project)
+    assert hosted == await errors(FastMCPClient(stdio_server))
+    assert "goal is 1,000,001 characters; the limit is 1,000,000" in hosted[0]
+    assert await WorkflowSession.objects.acount() == 0
