@@ -30,14 +30,19 @@ import json
 import logging
 import os
 import re
+import threading
+import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
+from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 from django.utils.text import slugify
 from starlette.datastructures import Headers
@@ -171,8 +176,37 @@ def token_agent_id(token: ApiToken, sub_agent: str | None = None) -> str:
     return f"{base}/{sub_agent}"
 
 
+# A person's permission to drive sessions, as last read: (when read, allowed). Read again after
+# the re-check interval, so a withdrawn permission takes effect as fast as a revoked token on
+# an open request; the token itself is looked up on every request.
+_permissions: dict[int, tuple[float, bool]] = {}
+PERMISSION_TTL = 5.0
+
+
+def _may_drive(token: ApiToken) -> bool:
+    now = time.monotonic()
+    found = _permissions.get(token.user_id)
+    if found is None or now - found[0] > PERMISSION_TTL:
+        found = (now, token.user.has_perm(DRIVE))
+        _permissions[token.user_id] = found
+    return found[1]
+
+
+# Projects by id: their rows do not change while agents work (the folder is checked anyway).
+_projects: dict[int, Project] = {}
+
+
+def _project_by_id(pk: int) -> Project | None:
+    project = _projects.get(pk)
+    if project is None:
+        project = Project.objects.filter(pk=pk).first()
+        if project is not None:
+            _projects[pk] = project
+    return project
+
+
 def _project(token: ApiToken, ref: str | None) -> Project:
-    bound = token.mcp_project
+    bound = _project_by_id(token.mcp_project_id) if token.mcp_project_id else None
     if not ref:
         if bound is None:
             raise Refused(
@@ -189,9 +223,7 @@ def _project(token: ApiToken, ref: str | None) -> Project:
             f"This token may use only project {bound.pk} ({bound.root_path}), not {ref[:200]!r}",
         )
     found = (
-        Project.objects.filter(pk=int(ref)).first()
-        if ref.isdigit()
-        else Project.objects.filter(root_path=ref).first()
+        _project_by_id(int(ref)) if ref.isdigit() else Project.objects.filter(root_path=ref).first()
     )
     if found is None:
         raise Refused(404, "not_found", f"No project {ref[:200]!r} (give its id or root path)")
@@ -202,14 +234,18 @@ def _project(token: ApiToken, ref: str | None) -> Project:
 _agents: OrderedDict[tuple[int, str], Agent] = OrderedDict()
 
 
+_agents_lock = threading.Lock()
+
+
 def _agent(project: Project, agent_id: str) -> Agent:
     key = (project.pk, agent_id)
     agent = _agents.get(key)
     if agent is None:
         agent = agent_services.agent_ensure(project=project, agent_id=agent_id)
-        _agents[key] = agent
-        if len(_agents) > AGENT_CACHE_SIZE:
-            _agents.popitem(last=False)
+        with _agents_lock:
+            _agents[key] = agent
+            if len(_agents) > AGENT_CACHE_SIZE:
+                _agents.popitem(last=False)
     return agent
 
 
@@ -236,7 +272,7 @@ def identify(
             f"Token {token.prefix}… may not use MCP; make one that may "
             "(manage.py api_token create --mcp, or tick MCP in the admin)",
         )
-    if not token.user.has_perm(DRIVE):
+    if not _may_drive(token):
         raise Refused(403, "forbidden", f"This needs the permission '{DRIVE}'")
     try:
         toolsets = parse_toolsets(toolsets_ref) if toolsets_ref else default_toolsets
@@ -413,6 +449,47 @@ async def shutdown() -> None:
     await _servers.shutdown()
 
 
+# --- Database threads --------------------------------------------------------------------------
+
+
+class _DatabaseThreads:
+    """The threads that run this process's MCP database work, each with its own connection.
+
+    Django code called from async code runs on one thread per "thread-sensitive context"; left
+    alone, every request of a worker would queue for a single thread. Each request here gets
+    the least busy of ``DEEPWORK_MCP_DB_THREADS`` long-lived threads (default 4 on PostgreSQL;
+    1 on SQLite, which takes one writer at a time anyway).
+    """
+
+    def __init__(self) -> None:
+        self._executors: list[ThreadPoolExecutor] = []
+        self._busy: list[int] = []
+
+    def _start(self) -> None:
+        default = "1" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "4"
+        count = max(1, int(_setting("DEEPWORK_MCP_DB_THREADS", default)))
+        self._executors = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="deepwork-mcp-db")
+            for _ in range(count)
+        ]
+        self._busy = [0] * count
+
+    @asynccontextmanager
+    async def one(self) -> AsyncIterator[None]:
+        if not self._executors:
+            self._start()
+        chosen = min(range(len(self._busy)), key=self._busy.__getitem__)
+        self._busy[chosen] += 1
+        try:
+            async with ThreadSensitiveContext(executor=self._executors[chosen]):
+                yield
+        finally:
+            self._busy[chosen] -= 1
+
+
+_database_threads = _DatabaseThreads()
+
+
 # --- The ASGI app of /mcp ---------------------------------------------------------------------
 
 
@@ -530,6 +607,10 @@ class HostedMcp:
         await self._guarded(scope, receive, send)
 
     async def _authenticated(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with _database_threads.one():
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         config = self.config
