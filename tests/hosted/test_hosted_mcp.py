@@ -308,3 +308,24 @@ async def test_input_is_refused_as_over_stdio(web, tokens: Tokens, demo_project:
     assert hosted == await errors(FastMCPClient(stdio_server))
     assert "goal is 1,000,001 characters; the limit is 1,000,000" in hosted[0]
     assert await WorkflowSession.objects.acount() == 0
+
+
+def test_allowed_hosts_setting_names_the_hosts_served(tokens: Tokens):
+    process, url = start_web(ALLOWED_HOSTS="deepwork.example.lan,.agents.example.lan")
+    port = url.split(":")[2].split("/")[0]
+    bound = {**ACCEPT, "Authorization": f"Bearer {tokens.bound}"}
+    try:
+        for allowed in (
+            f"deepwork.example.lan:{port}",
+            "agents.example.lan",
+            f"a.agents.example.lan:{port}",
+            f"localhost:{port}",
+        ):
+            assert post(url, {**bound, "Host": allowed})[0] == 200, allowed
+        for refused in ("example.lan", f"deepwork.example.lan.evil.com:{port}", "10.0.0.1"):
+            assert post(url, {**bound, "Host": refused})[0] == 421, refused
+        # A page on an allowed host may not call /mcp from elsewhere.
+        foreign = {**bound, "Host": "deepwork.example.lan", "Origin": "http://evil.example.com"}
+        assert post(url, foreign)[0] == 403
+    finally:
+        stop(process)
