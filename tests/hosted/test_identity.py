@@ -8,7 +8,7 @@ import pytest
 
 from api.services import api_token_create, api_token_revoke
 from mcp_bridge import hosted
-from mcp_bridge.hosted import Refused, identify, still_authorised
+from mcp_bridge.hosted import Identity, Refused, identify, still_authorised
 from tests.factories import make_user
 from tests.hosted.conftest import DRIVE
 from workflows.models import Agent
@@ -24,7 +24,7 @@ def _fresh_process_caches():
         cache.clear()
 
 
-def ask(secret: str, **options: str | None) -> object:
+def ask(secret: str, **options: str | None) -> Identity:
     return identify(
         secret=secret,
         project_ref=options.get("project"),
@@ -42,14 +42,14 @@ def test_an_agent_per_token_and_sub_agent_and_one_query_per_request(
     token, secret = api_token_create(user=user, name="My Laptop", mcp=True, mcp_project=project)
     first = ask(secret)
     sub = ask(secret, agent="writer")
-    assert first.agent.agent_id == f"token-{token.pk}-my-laptop"  # type: ignore[attr-defined]
-    assert sub.agent.agent_id == f"token-{token.pk}-my-laptop/writer"  # type: ignore[attr-defined]
+    assert first.agent.agent_id == f"token-{token.pk}-my-laptop"
+    assert sub.agent.agent_id == f"token-{token.pk}-my-laptop/writer"
     assert Agent.objects.filter(explicit=True).count() == 2
     # After the first request: the token lookup alone (agent, project, permission remembered).
     with django_assert_num_queries(1):
         again = ask(secret, agent="writer", toolsets="deepwork,tracker")
-    assert again.agent.pk == sub.agent.pk  # type: ignore[attr-defined]
-    assert again.toolsets == ("deepwork", "tracker")  # type: ignore[attr-defined]
+    assert again.agent.pk == sub.agent.pk
+    assert again.toolsets == ("deepwork", "tracker")
     assert still_authorised(token.pk)
     api_token_revoke(token=token)
     assert not still_authorised(token.pk)
