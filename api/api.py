@@ -52,6 +52,7 @@ from api.schemas import (
     SessionPage,
     SessionQuery,
     StartIn,
+    SubtaskPage,
     TrackedDecisionPage,
     TrackedTaskPage,
     TrackedWorkflowDetailOut,
@@ -79,9 +80,14 @@ from workflows.selectors.sessions import (
     step_run_for_decision,
 )
 from workflows.selectors.tracker import (
+    SUBTASK_LIMIT,
+    WORKFLOW_PROFILES,
+    WORKFLOW_STATUSES,
     TrackedWorkflowFilter,
     issue_page,
     log_page,
+    subtask_page,
+    task_get_by_id,
     task_tree_page,
     tracked_workflow_detail,
     tracked_workflow_get,
@@ -413,6 +419,9 @@ TrackerCursor = Annotated[
     int | None, Query(ge=1, le=MAX_ID, description="`next_cursor` of the previous page.")
 ]
 PageLimit = Annotated[int, Query(ge=1, le=200)]
+SubtaskLimit = Annotated[
+    int, Query(ge=1, le=200, description="Sub-tasks nested under each task, per level.")
+]
 WorkflowId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
@@ -432,8 +441,8 @@ def list_tracked_workflows(
     items, following = tracked_workflow_page(
         filters=TrackedWorkflowFilter(
             project_id=filters.project,
-            status=filters.status,
-            profile=filters.profile,
+            status=WORKFLOW_STATUSES[filters.status] if filters.status else None,
+            profile=WORKFLOW_PROFILES[filters.profile] if filters.profile else None,
             agent_id=filters.agent,
         ),
         limit=limit,
@@ -465,11 +474,37 @@ def list_tracked_tasks(
     workflow_id: WorkflowId,
     cursor: TrackerCursor = None,
     limit: PageLimit = 50,
+    subtask_limit: SubtaskLimit = SUBTASK_LIMIT,
 ) -> dict[str, Any]:
-    """The task tree: top-level tasks newest first, each with its sub-tasks nested, and each
-    task's files changed."""
+    """The task tree: top-level tasks newest first, each with the first `subtask_limit` of its
+    sub-tasks nested (and theirs, level by level), and each task's files changed. A task with
+    more sub-tasks has a `subtasks_next_cursor` for `/api/tracker/tasks/{id}/subtasks`."""
     workflow = tracked_workflow_get(workflow_id=workflow_id)
-    items, following = task_tree_page(workflow=workflow, limit=limit, before=cursor)
+    items, following = task_tree_page(
+        workflow=workflow, limit=limit, before=cursor, subtask_limit=subtask_limit
+    )
+    return {"items": items, "next_cursor": following}
+
+
+@api.get(
+    "/tracker/tasks/{task_id}/subtasks",
+    response={200: SubtaskPage, **READ_ERRORS},
+    tags=["tracker"],
+    auth=TokenAuth(VIEW),
+)
+def list_tracked_subtasks(
+    request: HttpRequest,
+    task_id: Annotated[int, Path(ge=1, le=MAX_ID)],
+    cursor: TrackerCursor = None,
+    limit: PageLimit = 50,
+    subtask_limit: SubtaskLimit = SUBTASK_LIMIT,
+) -> dict[str, Any]:
+    """One task's sub-tasks, oldest first, each with the first `subtask_limit` of its own
+    nested; pages follow `next_cursor` (or a task's `subtasks_next_cursor`)."""
+    task = task_get_by_id(task_id=task_id)
+    items, following = subtask_page(
+        task=task, limit=limit, after=cursor, subtask_limit=subtask_limit
+    )
     return {"items": items, "next_cursor": following}
 
 
@@ -546,3 +581,72 @@ def resolve_blocker(
         issue_id=issue_id, by=signed_in_user(request), resolution=body.resolution
     )
     return Status(201, issue)
+
+
+# Published workflows (seed 003): the list another server's `mcpserve --workflow-source` reads,
+# and the runs it starts, follows and cancels.
+
+from api.wftools_schemas import (  # noqa: E402
+    PublishedWorkflowList,
+    RunCancelIn,
+    RunStartedOut,
+    RunStartIn,
+    RunStatusOut,
+)
+from api.wftools_views import published_list, run_cancel, run_start, run_status  # noqa: E402
+
+PUBLISHED = "/projects/{project_id}/published-workflows"
+ProjectId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+@api.get(
+    PUBLISHED,
+    response={200: PublishedWorkflowList, **READ_ERRORS, 409: ErrorOut},
+    tags=["published workflows"],
+    auth=TokenAuth(VIEW),
+)
+def list_published_workflows(request: HttpRequest, project_id: ProjectId) -> dict[str, Any]:
+    """The project's published workflows in seed 003's list schema: `{"count", "results"}`,
+    each `{id, name, description, category, version, inputSchema, executionType, metadata}`."""
+    return published_list(project_id=project_id)
+
+
+@api.post(
+    PUBLISHED + "/runs",
+    response={201: RunStartedOut, **ACTION_ERRORS},
+    tags=["published workflows"],
+    auth=TokenAuth(DRIVE),
+)
+def start_published_workflow(
+    request: HttpRequest, project_id: ProjectId, body: RunStartIn
+) -> Status[dict[str, Any]]:
+    """Start a published workflow with `input` (checked against its inputSchema; a refusal
+    names the path and the rule). A DeepWork workflow's run is a session on the agent's stack;
+    `result` is its first step, as `start_workflow` answers."""
+    user = signed_in_user(request)
+    return Status(201, run_start(project_id=project_id, body=body, user=user))
+
+
+@api.get(
+    PUBLISHED + "/runs/{run_id}",
+    response={200: RunStatusOut, **READ_ERRORS},
+    tags=["published workflows"],
+    auth=TokenAuth(VIEW),
+)
+def get_published_run(request: HttpRequest, project_id: ProjectId, run_id: Name) -> dict[str, Any]:
+    """A run's status: RUNNING, COMPLETED, FAILED or CANCELLED, with progress, result, error."""
+    return run_status(project_id=project_id, run_id=run_id)
+
+
+@api.post(
+    PUBLISHED + "/runs/{run_id}/cancel",
+    response={200: RunStatusOut, **ACTION_ERRORS},
+    tags=["published workflows"],
+    auth=TokenAuth(ABORT),
+)
+def cancel_published_run(
+    request: HttpRequest, project_id: ProjectId, run_id: Name, body: RunCancelIn
+) -> dict[str, Any]:
+    """Cancel a running run (a DeepWork session is aborted, recorded as yours)."""
+    user = signed_in_user(request)
+    return run_cancel(project_id=project_id, run_id=run_id, reason=body.reason, user=user)

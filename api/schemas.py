@@ -349,12 +349,31 @@ TrackedStatus = Literal["PENDING", "IN_PROGRESS", "COMPLETED", "FAILED", "PARTIA
 TrackedProfile = Literal["SIMPLE", "STANDARD", "COMPLEX"]
 
 
+def _wire_case(value: Any) -> Any:
+    # The stored upper-case form, as the answers show it, names the same value.
+    return value.lower() if isinstance(value, str) and value.isupper() else value
+
+
+# The filters take the seed's lower-case wire values, what agents send to `start_workflow`
+# and `complete_workflow` (`in_progress`, `partial`, `simple` ...), or the upper-case form the
+# answers show; anything else is a 400 listing the valid values.
+StatusFilter = Annotated[
+    Literal["pending", "in_progress", "completed", "failed", "partial", "blocked"],
+    BeforeValidator(_wire_case),
+]
+ProfileFilter = Annotated[Literal["simple", "standard", "complex"], BeforeValidator(_wire_case)]
+
+
 class TrackedWorkflowQuery(Schema):
     """The tracked workflow list's filters as the query string gives them."""
 
     project: int | None = Field(None, ge=1, le=2**63 - 1, description="Project id.")
-    status: TrackedStatus | None = None
-    profile: TrackedProfile | None = None
+    status: StatusFilter | None = Field(
+        None, description="A wire value (lower case) or the stored upper-case form."
+    )
+    profile: ProfileFilter | None = Field(
+        None, description="A wire value (lower case) or the stored upper-case form."
+    )
     agent: Name | None = Field(None, description="Agent id of the agent that started it.")
 
 
@@ -494,7 +513,14 @@ class TrackedTaskOut(Schema):
     started_at: datetime
     completed_at: datetime | None
     duration_ms: int | None
-    subtasks: list[TrackedTaskOut] = Field(description="Nested in full, oldest first.")
+    subtasks: list[TrackedTaskOut] = Field(
+        description="The first `subtask_limit` sub-tasks, oldest first, each nested the same way."
+    )
+    subtasks_count: int = Field(description="How many sub-tasks the task has in all.")
+    subtasks_next_cursor: int | None = Field(
+        description="Pass as `cursor` to /api/tracker/tasks/{id}/subtasks for the sub-tasks "
+        "after these; null when all are shown."
+    )
 
     @staticmethod
     def resolve_parent_task_id(task: Task) -> int | None:
@@ -517,6 +543,13 @@ class TrackedTaskPage(Schema):
     items: list[TrackedTaskOut] = Field(description="Top-level tasks, newest first.")
     next_cursor: int | None = Field(
         description="Pass as `cursor` for the next (older) page; null on the last page."
+    )
+
+
+class SubtaskPage(Schema):
+    items: list[TrackedTaskOut] = Field(description="The task's sub-tasks, oldest first.")
+    next_cursor: int | None = Field(
+        description="Pass as `cursor` for the next (later) page; null on the last page."
     )
 
 

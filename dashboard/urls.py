@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import views
+from dashboard import tracker_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -25,4 +25,20 @@ urlpatterns = [
         name="request_changes",
     ),
     path("sessions/<str:session_id>/abort/", views.session_abort_view, name="abort"),
+]
+
+# The tracker's pages (seed 002).
+urlpatterns += [
+    path("tracker/", tracker_views.tracked_workflows, name="tracker_workflows"),
+    path("tracker/<int:workflow_id>/", tracker_views.tracked_workflow, name="tracker_workflow"),
+    path(
+        "tracker/<int:workflow_id>/tasks/<int:task_id>/",
+        tracker_views.tracked_task,
+        name="tracker_task",
+    ),
+    path(
+        "tracker/<int:workflow_id>/blockers/<int:issue_id>/resolve/",
+        tracker_views.tracked_blocker_resolve,
+        name="tracker_resolve",
+    ),
 ]

@@ -39,12 +39,14 @@ from workflows.models import StepRun, WorkflowSession
 from workflows.selectors.catalog import job_names, project_catalogs, project_list
 from workflows.selectors.events import newest_event_id
 from workflows.selectors.sessions import session_get, session_page, step_run_for_decision
+from workflows.selectors.tracker import tracked_workflows_in_progress
 from workflows.services.sessions import session_abort
 
 VIEW_PERMISSION = "workflows.view_workflowsession"
 DECIDE_PERMISSION = "reviews.decide_review"
 ABORT_PERMISSION = "workflows.abort_session"
 FRAGMENT_HEADER = "X-Live-Fragment"
+OVERVIEW_TRACKED = 20
 
 
 def watcher_required(view: Callable) -> Callable:
@@ -93,9 +95,12 @@ def _live_page(
 @watcher_required
 def overview(request: HttpRequest) -> HttpResponse:
     live_after = newest_event_id()
-    return _live_page(
-        request, "overview", {"overview": selectors.overview()}, live_after=live_after
-    )
+    context = {
+        "overview": selectors.overview(),
+        # Tracked workflows (seed 002) in progress, beside the session stacks.
+        "tracked": tracked_workflows_in_progress(limit=OVERVIEW_TRACKED),
+    }
+    return _live_page(request, "overview", context, live_after=live_after)
 
 
 def _session_or_404(session_id: str) -> WorkflowSession:

@@ -296,3 +296,16 @@ def run_http(
         host_origin_protection=True,
         allowed_hosts=allowed_hosts or None,
     )
+
+
+def client_connection(ctx: Any) -> Any | None:
+    """The connection behind the request ``ctx`` serves, on the handshake protocol era only.
+
+    Each request gets its own ``ServerSession`` wrapper; the connection underneath lives as
+    long as the client is connected, so a list change can be pushed to it later
+    (``await connection.send_tool_list_changed()``). A 2026-07-28 connection has no standing
+    channel for that: None.
+    """
+    if ctx.request_context is None or ctx._is_modern_protocol():
+        return None
+    return getattr(ctx.session, "_connection", None)

@@ -32,6 +32,7 @@ def create_server(
     agent_id: str | None = None,
     auth: Any = None,
     toolsets: Sequence[str] = DEFAULT_TOOLSETS,
+    workflow_sources: Sequence[Any] = (),
 ) -> FastMCP:
     """Build the MCP server for one project folder, serving ``toolsets`` (default: deepwork).
 
@@ -55,6 +56,7 @@ def create_server(
             external_runner_cmd=external_runner_cmd,
             platform=platform,
             agent_id=agent_id,
+            workflow_sources=tuple(workflow_sources),
         )
     )
     return server_for_state(state, toolsets=toolsets, auth=auth)
@@ -66,6 +68,7 @@ def server_for_state(
     """The FastMCP server of ``toolsets`` whose tools act through ``state`` (its project,
     catalog, gate and agent); the hosted endpoint passes a state whose agent is per request."""
     mounts = plan_mounts(toolsets)
+    ttls = [mount.toolset.cache_ttl() for mount in mounts if mount.toolset.cache_ttl]
     instructions = "\n\n".join(
         mount.toolset.instructions for mount in mounts if mount.toolset.instructions
     )
@@ -75,6 +78,7 @@ def server_for_state(
         version=server_version(),
         auth=auth,
         mask_error_details=True,
+        cache_ttl=min(ttls) if ttls else None,
     )
     for mount in mounts:
         mount.toolset.register(mcp, state, mount.prefix)

@@ -41,6 +41,8 @@ class ServerConfig:
     external_runner_cmd: str | None = None
     platform: str | None = None
     agent_id: str | None = None
+    # Remote workflow sources of the workflow-tools toolset (``workflow_tools.SourceConfig``).
+    workflow_sources: tuple[Any, ...] = ()
 
 
 class ServerState:

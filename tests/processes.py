@@ -133,9 +133,12 @@ async def wait_for_port_async(
         await asyncio.sleep(0.05)
 
 
-def start_uvicorn(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], int]:
-    """The real ASGI application under uvicorn on a free loopback port (not yet waited for)."""
-    port = free_port()
+def start_uvicorn(
+    env: dict[str, str], port: int | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The real ASGI application under uvicorn on a free loopback port, or ``port`` (not yet
+    waited for)."""
+    port = port or free_port()
     process = subprocess.Popen(
         [
             sys.executable,

@@ -39,6 +39,7 @@ from workflows.models import (
     WorkflowStep,
 )
 from workflows.services.sessions import session_abort
+from workflows.wftools_admin import WorkflowToolFilterAdmin  # noqa: F401  (registers it)
 
 ABORT = ReasonPage(
     title="Abort the selected sessions",

@@ -372,6 +372,7 @@ from workflows.tracker_models import (  # noqa: E402
     Task,
     TrackedWorkflow,
 )
+from workflows.wftools_models import WorkflowToolFilter, WorkflowToolName  # noqa: E402
 
 __all__ = [
     "Agent",
@@ -390,4 +391,6 @@ __all__ = [
     "Workflow",
     "WorkflowSession",
     "WorkflowStep",
+    "WorkflowToolFilter",
+    "WorkflowToolName",
 ]

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import deepreview, deepwork, tracker
+from mcp_bridge.toolsets import deepreview, deepwork, tracker, workflow_tools
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class Toolset:
     tool_names: tuple[str, ...]
     register: Callable[[FastMCP, ServerState, str], None]
     instructions: str | None = None
+    # Seconds a 2026-07-28 client may keep a tools listing; None: no hint.
+    cache_ttl: Callable[[], int] | None = None
 
 
 DEEPWORK = Toolset(
@@ -34,6 +36,13 @@ DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepreview.register)
 TRACKER = Toolset(
     "tracker", tracker.TOOL_NAMES, tracker.register, instructions=tracker.INSTRUCTIONS
 )
+WORKFLOW_TOOLS = Toolset(
+    "workflow-tools",
+    workflow_tools.TOOL_NAMES,
+    workflow_tools.register,
+    instructions=workflow_tools.INSTRUCTIONS,
+    cache_ttl=workflow_tools.cache_ttl,
+)
 
 # What each name on the command line serves, in order. DeepWork 0.9.1's wire carries the review
 # tools, so `deepwork` includes `deepreview`; `deepreview` alone serves only the review tools
@@ -42,6 +51,7 @@ TOOLSETS: dict[str, tuple[Toolset, ...]] = {
     "deepwork": (DEEPWORK, DEEPREVIEW),
     "deepreview": (DEEPREVIEW,),
     "tracker": (TRACKER,),
+    "workflow-tools": (WORKFLOW_TOOLS,),
 }
 DEFAULT_TOOLSETS = ("deepwork",)
 

@@ -42,7 +42,12 @@ OPERATIONS = [
     ("get", "/api/tracker/workflows/1/decisions", VIEW),
     ("get", "/api/tracker/workflows/1/issues", VIEW),
     ("get", "/api/tracker/workflows/1/milestones", VIEW),
+    ("get", "/api/tracker/tasks/1/subtasks", VIEW),
     ("post", "/api/tracker/issues/1/resolve", DECIDE),
+    ("get", "/api/projects/1/published-workflows", VIEW),
+    ("post", "/api/projects/1/published-workflows/runs", DRIVE),
+    ("get", "/api/projects/1/published-workflows/runs/deadbeef", VIEW),
+    ("post", "/api/projects/1/published-workflows/runs/deadbeef/cancel", ABORT),
 ]
 ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE)
 

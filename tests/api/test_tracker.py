@@ -67,6 +67,7 @@ def test_every_tracker_operation_needs_a_token_and_its_permission(
         f"/api/tracker/workflows/{workflow.pk}/decisions",
         f"/api/tracker/workflows/{workflow.pk}/issues",
         f"/api/tracker/workflows/{workflow.pk}/milestones",
+        f"/api/tracker/tasks/{issue.task_id}/subtasks",
     ]
     anonymous = make_caller(VIEW)
     anonymous.token = None
@@ -99,10 +100,20 @@ def test_unknown_ids_and_bad_parameters_get_the_one_error_shape(viewer, decider,
         "not_found",
     )
     assert f"issue {missing}" in error["message"]
-    error = assert_error(
-        viewer.get("/api/tracker/workflows", status="DONE"), 400, "invalid_request"
-    )
-    assert error["details"][0]["loc"] == ["query", "status"]
+    for name, bad in [
+        ("status", "DONE"),
+        ("status", "In_Progress"),
+        ("status", "in progress"),
+        ("status", ""),
+        ("profile", "huge"),
+        ("profile", "Simple"),
+    ]:
+        error = assert_error(
+            viewer.get("/api/tracker/workflows", **{name: bad}), 400, "invalid_request"
+        )
+        assert error["details"][0]["loc"] == ["query", name]
+        valid = "'in_progress'" if name == "status" else "'simple'"
+        assert valid in error["details"][0]["msg"], error
     error = assert_error(viewer.get("/api/tracker/workflows", cursor=0), 400, "invalid_request")
     assert error["details"][0]["loc"] == ["query", "cursor"]
     error = assert_error(
@@ -149,16 +160,20 @@ def test_workflow_list_filters_and_pages(viewer, project, agent, tmp_path):
 
     assert ids_of(project=project.pk) == list(reversed(ids))
     assert ids_of(agent="bob") == [theirs.pk]
-    assert ids_of(profile="COMPLEX") == [theirs.pk]
+    # The seed's lower-case wire values, as agents send them.
+    assert ids_of(profile="complex") == [theirs.pk]
     # `partial` keeps its own status rather than turning into FAILED.
-    assert ids_of(status="PARTIAL") == [ids[1]]
-    assert ids_of(status="FAILED") == []
-    assert ids_of(project=project.pk, status="IN_PROGRESS", profile="SIMPLE") == [
+    assert ids_of(status="partial") == [ids[1]]
+    assert ids_of(status="failed") == []
+    assert ids_of(project=project.pk, status="in_progress", profile="simple") == [
         ids[4],
         ids[3],
         ids[2],
         ids[0],
     ]
+    # The upper-case form the answers show names the same values.
+    assert ids_of(status="PARTIAL") == [ids[1]]
+    assert ids_of(profile="COMPLEX") == [theirs.pk]
 
     seen: list[int] = []
     cursor = None
@@ -404,6 +419,100 @@ def test_task_tree_query_count_grows_with_depth_not_rows(
         page = viewer.get(path, limit=20).json()
     assert len(page["items"]) == 20
     assert all(len(item["subtasks"][0]["subtasks"]) == 1 for item in page["items"])
+
+
+def test_subtasks_are_paged_under_each_task_and_on_their_own(viewer, project, agent):
+    workflow = begin(project, agent)
+    parent = task(project, agent, workflow, "parent")
+    children = [
+        task(project, agent, workflow, f"child{n}", parent_task_id=str(parent.pk)).pk
+        for n in range(5)
+    ]
+    leaves = [
+        task(project, agent, workflow, f"leaf{n}", parent_task_id=str(children[0])).pk
+        for n in range(3)
+    ]
+    alone = task(project, agent, workflow, "alone")
+
+    page = viewer.get(f"/api/tracker/workflows/{workflow.pk}/tasks", subtask_limit=2).json()
+    by_name = {item["name"]: item for item in page["items"]}
+    top = by_name["parent"]
+    assert [sub["id"] for sub in top["subtasks"]] == children[:2]
+    assert top["subtasks_count"] == 5
+    assert top["subtasks_next_cursor"] == children[1]
+    first = top["subtasks"][0]
+    assert [sub["id"] for sub in first["subtasks"]] == leaves[:2]
+    assert (first["subtasks_count"], first["subtasks_next_cursor"]) == (3, leaves[1])
+    assert top["subtasks"][1]["subtasks"] == []
+    assert (top["subtasks"][1]["subtasks_count"], top["subtasks"][1]["subtasks_next_cursor"]) == (
+        0,
+        None,
+    )
+    assert (by_name["alone"]["subtasks_count"], by_name["alone"]["subtasks_next_cursor"]) == (
+        0,
+        None,
+    )
+    # The default shows them all here.
+    full = viewer.get(f"/api/tracker/workflows/{workflow.pk}/tasks").json()["items"]
+    [top] = [item for item in full if item["id"] == parent.pk]
+    assert [sub["id"] for sub in top["subtasks"]] == children
+    assert top["subtasks_next_cursor"] is None
+    assert alone.pk in [item["id"] for item in full]
+
+    # The rest, page by page, from the task's cursor.
+    path = f"/api/tracker/tasks/{parent.pk}/subtasks"
+    seen = children[:2]
+    cursor = children[1]
+    while cursor is not None:
+        more = viewer.get(path, cursor=cursor, limit=2, subtask_limit=1).json()
+        seen += [item["id"] for item in more["items"]]
+        cursor = more["next_cursor"]
+    assert seen == children
+    whole = viewer.get(path, subtask_limit=1).json()
+    assert [item["id"] for item in whole["items"]] == children
+    assert whole["next_cursor"] is None
+    assert [sub["id"] for sub in whole["items"][0]["subtasks"]] == leaves[:1]
+    assert whole["items"][0]["subtasks_next_cursor"] == leaves[0]
+
+    missing = alone.pk + 1000
+    error = assert_error(viewer.get(f"/api/tracker/tasks/{missing}/subtasks"), 404, "not_found")
+    assert f"task {missing}" in error["message"]
+    for name, bad in [("limit", 0), ("subtask_limit", 201), ("cursor", -1)]:
+        error = assert_error(viewer.get(path, **{name: bad}), 400, "invalid_request")
+        assert error["details"][0]["loc"] == ["query", name]
+
+
+def test_subtask_pages_cost_the_same_however_many_subtasks(
+    viewer, project, agent, django_assert_num_queries
+):
+    workflow = begin(project, agent)
+    parent = task(project, agent, workflow, "parent")
+    tree = f"/api/tracker/workflows/{workflow.pk}/tasks"
+    subtasks = f"/api/tracker/tasks/{parent.pk}/subtasks"
+    viewer.get(tree)
+
+    def grow(count: int) -> None:
+        for n in range(count):
+            child = task(project, agent, workflow, f"c{n}", parent_task_id=str(parent.pk))
+            for m in range(2):
+                task(project, agent, workflow, f"l{n}.{m}", parent_task_id=str(child.pk))
+
+    grow(2)
+    # Authentication, the workflow (1), the top-level page (1), then one query per level
+    # below it (sub-tasks, their sub-tasks, the empty level below).
+    with django_assert_num_queries(AUTH_QUERIES + 5):
+        assert viewer.get(tree, subtask_limit=5).json()["items"][0]["subtasks_count"] == 2
+    # Authentication, the task (1), its page (1), then the levels below (2).
+    with django_assert_num_queries(AUTH_QUERIES + 4):
+        assert len(viewer.get(subtasks).json()["items"]) == 2
+    grow(18)
+    with django_assert_num_queries(AUTH_QUERIES + 5):
+        [top] = viewer.get(tree, subtask_limit=5).json()["items"]
+    assert (len(top["subtasks"]), top["subtasks_count"]) == (5, 20)
+    with django_assert_num_queries(AUTH_QUERIES + 4):
+        page = viewer.get(subtasks, limit=20, subtask_limit=1).json()
+    assert len(page["items"]) == 20
+    assert all(item["subtasks_count"] == 2 for item in page["items"])
 
 
 @pytest.mark.parametrize("kind", ["decisions", "issues", "milestones"])

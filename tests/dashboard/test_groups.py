@@ -32,6 +32,9 @@ WATCH = {
     "workflows.view_decision",
     "workflows.view_issue",
     "workflows.view_milestone",
+    # The workflow tools' (seed 003) names and filters.
+    "workflows.view_workflowtoolname",
+    "workflows.view_workflowtoolfilter",
 }
 DECIDE = {"workflows.abort_session", "workflows.drive_session", "reviews.decide_review"}
 

@@ -41,8 +41,9 @@ def grow(driver: Driver, other_driver: Driver, decider, count: int = 3) -> None:
 
 def test_overview(watching, driver, other_driver, decider, django_assert_num_queries):
     driver.to_wrap_up()
-    # auth, newest event id, active sessions with progress, their active runs, recent events
-    expected = AUTH + LIVE_AFTER + 3
+    # auth, newest event id, active sessions with progress, their active runs, tracked
+    # workflows in progress, recent events
+    expected = AUTH + LIVE_AFTER + 4
     with django_assert_num_queries(expected):
         assert watching.get("/").status_code == 200
 

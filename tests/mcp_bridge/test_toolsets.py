@@ -60,7 +60,8 @@ def test_unknown_toolset_names_list_the_valid_ones(demo_project):
         create_server(demo_project, toolsets=["agents"])
     with pytest.raises(
         UnknownToolset,
-        match=r"Unknown toolsets 'x', 'y'; choose from: deepwork, deepreview, tracker$",
+        match=r"Unknown toolsets 'x', 'y'; choose from: deepwork, deepreview, tracker, "
+        r"workflow-tools$",
     ):
         parse_toolsets("deepwork, x,y")
     assert parse_toolsets(" deepreview ,deepwork") == ("deepreview", "deepwork")

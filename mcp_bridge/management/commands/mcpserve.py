@@ -30,6 +30,8 @@ HEARTBEAT_SECONDS = 20
 TOKEN_ENV = "DEEPWORK_MCP_TOKEN"
 AGENT_ID_ENV = "DEEPWORK_AGENT_ID"
 ALLOWED_HOSTS_ENV = "DEEPWORK_MCP_ALLOWED_HOSTS"
+WORKFLOW_SOURCE_ENV = "DEEPWORK_WORKFLOW_SOURCE"
+WORKFLOW_SOURCE_TOKEN_ENV = "DEEPWORK_WORKFLOW_SOURCE_TOKEN"
 
 
 def _heartbeat(state: ServerState, stop: threading.Event) -> None:
@@ -64,7 +66,8 @@ class Command(BaseCommand):
             default=",".join(DEFAULT_TOOLSETS),
             metavar="NAMES",
             help="Comma list of toolsets to serve: deepwork (the workflow tools and the review "
-            "tools, as DeepWork 0.9.1 serves them) or deepreview (the review tools only). "
+            "tools, as DeepWork 0.9.1 serves them) or deepreview (the review tools only), "
+            "tracker, workflow-tools (one tool per published workflow). "
             "Default: deepwork",
         )
         parser.add_argument(
@@ -125,6 +128,21 @@ class Command(BaseCommand):
             "server adopts the stack its predecessor left",
         )
         parser.add_argument(
+            "--workflow-source",
+            action="append",
+            default=None,
+            metavar="URL",
+            help="workflow-tools: also serve the published workflows listed at URL (another "
+            "deepwork-server's /api/projects/<id>/published-workflows, or any list in seed "
+            f"003's schema; repeatable; env {WORKFLOW_SOURCE_ENV})",
+        )
+        parser.add_argument(
+            "--workflow-source-token",
+            default=os.environ.get(WORKFLOW_SOURCE_TOKEN_ENV) or None,
+            metavar="TOKEN",
+            help=f"Bearer token for --workflow-source (env {WORKFLOW_SOURCE_TOKEN_ENV})",
+        )
+        parser.add_argument(
             "--token",
             default=os.environ.get(TOKEN_ENV) or None,
             help=f"Bearer token required on http/sse (env {TOKEN_ENV}); generated if absent",
@@ -143,6 +161,19 @@ class Command(BaseCommand):
             toolsets = parse_toolsets(options["toolsets"])
         except UnknownToolset as exc:
             raise CommandError(f"--toolsets: {exc}") from None
+        source_urls = options["workflow_source"] or [
+            url for url in [os.environ.get(WORKFLOW_SOURCE_ENV, "").strip()] if url
+        ]
+        if source_urls and "workflow-tools" not in toolsets:
+            raise CommandError("--workflow-source needs the workflow-tools toolset (--toolsets)")
+        for url in source_urls:
+            if not url.startswith(("http://", "https://")):
+                raise CommandError(f"--workflow-source must be an http(s) URL: {url}")
+        from mcp_bridge.toolsets.workflow_tools import SourceConfig
+
+        workflow_sources = [
+            SourceConfig(url, options["workflow_source_token"]) for url in source_urls
+        ]
         try:
             project_makedirs(root=root, relative=".deepwork/tmp")
         except OSError as exc:
@@ -173,6 +204,7 @@ class Command(BaseCommand):
             agent_id=options["agent_id"],
             auth=auth,
             toolsets=toolsets,
+            workflow_sources=workflow_sources,
         )
         state: ServerState = mcp.deepwork_state  # type: ignore[attr-defined]
         # Claim the agent before serving: the process that starts first adopts an orphaned

@@ -1,0 +1,74 @@
+"""The ``workflow-tools`` toolset (seed 003): one MCP tool per published workflow, beside three
+static tools (``refresh_workflow_tools``, ``get_workflow_status``, ``cancel_workflow_run``).
+
+This module holds what composing toolsets needs (names, instructions, settings); the machinery
+(``workflow_tools_provider``: the provider, jsonschema, the HTTP client) is imported only by a
+server that serves the toolset, so every other ``mcpserve`` starts without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+    from mcp_bridge.state import ServerState
+
+logger = logging.getLogger("deepwork.workflow_tools")
+
+TOOL_NAMES = ("refresh_workflow_tools", "get_workflow_status", "cancel_workflow_run")
+LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
+
+INSTRUCTIONS = """\
+# Workflow tools
+
+Every published workflow is also a tool of its own, named `workflow_<name>`, whose description
+gives the workflow's id, category, version and execution type, and whose input schema its
+arguments must match. Calling a DeepWork workflow's tool starts it for you and answers its
+first step, as `start_workflow` does; carry on with `finished_step`. An `async` workflow of
+another server answers a `run_id` at once: follow it with `get_workflow_status`, stop it with
+`cancel_workflow_run`. A `sync` one answers when it is done. `refresh_workflow_tools` re-reads
+the workflows now and says what changed.
+"""
+
+ENABLED_ENV = "DEEPWORK_WORKFLOW_TOOLS_ENABLED"
+POLL_ENV = "DEEPWORK_WORKFLOW_TOOLS_POLL_SECONDS"
+CACHE_TTL_ENV = "DEEPWORK_WORKFLOW_TOOLS_CACHE_TTL"
+TIMEOUT_ENV = "DEEPWORK_WORKFLOW_TOOLS_TIMEOUT"
+SOURCE_POLL_ENV = "DEEPWORK_WORKFLOW_SOURCE_POLL_SECONDS"
+SOURCE_URL_ENV = "DEEPWORK_WORKFLOW_SOURCE"
+SOURCE_TOKEN_ENV = "DEEPWORK_WORKFLOW_SOURCE_TOKEN"
+
+
+def env_float(name: str, default: float) -> float:
+    """A positive number from the environment, else ``default`` (a bad value is logged)."""
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        logger.warning("%s is not a number; using %s", name, default)
+        return default
+    return value if value > 0 else default
+
+
+def cache_ttl() -> int:
+    """Seconds a 2026-07-28 client may keep a listing."""
+    return max(1, int(env_float(CACHE_TTL_ENV, 5)))
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """A remote workflow source as ``mcpserve --workflow-source`` names it."""
+
+    url: str
+    token: str | None
+
+
+def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """Put the workflow tools' provider and the three static tools on ``mcp``."""
+    from mcp_bridge.toolsets import workflow_tools_provider
+
+    workflow_tools_provider.register(mcp, state, prefix)

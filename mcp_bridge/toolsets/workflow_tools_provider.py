@@ -1,0 +1,590 @@
+"""The ``workflow-tools`` toolset's machinery (seed 003), imported only by a server that serves
+it: one MCP tool per published workflow, beside three static tools
+(``refresh_workflow_tools``, ``get_workflow_status``, ``cancel_workflow_run``).
+
+The workflow tools come from a FastMCP ``Provider`` that asks its sources on every listing, so
+the list follows the catalog with no restart: a job.yml edited, added or removed shows on the
+next ``tools/list``; a remote source's list is re-fetched by a background poller (with backoff
+while it is down; the last good list keeps being served). Each tool's arguments are validated
+here against its schema (FastMCP does not validate a hand-written one).
+
+Clients on the handshake protocol era get ``notifications/tools/list_changed`` when the set
+of tools changes (a watcher compares it every few seconds); clients on the 2026-07-28 era,
+which only get such pushes on a stream they opted into, are told to keep a listing for a few
+seconds only (the server's ``cache_ttl``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import operator
+import os
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypeVar
+
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.server.dependencies import get_context
+from fastmcp.server.providers import Provider
+from fastmcp.tools import Tool
+from fastmcp.tools.base import ToolResult
+from fastmcp.utilities.versions import VersionSpec
+from jsonschema.validators import validator_for
+from mcp.types import ToolAnnotations, ToolListChangedNotification
+from pydantic import Field, PrivateAttr
+
+from mcp_bridge.runner import client_connection, tool
+from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets.workflow_tools import (
+    ENABLED_ENV,
+    LOOSE_OBJECT,
+    POLL_ENV,
+    SOURCE_POLL_ENV,
+    SOURCE_TOKEN_ENV,
+    SOURCE_URL_ENV,
+    TIMEOUT_ENV,
+    SourceConfig,
+    env_float,
+)
+from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
+from workflows.dialects.deepwork_source import DeepWorkSource
+from workflows.errors import WorkflowError
+from workflows.selectors.workflow_tools import (
+    DEEPWORK_SOURCE_KEY,
+    filters_pass,
+    workflow_tool_filters,
+)
+from workflows.services.workflow_tools import workflow_key, workflow_tool_names_assign
+from workflows.workflow_sources import (
+    TERMINAL,
+    NotSupported,
+    PublishedWorkflow,
+    RemoteSource,
+    RunStatus,
+    SourceError,
+    WorkflowSource,
+    arguments_refusal,
+)
+
+logger = logging.getLogger("deepwork.workflow_tools")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: bool = True
+    poll_seconds: float = 2.0
+    run_timeout: float = 300.0
+    source_poll_seconds: float = 30.0
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        return cls(
+            enabled=os.environ.get(ENABLED_ENV, "true").strip().lower()
+            not in ("0", "false", "no", "off"),
+            poll_seconds=env_float(POLL_ENV, 2.0),
+            run_timeout=env_float(TIMEOUT_ENV, 300.0),
+            source_poll_seconds=env_float(SOURCE_POLL_ENV, 30.0),
+        )
+
+
+# --- Arguments ---------------------------------------------------------------------------------
+
+
+class WorkflowTool(Tool):
+    """A published workflow as a tool; ``run`` validates, then hands over to the provider."""
+
+    _workflow: PublishedWorkflow = PrivateAttr()
+    _source: WorkflowSource = PrivateAttr()
+    _runner: Callable[[WorkflowTool, dict[str, Any]], Any] = PrivateAttr()
+    _validator: Any = PrivateAttr(default=None)
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> None:
+        if self._validator is None:
+            schema = self.parameters
+            self._validator = validator_for(schema)(schema)
+        errors = list(self._validator.iter_errors(arguments))
+        if errors:
+            raise ToolError(arguments_refusal(self.name, errors))
+
+    async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        self.validate_arguments(arguments)
+        result: ToolResult = await self._runner(self, arguments)
+        return result
+
+
+def describe(workflow: PublishedWorkflow, source: WorkflowSource, timeout: float) -> str:
+    if source.key == DEEPWORK_SOURCE_KEY:
+        how = (
+            "Starts this DeepWork workflow for you and answers its first step, as "
+            "start_workflow does; continue with finished_step."
+        )
+    elif workflow.execution_type == "sync":
+        how = (
+            f"Runs the workflow at {source.label} and answers its result when it is done "
+            f"(at most {timeout:g} s), with progress notifications."
+        )
+    else:
+        how = (
+            f"Starts the workflow at {source.label} and answers a run_id at once; follow it "
+            "with get_workflow_status."
+        )
+    return (
+        f"{workflow.description}\n\n{how}\n(Workflow ID: {workflow.id}; category: "
+        f"{workflow.category}; version: {workflow.version}; execution: "
+        f"{workflow.execution_type})"
+    )
+
+
+# --- The provider --------------------------------------------------------------------------
+
+
+@dataclass
+class _Built:
+    """The tools of one source, built from one list of its workflows."""
+
+    listing: Sequence[PublishedWorkflow]
+    tools: list[tuple[str, PublishedWorkflow, WorkflowTool]]
+
+
+@dataclass
+class Snapshot:
+    tools: list[WorkflowTool]
+    by_name: dict[str, WorkflowTool]
+    fingerprints: dict[str, str] = field(default_factory=dict)
+
+
+class WorkflowToolsProvider(Provider):
+    """One tool per published workflow of ``sources``, named once and for good."""
+
+    def __init__(
+        self,
+        state: ServerState,
+        sources: Sequence[WorkflowSource],
+        *,
+        reserved: frozenset[str],
+        settings: Settings,
+    ) -> None:
+        super().__init__()
+        self.state = state
+        self.sources = list(sources)
+        self.reserved = reserved
+        self.settings = settings
+        self._names: dict[str, str] = {}
+        self._built: dict[str, _Built] = {}
+        self._fingerprints: dict[str, dict[str, str]] = {}
+        self._filtered: tuple[Any, Snapshot] | None = None
+        # What the watcher last announced, and what the client last saw (refresh reports
+        # the difference from it).
+        self._announced: dict[str, str] | None = None
+        self._seen: dict[str, str] | None = None
+        self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._watcher: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"WorkflowToolsProvider({[source.label for source in self.sources]})"
+
+    # --- listing
+
+    def source_for(self, run_id: str) -> tuple[WorkflowSource, str]:
+        """The source a run id belongs to, and the id its source knows it by."""
+        prefix, sep, rest = run_id.partition(":")
+        if sep:
+            for source in self.sources:
+                if source.key == prefix and source.key != DEEPWORK_SOURCE_KEY:
+                    return source, rest
+            raise ToolError(f"Unknown run id '{run_id}': no configured source is named {prefix!r}")
+        for source in self.sources:
+            if source.key == DEEPWORK_SOURCE_KEY:
+                return source, run_id
+        raise ToolError(f"Unknown run id '{run_id}'")
+
+    @staticmethod
+    def public_run_id(source: WorkflowSource, run_id: str) -> str:
+        return run_id if source.key == DEEPWORK_SOURCE_KEY else f"{source.key}:{run_id}"
+
+    def _build(self) -> Snapshot:
+        """The tools as the sources list them now (in the database thread)."""
+        if not self.settings.enabled:
+            return Snapshot([], {})
+        listings: list[tuple[WorkflowSource, Sequence[PublishedWorkflow]]] = []
+        for source in self.sources:
+            try:
+                listings.append((source, source.workflows()))
+            except WorkflowError as exc:
+                logger.warning("%s cannot be listed: %s", source.label, exc)
+                built = self._built.get(source.key)
+                listings.append((source, built.listing if built else ()))
+        missing = [
+            (workflow_key(source.key, wf.id), wf)
+            for source, listing in listings
+            if (built := self._built.get(source.key)) is None or built.listing is not listing
+            for wf in listing
+            if workflow_key(source.key, wf.id) not in self._names
+        ]
+        if missing:
+            self._names = workflow_tool_names_assign(
+                project=self.state.project(), wanted=missing, reserved=self.reserved
+            )
+        for source, listing in listings:
+            built = self._built.get(source.key)
+            if built is None or built.listing is not listing:
+                self._built[source.key] = self._make(source, listing)
+        rules = workflow_tool_filters()
+        # The listings themselves, compared by identity (an id() of a freed list could be
+        # reused by its successor).
+        current = tuple(self._built[s.key].listing for s in self.sources)
+        if self._filtered is not None:
+            (old_rules, old_listings), cached = self._filtered
+            if old_rules == rules and all(map(operator.is_, old_listings, current)):
+                return cached
+        tools: list[WorkflowTool] = []
+        by_name: dict[str, WorkflowTool] = {}
+        fingerprints: dict[str, str] = {}
+        for source in self.sources:
+            prints = self._fingerprints.get(source.key, {})
+            for name, workflow, wf_tool in self._built[source.key].tools:
+                if name in by_name:
+                    logger.warning(
+                        "%s: tool name %s is served already; skipped", source.label, name
+                    )
+                    continue
+                if not filters_pass(rules, tool_name=name, workflow=workflow):
+                    continue
+                tools.append(wf_tool)
+                by_name[name] = wf_tool
+                fingerprints[name] = prints[name]
+        snapshot = Snapshot(tools, by_name, fingerprints)
+        self._filtered = ((rules, current), snapshot)
+        return snapshot
+
+    def _make(self, source: WorkflowSource, listing: Sequence[PublishedWorkflow]) -> _Built:
+        old_prints = self._fingerprints.get(source.key, {})
+        old = self._built.get(source.key)
+        previous = {
+            name: (old_prints[name], wf_tool) for name, _, wf_tool in (old.tools if old else [])
+        }
+        tools: list[tuple[str, PublishedWorkflow, WorkflowTool]] = []
+        prints: dict[str, str] = {}
+        for workflow in listing:
+            name = self._names[workflow_key(source.key, workflow.id)]
+            if name in self.reserved:
+                logger.warning("Workflow %s would shadow the tool %s; skipped", workflow.id, name)
+                continue
+            fingerprint = workflow.fingerprint()
+            kept = previous.get(name)
+            if kept is not None and kept[0] == fingerprint:
+                wf_tool = kept[1]
+            else:
+                wf_tool = WorkflowTool(
+                    name=name,
+                    description=describe(workflow, source, self.settings.run_timeout),
+                    parameters=dict(workflow.input_schema),
+                    output_schema=LOOSE_OBJECT,
+                    annotations=ToolAnnotations(title=workflow.name[:200]),
+                    meta={"workflow_id": workflow.id, "source": source.key},
+                )
+                wf_tool._workflow = workflow
+                wf_tool._source = source
+                wf_tool._runner = self._run
+            tools.append((name, workflow, wf_tool))
+            prints[name] = fingerprint
+        self._fingerprints[source.key] = prints
+        return _Built(listing, tools)
+
+    async def snapshot(self) -> Snapshot:
+        try:
+            snapshot = await db_sync_to_async(retrying_when_busy(self._build))()
+        except DatabaseBusy:
+            if self._filtered is None:
+                raise
+            logger.warning("Database busy while listing workflow tools; serving the last list")
+            snapshot = self._filtered[1]
+        await self._announce(snapshot.fingerprints)
+        return snapshot
+
+    def _remember_session(self) -> None:
+        """Keep the calling session of a handshake-era client, to push list changes to it."""
+        with suppress(RuntimeError, LookupError):
+            connection = client_connection(get_context())
+            if connection is not None:
+                self._sessions.add(connection)
+
+    async def _list_tools(self) -> Sequence[Tool]:
+        self._remember_session()
+        snapshot = await self.snapshot()
+        self._seen = snapshot.fingerprints
+        return snapshot.tools
+
+    async def _get_tool(self, name: str, version: VersionSpec | None = None) -> Tool | None:
+        if not name.startswith("workflow_") and self._filtered is not None:
+            # A static tool's name: no workflow tool is ever named so.
+            return None
+        return (await self.snapshot()).by_name.get(name)
+
+    # --- changes
+
+    def diff(
+        self, before: Mapping[str, str] | None, after: Mapping[str, str]
+    ) -> dict[str, list[str]]:
+        before = before or {}
+        return {
+            "added": sorted(set(after) - set(before)),
+            "updated": sorted(n for n in after if n in before and before[n] != after[n]),
+            "removed": sorted(set(before) - set(after)),
+            "unchanged": sorted(n for n in after if before.get(n) == after[n]),
+        }
+
+    async def _announce(self, fingerprints: dict[str, str]) -> None:
+        previous, self._announced = self._announced, fingerprints
+        if previous is None or previous == fingerprints:
+            return
+        logger.info("Workflow tools changed: %s", self.diff(previous, fingerprints))
+        for session in list(self._sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # a client gone away must not stop the others
+                logger.info("Could not send tools/list_changed: %s", exc)
+                self._sessions.discard(session)
+
+    async def refresh(self) -> dict[str, list[str]]:
+        """Re-fetch every source now and say what changed since the client last looked."""
+        for source in self.sources:
+            await asyncio.to_thread(source.refresh, force=True)
+        before = self._seen if self._seen is not None else self._announced
+        snapshot = await self.snapshot()
+        self._seen = snapshot.fingerprints
+        return self.diff(before, snapshot.fingerprints)
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        self._watcher = asyncio.create_task(self._watch(), name="workflow-tools-watcher")
+        try:
+            yield
+        finally:
+            self._watcher.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._watcher
+
+    async def _watch(self) -> None:
+        """Poll remote sources (as due) and the catalog; announce changes."""
+        while True:
+            try:
+                for source in self.sources:
+                    if not source.local:  # a network source fetches when due (backoff)
+                        await asyncio.to_thread(source.refresh, force=False)
+                # Only connections that can be told need the watcher to look.
+                if self.settings.enabled and self._sessions:
+                    await self.snapshot()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("Watching the workflow tools failed; trying again")
+            await asyncio.sleep(self.settings.poll_seconds)
+
+    # --- running
+
+    async def _run(self, wf_tool: WorkflowTool, arguments: dict[str, Any]) -> ToolResult:
+        self._remember_session()
+        source, workflow = wf_tool._source, wf_tool._workflow
+        state = self.state
+        params = {"workflow_id": workflow.id}
+        try:
+            agent_id = (await db_sync_to_async(state.agent)()).agent_id
+            started = await source_call(
+                source,
+                lambda: source.start(workflow=workflow, arguments=arguments, agent_id=agent_id),
+            )
+        except WorkflowError as exc:
+            log_call(state, wf_tool.name, params)
+            raise ToolError(f"Error calling tool '{wf_tool.name}': {exc}") from None
+        except DatabaseBusy:
+            log_call(state, wf_tool.name, params)
+            raise ToolError(f"Error calling tool '{wf_tool.name}': {BUSY_MESSAGE}") from None
+        except SourceError as exc:
+            log_call(state, wf_tool.name, params)
+            raise ToolError(f"Workflow {workflow.id} could not be started: {exc}") from None
+        log_call(state, wf_tool.name, params, getattr(started.result, "stack", None))
+        if started.answer is not None:
+            return ToolResult(structured_content=dict(started.answer))
+        run_id = self.public_run_id(source, started.run_id)
+        if workflow.execution_type == "async" or started.status in TERMINAL:
+            return ToolResult(
+                structured_content={
+                    "run_id": run_id,
+                    "workflow_id": workflow.id,
+                    "status": started.status,
+                    "result": started.result,
+                }
+            )
+        return await self._follow(source, workflow, run_id, started.run_id)
+
+    async def _follow(
+        self, source: WorkflowSource, workflow: PublishedWorkflow, run_id: str, remote_id: str
+    ) -> ToolResult:
+        """Wait for a sync run, with progress notifications, up to the timeout."""
+        ctx = get_context()
+        deadline = time.monotonic() + self.settings.run_timeout
+        pause = 0.2
+        try:
+            while True:
+                status = await source_call(source, lambda: source.status(run_id=remote_id))
+                progress = status.progress or {}
+                done, total = progress.get("completed_steps"), progress.get("total_steps")
+                if isinstance(done, int | float) and isinstance(total, int | float):
+                    await ctx.report_progress(done, total, f"{workflow.id}: {status.status}")
+                if status.status in TERMINAL:
+                    break
+                if time.monotonic() >= deadline:
+                    raise TimeoutError
+                await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+                pause = min(pause * 2, 2.0)
+        except TimeoutError:
+            outcome = await self._cancel_quietly(source, remote_id, "timed out")
+            raise ToolError(
+                f"Workflow {workflow.id} (run {run_id}) did not finish within "
+                f"{self.settings.run_timeout:g} s; {outcome}"
+            ) from None
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancel_quietly(source, remote_id, "the call was cancelled"))
+            raise
+        except (SourceError, WorkflowError) as exc:
+            raise ToolError(f"Workflow {workflow.id} (run {run_id}): {exc}") from None
+        except DatabaseBusy:
+            raise ToolError(f"Workflow {workflow.id} (run {run_id}): {BUSY_MESSAGE}") from None
+        wire = {**status.wire(), "run_id": run_id}
+        if status.status != "COMPLETED":
+            raise ToolError(
+                f"Workflow {workflow.id} (run {run_id}) {status.status.lower()}: "
+                f"{status.error or 'no details given'}"
+            )
+        return ToolResult(structured_content=wire)
+
+    async def _cancel_quietly(self, source: WorkflowSource, remote_id: str, why: str) -> str:
+        try:
+            await source_call(source, lambda: source.cancel(run_id=remote_id, reason=why))
+        except (SourceError, WorkflowError, DatabaseBusy) as exc:
+            return f"cancelling it at its source failed: {exc}"
+        return "it was cancelled at its source"
+
+
+# --- Registration ----------------------------------------------------------------------------
+
+
+def remote_sources_from_env() -> list[SourceConfig]:
+    url = os.environ.get(SOURCE_URL_ENV, "").strip()
+    if not url:
+        return []
+    return [SourceConfig(url, os.environ.get(SOURCE_TOKEN_ENV) or None)]
+
+
+def reserved_names() -> frozenset[str]:
+    """Every static tool name any toolset may serve, bare or prefixed, so that a workflow's
+    name chosen today never collides with a toolset served tomorrow."""
+    from mcp_bridge.toolsets import TOOLSETS
+
+    names: set[str] = set()
+    for toolsets in TOOLSETS.values():
+        for toolset in toolsets:
+            names.update(toolset.tool_names)
+            names.update(f"{toolset.name}_{name}" for name in toolset.tool_names)
+    return frozenset(names)
+
+
+def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """Put the workflow tools' provider and the three static tools on ``mcp``."""
+    settings = Settings.from_env()
+    sources: list[WorkflowSource] = [
+        DeepWorkSource(
+            project=state.project, view=lambda: state.catalog().view(), agent=state.agent
+        )
+    ]
+    configs = list(getattr(state.config, "workflow_sources", ())) or remote_sources_from_env()
+    for config in configs:
+        sources.append(
+            RemoteSource(config.url, config.token, poll_seconds=settings.source_poll_seconds)
+        )
+    provider = WorkflowToolsProvider(state, sources, reserved=reserved_names(), settings=settings)
+    mcp.add_provider(provider)
+    mcp.workflow_tools = provider  # type: ignore[attr-defined]  # for tests
+
+    @tool(mcp, name=f"{prefix}refresh_workflow_tools", output_schema=LOOSE_OBJECT)
+    async def refresh_workflow_tools(ctx: Context = None) -> dict[str, list[str]]:  # type: ignore[assignment]
+        """Re-read every workflow source now (the project's jobs, and any remote source) and
+        answer which workflow tools were added, updated, removed or are unchanged since you
+        last listed the tools. List the tools again to see the new ones."""
+        changes = await provider.refresh()
+        if changes["added"] or changes["updated"] or changes["removed"]:
+            with suppress(Exception):
+                await ctx.send_notification(ToolListChangedNotification())
+        return changes
+
+    @tool(
+        mcp,
+        name=f"{prefix}get_workflow_status",
+        annotations=ToolAnnotations(read_only_hint=True),
+        output_schema=LOOSE_OBJECT,
+    )
+    async def get_workflow_status(
+        run_id: Annotated[
+            str,
+            Field(
+                description="The run id a workflow tool answered (for a DeepWork workflow: "
+                "begin_step.session_id).",
+                min_length=1,
+                max_length=600,
+            ),
+        ],
+    ) -> dict[str, Any]:
+        """The state of a workflow run: `status` RUNNING, COMPLETED, FAILED or CANCELLED,
+        `progress`, `result` when done, `error` when it failed or was cancelled."""
+        source, local_id = provider.source_for(run_id)
+        status = await _status_call(source, lambda: source.status(run_id=local_id), run_id)
+        return {**status.wire(), "run_id": run_id}
+
+    @tool(mcp, name=f"{prefix}cancel_workflow_run", output_schema=LOOSE_OBJECT)
+    async def cancel_workflow_run(
+        run_id: Annotated[
+            str,
+            Field(description="The run id to cancel.", min_length=1, max_length=600),
+        ],
+        reason: Annotated[
+            str, Field(description="Why the run is cancelled.", min_length=1, max_length=10000)
+        ],
+    ) -> dict[str, Any]:
+        """Cancel a running workflow run (a DeepWork session is aborted with your reason; the
+        workflow below it on your stack resumes). Answers the run's status afterwards."""
+        source, local_id = provider.source_for(run_id)
+        status = await _status_call(
+            source, lambda: source.cancel(run_id=local_id, reason=reason), run_id
+        )
+        return {**status.wire(), "run_id": run_id}
+
+
+async def source_call(source: WorkflowSource, call: Callable[[], T]) -> T:
+    """``call`` where its source's calls belong: the database thread (retried while the
+    database is busy) for a local source, a worker thread for one across the network."""
+    if source.local:
+        return await db_sync_to_async(retrying_when_busy(call))()
+    return await asyncio.to_thread(call)
+
+
+async def _status_call(
+    source: WorkflowSource, call: Callable[[], RunStatus], run_id: str
+) -> RunStatus:
+    try:
+        return await source_call(source, call)
+    except NotSupported as exc:
+        raise ToolError(
+            f"Status and cancellation are not supported for run '{run_id}': {exc}"
+        ) from None
+    except (WorkflowError, SourceError) as exc:
+        raise ToolError(str(exc)) from None
+    except DatabaseBusy:
+        raise ToolError(BUSY_MESSAGE) from None
