@@ -139,6 +139,12 @@ async def test_toolsets_are_chosen_per_url(web, tokens: Tokens):
         )
     assert {"get_workflows", "tracker_start_workflow", "tracker_complete_task"} <= names
     assert started["workflow_id"]
+    # Every toolset `mcpserve --toolsets` knows plugs in by name.
+    async with mcp_client(web + "?toolsets=workflow-tools", tokens.bound, "auto") as published:
+        names = {tool.name for tool in await published.list_tools()}
+        refreshed = await published.call_tool("refresh_workflow_tools", {}, raise_on_error=False)
+    assert {"refresh_workflow_tools", "get_workflow_status", "cancel_workflow_run"} <= names
+    assert not refreshed.is_error
 
 
 # --- Refusals: raw requests, so the status and body are exactly what the server sent ----------
