@@ -2,9 +2,9 @@
 
 An agent anywhere adds one URL and one token to its MCP configuration. Each request passes,
 in order: FastMCP's Host/Origin guard (the one ``mcpserve --transport http`` uses, fed with
-``ALLOWED_HOSTS``), the bearer token (``ApiToken`` with ``mcp`` set, its user allowed to drive
-sessions), the project (the token's own, or named by the request), then the FastMCP app of
-that project and toolsets, which the SDK guards with its request body limit.
+``ALLOWED_HOSTS``), the MCP SDK's request body limit, the bearer token (``ApiToken`` with
+``mcp`` set, its user allowed to drive sessions), the project (the token's own, or named by
+the request), then the FastMCP app of that project and toolsets.
 
 Why stateless: every worker (and machine) behind the same database serves any request. The
 MCP SDK's stateless streamable HTTP keeps nothing between requests (no session ids, no
@@ -15,7 +15,7 @@ database, found through the token.
 Per process, one FastMCP server per (project, toolsets) is built on first use and kept; its
 tools act through a ``HostedState`` whose agent is the one of the request being served (a
 context variable set here, copied by asyncio into the tool's task and by asgiref into the
-database thread).
+database thread the request was given, one of a small pool per process).
 
 A request stays authorised only as long as its token: while a request is open (a long tool
 call, a stream), the token is checked again every ``DEEPWORK_MCP_RECHECK_SECONDS``; a token
