@@ -650,3 +650,9 @@ def cancel_published_run(
     """Cancel a running run (a DeepWork session is aborted, recorded as yours)."""
     user = signed_in_user(request)
     return run_cancel(project_id=project_id, run_id=run_id, reason=body.reason, user=user)
+
+
+# Multi-agent DAG workflows (seed 004), in their own module.
+from api.dag import router as dag_router  # noqa: E402
+
+api.add_router("/dag", dag_router)

@@ -72,7 +72,7 @@ def _iso_8601(value: object) -> object:
 
 
 Moment = Annotated[datetime, BeforeValidator(_iso_8601)]
-SessionStatus = Literal["active", "completed", "aborted"]
+SessionStatus = Literal["active", "completed", "aborted", "running", "failed"]
 
 
 class ErrorDetail(Schema):
@@ -257,7 +257,9 @@ class StepRunOut(Schema):
     id: int
     step_id: str
     entry_index: int
-    status: Literal["active", "completed", "invalidated", "aborted"]
+    status: Literal[
+        "active", "completed", "invalidated", "aborted", "pending", "ready", "assigned", "failed"
+    ]
     outputs: dict[str, str | list[str]]
     notes: str | None
     quality_attempts: int

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import tracker_views, views
+from dashboard import dag_views, tracker_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -25,6 +25,20 @@ urlpatterns = [
         name="request_changes",
     ),
     path("sessions/<str:session_id>/abort/", views.session_abort_view, name="abort"),
+    # Multi-agent DAG workflows (seed 004).
+    path("dag/", dag_views.dag_list, name="dag_list"),
+    path("dag/<str:workflow_id>/", dag_views.dag_detail, name="dag"),
+    path(
+        "dag/<str:workflow_id>/steps/<str:step_id>/complete/",
+        dag_views.dag_step_complete,
+        name="dag_step_complete",
+    ),
+    path(
+        "dag/<str:workflow_id>/steps/<str:step_id>/fail/",
+        dag_views.dag_step_fail,
+        name="dag_step_fail",
+    ),
+    path("agents/", dag_views.agents, name="agents"),
 ]
 
 # The tracker's pages (seed 002).

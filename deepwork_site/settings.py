@@ -213,6 +213,13 @@ NINJA_PAGINATION_MAX_LIMIT = 500
 # arrives (seconds). With REDIS_URL, announcements make most reads immediate.
 DEEPWORK_OUTBOX_POLL_SECONDS = float(os.environ.get("DEEPWORK_OUTBOX_POLL_SECONDS", "0.25"))
 
+# Multi-agent DAG workflows (seed 004): an agent gets steps while its last heartbeat is at most
+# this old (seconds), and a waiting agent (await_assignment) looks for work this often.
+DEEPWORK_AGENT_RESPONSIVE_SECONDS = float(
+    os.environ.get("DEEPWORK_AGENT_RESPONSIVE_SECONDS") or 300
+)
+DEEPWORK_AGENT_POLL_SECONDS = float(os.environ.get("DEEPWORK_AGENT_POLL_SECONDS") or 0.02)
+
 # Messages live in the session, not in a readable cookie: the admin's "new API token" message
 # carries the token's secret once.
 MESSAGE_STORAGE = "django.contrib.messages.storage.session.SessionStorage"

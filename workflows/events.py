@@ -192,6 +192,62 @@ class MilestoneCreated(Payload):
     progress: float | None
 
 
+# Multi-agent DAG workflows (seed 004): ids as agents see them.
+
+
+class DagDefined(Payload):
+    workflow_id: str
+    name: str
+    creator_id: str
+    steps: int
+
+
+class DagDeleted(Payload):
+    workflow_id: str
+    name: str
+    requesting_agent_id: str
+    status: str
+
+
+class DagStepAssigned(Payload):
+    workflow_id: str
+    step_id: str
+    agent_id: str
+
+
+class DagStepCompleted(Payload):
+    workflow_id: str
+    step_id: str
+    agent_id: str
+
+
+class DagStepFailed(Payload):
+    workflow_id: str
+    step_id: str
+    agent_id: str
+    error_message: str
+
+
+class DagStepHandedOn(Payload):
+    """A step taken from an agent whose heartbeat went stale; the next assignment follows."""
+
+    workflow_id: str
+    step_id: str
+    from_agent_id: str
+    last_heartbeat: str | None
+
+
+class SessionFailed(Payload):
+    workflow: str
+    step_id: str
+    error_message: str
+
+
+class AgentRegistered(Payload):
+    agent_id: str
+    roles: list[str]
+
+
 PAYLOADS: Mapping[str, type[Payload]] = {
     Event.Kind.SESSION_STARTED: SessionStarted,
     Event.Kind.STEP_STARTED: StepStarted,
@@ -218,6 +274,14 @@ PAYLOADS: Mapping[str, type[Payload]] = {
     Event.Kind.ISSUE_CREATED: IssueCreated,
     Event.Kind.ISSUE_UPDATED: IssueResolved,
     Event.Kind.MILESTONE_CREATED: MilestoneCreated,
+    Event.Kind.DAG_DEFINED: DagDefined,
+    Event.Kind.DAG_DELETED: DagDeleted,
+    Event.Kind.DAG_STEP_ASSIGNED: DagStepAssigned,
+    Event.Kind.DAG_STEP_COMPLETED: DagStepCompleted,
+    Event.Kind.DAG_STEP_FAILED: DagStepFailed,
+    Event.Kind.DAG_STEP_HANDED_ON: DagStepHandedOn,
+    Event.Kind.SESSION_FAILED: SessionFailed,
+    Event.Kind.AGENT_REGISTERED: AgentRegistered,
 }
 assert set(PAYLOADS) == set(Event.Kind.values), "every event kind needs its payload model"
 

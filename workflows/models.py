@@ -36,6 +36,10 @@ class Agent(models.Model):
         default=False, help_text="Named by --agent-id; never adopted by another process."
     )
     roles = models.JSONField(default=list, blank=True)
+    takes_dag_steps = models.BooleanField(
+        default=False,
+        help_text="Joined multi-agent DAG work (register_agent, or mcpserve --toolsets agents).",
+    )
     holder = models.CharField(max_length=255, blank=True, default="")
     hostname = models.CharField(max_length=255, blank=True, default="")
     pid = models.IntegerField(null=True, blank=True)
@@ -64,6 +68,10 @@ class Job(models.Model):
         PROJECT = "project", "Project"
         STANDARD = "standard", "Standard"
         ADDITIONAL = "additional", "Additional folder"
+        # A multi-agent DAG workflow an agent defined over MCP (seed 004). Never part of the
+        # folder catalog: ``is_current`` stays False, so catalog syncs never touch it, and its
+        # ``dir_name`` is the workflow id agents use.
+        DEFINED = "defined", "Defined by an agent"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="jobs")
     source = models.CharField(max_length=16, choices=Source.choices)
@@ -80,9 +88,17 @@ class Job(models.Model):
     position = models.IntegerField(default=0, help_text="Catalog order while current.")
     is_current = models.BooleanField(default=True)
     created_at = models.DateTimeField(default=timezone.now)
+    creator_id = models.CharField(
+        max_length=128, blank=True, default="", help_text="The agent that defined a DAG job."
+    )
 
     class Meta:
         constraints = [
+            models.UniqueConstraint(
+                fields=["dir_name"],
+                condition=Q(source="defined"),
+                name="workflows_job_defined_unique_id",
+            ),
             models.UniqueConstraint(
                 fields=["project", "job_dir", "content_hash"],
                 name="workflows_job_unique_revision",
@@ -93,7 +109,7 @@ class Job(models.Model):
                 name="workflows_job_one_current_per_dir_name",
             ),
             models.CheckConstraint(
-                condition=Q(source__in=["project", "standard", "additional"]),
+                condition=Q(source__in=["project", "standard", "additional", "defined"]),
                 name="workflows_job_source_valid",
             ),
         ]
@@ -131,6 +147,11 @@ class Step(models.Model):
     reviews = models.JSONField(default=list)
     inputs = models.JSONField(default=list)
     position = models.IntegerField(default=0)
+    # A DAG step's hand-over (seed 004); empty for DeepWork steps.
+    assigned_role = models.CharField(max_length=128, blank=True, default="")
+    assigned_agent_id = models.CharField(max_length=128, blank=True, default="")
+    tool_to_call = models.CharField(max_length=255, blank=True, default="")
+    tool_arguments = models.JSONField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -194,6 +215,9 @@ class WorkflowSession(models.Model):
         ACTIVE = "active", "Active"
         COMPLETED = "completed", "Completed"
         ABORTED = "aborted", "Aborted"
+        # A DAG execution (seed 004): on no agent's stack, its steps handed to many agents.
+        RUNNING = "running", "Running (DAG)"
+        FAILED = "failed", "Failed (DAG)"
 
     session_id = models.CharField(max_length=32, unique=True)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
@@ -227,12 +251,12 @@ class WorkflowSession(models.Model):
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(status__in=["active", "completed", "aborted"]),
+                condition=Q(status__in=["active", "completed", "aborted", "running", "failed"]),
                 name="workflows_session_status_valid",
             ),
             models.CheckConstraint(
-                condition=Q(status="active", completed_at__isnull=True)
-                | ~Q(status="active") & Q(completed_at__isnull=False),
+                condition=Q(status__in=["active", "running"], completed_at__isnull=True)
+                | ~Q(status__in=["active", "running"]) & Q(completed_at__isnull=False),
                 name="workflows_session_completed_at_matches_status",
             ),
         ]
@@ -267,6 +291,12 @@ class StepRun(models.Model):
         COMPLETED = "completed", "Completed"
         INVALIDATED = "invalidated", "Invalidated by go_to_step"
         ABORTED = "aborted", "Aborted with its session"
+        # A DAG step's life (seed 004): waiting for its dependencies, waiting for an agent,
+        # handed to an agent, then completed or failed.
+        PENDING = "pending", "Pending (DAG)"
+        READY = "ready", "Ready, no agent yet (DAG)"
+        ASSIGNED = "assigned", "Assigned to an agent (DAG)"
+        FAILED = "failed", "Failed (DAG)"
 
     session = models.ForeignKey(WorkflowSession, on_delete=models.CASCADE, related_name="runs")
     step_def = models.ForeignKey(Step, on_delete=models.PROTECT, related_name="runs")
@@ -278,11 +308,30 @@ class StepRun(models.Model):
     quality_attempts = models.IntegerField(default=0)
     started_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # A DAG step's agent, its answer and how often it was handed on from a lost agent.
+    assigned_agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="dag_runs"
+    )
+    assigned_at = models.DateTimeField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error_message = models.TextField(null=True, blank=True)
+    handoffs = models.IntegerField(default=0)
 
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(status__in=["active", "completed", "invalidated", "aborted"]),
+                condition=Q(
+                    status__in=[
+                        "active",
+                        "completed",
+                        "invalidated",
+                        "aborted",
+                        "pending",
+                        "ready",
+                        "assigned",
+                        "failed",
+                    ]
+                ),
                 name="workflows_steprun_status_valid",
             ),
             # At most one live run of a step per session: a race can never start it twice.
@@ -296,6 +345,14 @@ class StepRun(models.Model):
             # A session's timeline and its current entry's runs.
             models.Index(
                 fields=["session", "status", "entry_index"], name="wf_steprun_session_idx"
+            ),
+            # An agent's assignments and load (await_assignment polls it).
+            models.Index(fields=["assigned_agent", "status"], name="wf_steprun_agent_idx"),
+            # DAG steps still waiting for an agent or held by one: the dispatch sweep.
+            models.Index(
+                fields=["status", "session"],
+                condition=Q(status__in=["ready", "assigned"]),
+                name="wf_steprun_dag_open_idx",
             ),
         ]
 
@@ -337,6 +394,15 @@ class Event(models.Model):
         ISSUE_CREATED = "issue:created", "Issue logged"
         ISSUE_UPDATED = "issue:updated", "Blocker resolved by a person"
         MILESTONE_CREATED = "milestone:created", "Milestone logged"
+        # Multi-agent DAG workflows (seed 004).
+        DAG_DEFINED = "dag_defined", "DAG workflow defined"
+        DAG_DELETED = "dag_deleted", "DAG workflow deleted"
+        DAG_STEP_ASSIGNED = "dag_step_assigned", "DAG step handed to an agent"
+        DAG_STEP_COMPLETED = "dag_step_completed", "DAG step completed"
+        DAG_STEP_FAILED = "dag_step_failed", "DAG step failed"
+        DAG_STEP_HANDED_ON = "dag_step_handed_on", "DAG step taken from a lost agent"
+        SESSION_FAILED = "session_failed", "DAG workflow failed"
+        AGENT_REGISTERED = "agent_registered", "Agent registered with roles"
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="events")
     session = models.ForeignKey(

@@ -14,7 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import deepreview, deepwork, tracker, workflow_tools
+from mcp_bridge.toolsets import agents, deepreview, deepwork, tracker, workflow_tools
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,7 @@ WORKFLOW_TOOLS = Toolset(
     instructions=workflow_tools.INSTRUCTIONS,
     cache_ttl=workflow_tools.cache_ttl,
 )
+AGENTS = Toolset("agents", agents.TOOL_NAMES, agents.register, instructions=agents.INSTRUCTIONS)
 
 # What each name on the command line serves, in order. DeepWork 0.9.1's wire carries the review
 # tools, so `deepwork` includes `deepreview`; `deepreview` alone serves only the review tools
@@ -52,6 +53,7 @@ TOOLSETS: dict[str, tuple[Toolset, ...]] = {
     "deepreview": (DEEPREVIEW,),
     "tracker": (TRACKER,),
     "workflow-tools": (WORKFLOW_TOOLS,),
+    "agents": (AGENTS,),
 }
 DEFAULT_TOOLSETS = ("deepwork",)
 

@@ -48,6 +48,14 @@ OPERATIONS = [
     ("post", "/api/projects/1/published-workflows/runs", DRIVE),
     ("get", "/api/projects/1/published-workflows/runs/deadbeef", VIEW),
     ("post", "/api/projects/1/published-workflows/runs/deadbeef/cancel", ABORT),
+    ("get", "/api/dag/workflows", VIEW),
+    ("get", "/api/dag/workflows/dag-1", VIEW),
+    ("get", "/api/dag/agents?project=1", VIEW),
+    ("post", "/api/dag/workflows", DRIVE),
+    ("post", "/api/dag/workflows/dag-1/execute", DRIVE),
+    ("post", "/api/dag/workflows/dag-1/delete", DRIVE),
+    ("post", "/api/dag/workflows/dag-1/steps/a/complete", DECIDE),
+    ("post", "/api/dag/workflows/dag-1/steps/a/fail", DECIDE),
 ]
 ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE)
 

@@ -19,7 +19,7 @@ from django.core.signals import request_finished, request_started
 from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
-from schemathesis.specs.openapi.checks import negative_data_rejection
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from api.services import api_token_create
 from tests.factories import make_user
@@ -73,4 +73,10 @@ def bearer(_keep_test_connection, project) -> dict[str, str]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_api_conforms_to_its_schema(case, bearer):
-    case.call_and_validate(headers=bearer, excluded_checks=[negative_data_rejection])
+    excluded = [negative_data_rejection]
+    if (case.method, case.operation.path) == ("POST", "/api/dag/workflows"):
+        # A DAG's rules (unique step ids, known dependencies, no cycle) are beyond what a JSON
+        # schema can say, so a schema-valid definition may still be refused (400, with the
+        # rule named); every other check still applies.
+        excluded.append(positive_data_acceptance)
+    case.call_and_validate(headers=bearer, excluded_checks=excluded)

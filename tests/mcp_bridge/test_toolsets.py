@@ -56,12 +56,12 @@ async def test_deepreview_alone_serves_only_the_review_tools(demo_project):
 
 
 def test_unknown_toolset_names_list_the_valid_ones(demo_project):
-    with pytest.raises(UnknownToolset, match=r"Unknown toolset 'agents'; choose from: deepwork"):
-        create_server(demo_project, toolsets=["agents"])
+    with pytest.raises(UnknownToolset, match=r"Unknown toolset 'nope'; choose from: deepwork"):
+        create_server(demo_project, toolsets=["nope"])
     with pytest.raises(
         UnknownToolset,
         match=r"Unknown toolsets 'x', 'y'; choose from: deepwork, deepreview, tracker, "
-        r"workflow-tools$",
+        r"workflow-tools, agents$",
     ):
         parse_toolsets("deepwork, x,y")
     assert parse_toolsets(" deepreview ,deepwork") == ("deepreview", "deepwork")
@@ -114,3 +114,8 @@ async def test_a_later_toolset_sharing_a_tool_name_is_mounted_under_its_prefix(d
     ]
     assert answer.content[0].text == "tracker"
     assert (DEEPWORK.name, DEEPREVIEW.name) == ("deepwork", "deepreview")
+
+
+def test_mcpserve_refuses_roles_without_the_agents_toolset(demo_project: Path):
+    with pytest.raises(CommandError, match=r"--roles needs --toolsets agents"):
+        call_command("mcpserve", "--path", str(demo_project), "--roles", "swe")

@@ -34,8 +34,15 @@ WORKFLOW_SOURCE_ENV = "DEEPWORK_WORKFLOW_SOURCE"
 WORKFLOW_SOURCE_TOKEN_ENV = "DEEPWORK_WORKFLOW_SOURCE_TOKEN"
 
 
-def _heartbeat(state: ServerState, stop: threading.Event) -> None:
-    while not stop.wait(HEARTBEAT_SECONDS):
+def heartbeat_seconds() -> float:
+    """How often a server heartbeats: often enough to stay responsive for DAG steps."""
+    from workflows.dag import responsive_seconds
+
+    return min(HEARTBEAT_SECONDS, responsive_seconds() / 3)
+
+
+def _heartbeat(state: ServerState, stop: threading.Event, dispatch: bool = False) -> None:
+    while not stop.wait(heartbeat_seconds()):
         agent = state.claimed_agent()
         if agent is None:
             continue
@@ -43,10 +50,31 @@ def _heartbeat(state: ServerState, stop: threading.Event) -> None:
             close_old_connections()
             if not agent_services.agent_heartbeat(agent=agent, holder=state.holder):
                 logger.warning("Agent %s was taken over by another process", agent.agent_id)
+            elif dispatch:
+                # Serving the agents toolset: waiting DAG steps may fit this agent, and steps
+                # of agents that went silent are handed on.
+                from workflows.services.dag import dag_dispatch
+
+                dag_dispatch(project=state.project())
         except Exception:
             logger.exception("Heartbeat failed")
         finally:
             close_old_connections()
+
+
+def _join_agents(state: ServerState, agent_id: str, roles: str | None) -> None:
+    """Register this server's agent for DAG steps (with ``--roles``, exactly those roles) and
+    hand it any step already waiting for it."""
+    from workflows.errors import WorkflowError
+    from workflows.services import dag
+
+    project = state.project()
+    try:
+        names = None if roles is None else [r.strip() for r in roles.split(",") if r.strip()]
+        dag.dag_agent_register(project=project, agent_id=agent_id, roles=names)
+        dag.dag_dispatch(project=project)
+    except WorkflowError as exc:
+        raise CommandError(f"--roles: {exc.message}") from None
 
 
 def _env_hosts() -> list[str]:
@@ -143,6 +171,13 @@ class Command(BaseCommand):
             help=f"Bearer token for --workflow-source (env {WORKFLOW_SOURCE_TOKEN_ENV})",
         )
         parser.add_argument(
+            "--roles",
+            default=None,
+            metavar="ROLES",
+            help="With --toolsets agents: comma list of roles this agent takes DAG workflow "
+            "steps for, e.g. swe,qa; replaces the agent's registered roles",
+        )
+        parser.add_argument(
             "--token",
             default=os.environ.get(TOKEN_ENV) or None,
             help=f"Bearer token required on http/sse (env {TOKEN_ENV}); generated if absent",
@@ -174,6 +209,8 @@ class Command(BaseCommand):
         workflow_sources = [
             SourceConfig(url, options["workflow_source_token"]) for url in source_urls
         ]
+        if options["roles"] is not None and "agents" not in toolsets:
+            raise CommandError("--roles needs --toolsets agents (DAG workflow steps)")
         try:
             project_makedirs(root=root, relative=".deepwork/tmp")
         except OSError as exc:
@@ -209,9 +246,13 @@ class Command(BaseCommand):
         state: ServerState = mcp.deepwork_state  # type: ignore[attr-defined]
         # Claim the agent before serving: the process that starts first adopts an orphaned
         # stack, not whichever process happens to receive its first tool call first.
-        state.agent()
+        agent = state.agent()
+        if "agents" in toolsets:
+            _join_agents(state, agent.agent_id, options["roles"])
         stop = threading.Event()
-        threading.Thread(target=_heartbeat, args=(state, stop), daemon=True).start()
+        threading.Thread(
+            target=_heartbeat, args=(state, stop, "agents" in toolsets), daemon=True
+        ).start()
         # The database thread used by the tools opens its own connection.
         connection.close()
         # manage.py kept the collector off during start-up; everything alive now lives for the

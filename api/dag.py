@@ -1,0 +1,247 @@
+"""REST for multi-agent DAG workflows (seed 004), under /api/dag/.
+
+The same services and wire models as the ``agents`` MCP toolset, the API's tokens and its one
+error shape. Reads need ``workflows.view_workflowsession``; defining, executing and deleting
+need ``workflows.drive_session``; a person completing or failing a human step needs
+``reviews.decide_review``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from django.http import HttpRequest
+from ninja import Router, Schema, Status
+from ninja.params.functions import Path, Query
+from pydantic import Field
+
+from api.auth import DECIDE, DRIVE, VIEW, TokenAuth
+from api.schemas import ErrorOut
+from deepwork_site.auth import signed_in_user
+from workflows.dag import responsive_seconds
+from workflows.dag_schemas import (
+    DagDefineResponse,
+    DagDelegatedOut,
+    DagDeleteResponse,
+    DagExecuteResponse,
+    DagIssueOut,
+    DagListResponse,
+    DagReportResponse,
+    DagWorkflowOut,
+    DagWorkflowSummary,
+)
+from workflows.selectors import dag as selectors
+from workflows.selectors.catalog import project_get
+from workflows.services import dag as services
+
+READ_ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
+ACTION_ERRORS = {**READ_ERRORS, 409: ErrorOut, 413: ErrorOut, 503: ErrorOut}
+
+router = Router(tags=["dag"])
+
+WorkflowId = Annotated[str, Path(min_length=1, max_length=255)]
+StepId = Annotated[str, Path(min_length=1, max_length=255)]
+AgentIdField = Field(min_length=1, max_length=128, description="An agent id.")
+
+
+class DagDefineIn(Schema):
+    project: int = Field(ge=1, le=2**63 - 1, description="Project id.")
+    creator_id: str = AgentIdField
+    name: str = Field(min_length=1, max_length=255)
+    description: str | None = Field(default=None, max_length=20_000)
+    steps: list[Any] = Field(description="The seed's step objects (see define_workflow).")
+
+
+class DagExecuteIn(Schema):
+    triggering_agent_id: str = AgentIdField
+
+
+class DagDeleteIn(Schema):
+    requesting_agent_id: str = AgentIdField
+    force: bool = False
+
+
+class DagCompleteIn(Schema):
+    result: Any = None
+
+
+class DagFailIn(Schema):
+    error_message: str = Field(min_length=1, max_length=20_000)
+
+
+class DagAgentRow(Schema):
+    agent_id: str
+    roles: list[str]
+    last_heartbeat: str | None
+    responsive: bool
+    load: int
+
+
+class DagAgentList(Schema):
+    items: list[DagAgentRow]
+    responsive_seconds: float
+
+
+def _details(workflow_id: str) -> DagWorkflowOut:
+    return DagWorkflowOut.model_validate(
+        selectors.dag_details(job=selectors.dag_job_by_id(workflow_id))
+    )
+
+
+def _delegation(advance: services.Advance) -> dict[str, Any]:
+    return {
+        "delegated": [
+            DagDelegatedOut(step_id=d.step_id, agent_id=d.agent_id) for d in advance.delegated
+        ],
+        "issues": [DagIssueOut(step_id=i.step_id, reason=i.reason) for i in advance.issues],
+    }
+
+
+@router.get("/workflows", response={200: DagListResponse, **READ_ERRORS}, auth=TokenAuth(VIEW))
+def list_dag_workflows(
+    request: HttpRequest,
+    project: Annotated[int | None, Query(ge=1, le=2**63 - 1)] = None,
+    creator_id: Annotated[str | None, Query(min_length=1, max_length=128)] = None,
+) -> DagListResponse:
+    """Defined workflows (id, name, creator, step count, status), newest first; one project's
+    or one creator's with the filters."""
+    scope = project_get(project_id=project) if project is not None else None
+    rows = selectors.dag_summaries(project=scope, creator_id=creator_id)
+    return DagListResponse(
+        workflows=[DagWorkflowSummary.model_validate(r) for r in rows], count=len(rows)
+    )
+
+
+@router.get(
+    "/workflows/{workflow_id}",
+    response={200: DagWorkflowOut, **READ_ERRORS},
+    auth=TokenAuth(VIEW),
+)
+def get_dag_workflow(request: HttpRequest, workflow_id: WorkflowId) -> DagWorkflowOut:
+    """The full workflow: definition, status, and every step's status, agent, result and
+    timing."""
+    return _details(workflow_id)
+
+
+@router.post(
+    "/workflows", response={201: DagDefineResponse, **ACTION_ERRORS}, auth=TokenAuth(DRIVE)
+)
+def define_dag_workflow(request: HttpRequest, body: DagDefineIn) -> Status[DagDefineResponse]:
+    """Define a workflow in a project, checked as `define_workflow` checks it."""
+    defined = services.dag_define(
+        project=project_get(project_id=body.project),
+        creator_id=body.creator_id,
+        name=body.name,
+        description=body.description,
+        steps=body.steps,
+    )
+    details = DagWorkflowOut.model_validate(selectors.dag_details(job=defined.job))
+    return Status(
+        201,
+        DagDefineResponse(
+            message=f"Workflow {details.workflow_id!r} defined with {details.step_count} "
+            "step(s); status pending.",
+            workflow=details,
+            warnings=defined.warnings,
+        ),
+    )
+
+
+@router.post(
+    "/workflows/{workflow_id}/execute",
+    response={200: DagExecuteResponse, **ACTION_ERRORS},
+    auth=TokenAuth(DRIVE),
+)
+def execute_dag_workflow(
+    request: HttpRequest, workflow_id: WorkflowId, body: DagExecuteIn
+) -> DagExecuteResponse:
+    """Start the workflow's one run; the answer lists the steps delegated and any issues."""
+    job = selectors.dag_job_by_id(workflow_id)
+    advance = services.dag_execute(
+        project=job.project, workflow_id=workflow_id, triggering_agent_id=body.triggering_agent_id
+    )
+    return DagExecuteResponse(
+        message=f"Workflow {workflow_id!r} started: {len(advance.delegated)} step(s) delegated",
+        workflow_id=workflow_id,
+        status=advance.status,
+        **_delegation(advance),
+    )
+
+
+@router.post(
+    "/workflows/{workflow_id}/delete",
+    response={200: DagDeleteResponse, **ACTION_ERRORS},
+    auth=TokenAuth(DRIVE),
+)
+def delete_dag_workflow(
+    request: HttpRequest, workflow_id: WorkflowId, body: DagDeleteIn
+) -> DagDeleteResponse:
+    """Delete a workflow: only its creator, and a running one only with `force`."""
+    job = selectors.dag_job_by_id(workflow_id)
+    status = services.dag_delete(
+        project=job.project,
+        workflow_id=workflow_id,
+        requesting_agent_id=body.requesting_agent_id,
+        force=body.force,
+    )
+    return DagDeleteResponse(
+        message=f"Workflow {workflow_id!r} ({status}) deleted.", workflow_id=workflow_id
+    )
+
+
+def _person_answer(report: services.Report, verb: str) -> DagReportResponse:
+    return DagReportResponse(
+        message=report.note or f"Step {report.step_id!r} {verb}; workflow is {report.status}",
+        workflow_id=report.workflow_id,
+        step_id=report.step_id,
+        workflow_status=report.status,
+        already_reported=report.already,
+        **_delegation(report.advance),
+    )
+
+
+@router.post(
+    "/workflows/{workflow_id}/steps/{step_id}/complete",
+    response={200: DagReportResponse, **ACTION_ERRORS},
+    auth=TokenAuth(DECIDE),
+)
+def complete_human_step(
+    request: HttpRequest, workflow_id: WorkflowId, step_id: StepId, body: DagCompleteIn
+) -> DagReportResponse:
+    """Complete a human step (role `human`, or assigned to `user:<you>`) with a result."""
+    report = services.dag_person_report(
+        workflow_id=workflow_id, step_id=step_id, by=signed_in_user(request), result=body.result
+    )
+    if not report.already:
+        services.dag_dispatch(project=selectors.dag_job_by_id(workflow_id).project)
+    return _person_answer(report, "completed")
+
+
+@router.post(
+    "/workflows/{workflow_id}/steps/{step_id}/fail",
+    response={200: DagReportResponse, **ACTION_ERRORS},
+    auth=TokenAuth(DECIDE),
+)
+def fail_human_step(
+    request: HttpRequest, workflow_id: WorkflowId, step_id: StepId, body: DagFailIn
+) -> DagReportResponse:
+    """Fail a human step, saying why; the workflow fails with it."""
+    report = services.dag_person_report(
+        workflow_id=workflow_id,
+        step_id=step_id,
+        by=signed_in_user(request),
+        error_message=body.error_message,
+    )
+    return _person_answer(report, "failed")
+
+
+@router.get("/agents", response={200: DagAgentList, **READ_ERRORS}, auth=TokenAuth(VIEW))
+def list_dag_agents(
+    request: HttpRequest, project: Annotated[int, Query(ge=1, le=2**63 - 1)]
+) -> DagAgentList:
+    """A project's agents: roles, last heartbeat, whether responsive, and steps held."""
+    rows = selectors.dag_agents(project=project_get(project_id=project))
+    return DagAgentList(
+        items=[DagAgentRow.model_validate(row) for row in rows],
+        responsive_seconds=responsive_seconds(),
+    )

@@ -1,0 +1,578 @@
+"""The ``agents`` toolset (seed 004): multi-agent DAG workflows.
+
+The seed's seven tools with its exact names and input schemas (``define_workflow``,
+``get_workflow_details``, ``list_workflows``, ``delete_workflow``, ``execute_workflow``,
+``report_step_completion``, ``report_step_failure``), plus what agents need to take part:
+``register_agent``, ``heartbeat``, ``get_my_assignments`` and ``await_assignment`` (a long poll
+that answers as soon as a step is handed to the agent). Tools are thin: parse, call one service
+or selector in the database thread, answer a pydantic model; refusals are ``ToolError`` with
+the engine's exact message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+from django.conf import settings
+from fastmcp import Context, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.tools.function_tool import FunctionTool
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from mcp_bridge.state import ServerState, log_call
+from workflows.dag import responsive_seconds
+from workflows.dag_schemas import (
+    DagAgentOut,
+    DagAssignment,
+    DagAssignmentsResponse,
+    DagDefineResponse,
+    DagDelegatedOut,
+    DagDeleteResponse,
+    DagExecuteResponse,
+    DagIssueOut,
+    DagListResponse,
+    DagReportResponse,
+    DagWorkflowOut,
+    DagWorkflowSummary,
+)
+from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
+from workflows.errors import WorkflowError
+from workflows.selectors import dag as selectors
+from workflows.services import dag as services
+
+logger = logging.getLogger("deepwork.mcp")
+
+T = TypeVar("T")
+
+TOOL_NAMES = (
+    "define_workflow",
+    "get_workflow_details",
+    "list_workflows",
+    "delete_workflow",
+    "execute_workflow",
+    "report_step_completion",
+    "report_step_failure",
+    "register_agent",
+    "heartbeat",
+    "get_my_assignments",
+    "await_assignment",
+)
+
+INSTRUCTIONS = """\
+# Multi-agent workflows
+
+Plan work as steps with `depends_on` and let the server hand each step to a suitable agent.
+- Take part: `register_agent(agent_id, roles)` once (a server started with `--agent-id` is
+  registered already), then `await_assignment(agent_id)` to wait for a step. Do the step
+  (its `tool_to_call` with `tool_arguments`, using the `dependency_results`), then call
+  `report_step_completion` with its `result`, or `report_step_failure` with what went wrong.
+  Call `heartbeat` now and then if your server was not started with `--agent-id`: an agent
+  without a recent heartbeat gets no work, and its steps are handed to another agent.
+- Orchestrate: `define_workflow` (steps with `step_id`, `description`, optional
+  `assigned_role` or `assigned_agent_id`, `depends_on`, `tool_to_call`, `tool_arguments`),
+  then `execute_workflow`; follow it with `get_workflow_details`. A failed step fails the
+  workflow.
+"""
+
+# The seed's input schemas, advertised exactly as it writes them; arguments are checked by the
+# functions' own signatures and then by the engine, whose errors name the rule broken.
+_STEP_ITEM = {
+    "type": "object",
+    "properties": {
+        "step_id": {
+            "type": "string",
+            "description": "Unique identifier for this step within the workflow.",
+        },
+        "description": {"type": "string", "description": "Description of the task for this step."},
+        "assigned_role": {
+            "type": "string",
+            "description": "Optional: Role required to perform this step.",
+        },
+        "assigned_agent_id": {
+            "type": "string",
+            "description": "Optional: Specific agent ID assigned to this step.",
+        },
+        "depends_on": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Optional: List of step_ids that must be completed before this step "
+            "can start.",
+        },
+        "tool_to_call": {
+            "type": "string",
+            "description": "Optional: Specific tool to execute for this step.",
+        },
+        "tool_arguments": {
+            "type": "object",
+            "additionalProperties": True,
+            "description": "Arguments for the tool, if specified.",
+        },
+    },
+    "required": ["step_id", "description"],
+}
+SEED_SCHEMAS: dict[str, dict[str, Any]] = {
+    "define_workflow": {
+        "type": "object",
+        "properties": {
+            "creator_id": {"type": "string", "description": "Your unique Agent ID."},
+            "name": {"type": "string", "description": "A descriptive name for the workflow."},
+            "description": {
+                "type": "string",
+                "description": "Optional detailed description of the workflow's purpose.",
+            },
+            "steps": {
+                "type": "array",
+                "minItems": 1,
+                "description": "An ordered list of steps defining the workflow.",
+                "items": _STEP_ITEM,
+            },
+        },
+        "required": ["creator_id", "name", "steps"],
+    },
+    "get_workflow_details": {
+        "type": "object",
+        "properties": {
+            "workflow_id": {
+                "type": "string",
+                "description": "The ID of the workflow to retrieve details for.",
+            }
+        },
+        "required": ["workflow_id"],
+    },
+    "list_workflows": {
+        "type": "object",
+        "properties": {
+            "creator_id": {
+                "type": "string",
+                "description": "Optional: Filter workflows by creator agent ID.",
+            }
+        },
+    },
+    "delete_workflow": {
+        "type": "object",
+        "properties": {
+            "workflow_id": {"type": "string", "description": "The ID of the workflow to delete."},
+            "requesting_agent_id": {
+                "type": "string",
+                "description": "Your unique Agent ID (must be the workflow creator).",
+            },
+            # Beyond the seed: a running workflow is deleted only when asked explicitly.
+            "force": {
+                "type": "boolean",
+                "description": "Optional: also delete a running workflow (its agents' reports "
+                "are then refused). Default false.",
+            },
+        },
+        "required": ["workflow_id", "requesting_agent_id"],
+    },
+    "execute_workflow": {
+        "type": "object",
+        "properties": {
+            "workflow_id": {
+                "type": "string",
+                "description": "The ID of the workflow to start executing.",
+            },
+            "triggering_agent_id": {
+                "type": "string",
+                "description": "Your unique Agent ID initiating the execution.",
+            },
+        },
+        "required": ["workflow_id", "triggering_agent_id"],
+    },
+    "report_step_completion": {
+        "type": "object",
+        "properties": {
+            "workflow_id": {
+                "type": "string",
+                "description": "ID of the workflow containing the step.",
+            },
+            "step_id": {
+                "type": "string",
+                "description": "ID of the step being reported as complete.",
+            },
+            "agent_id": {
+                "type": "string",
+                "description": "Your unique Agent ID reporting completion.",
+            },
+            "result": {
+                "description": "Optional: The output or result produced by the step.",
+                "anyOf": [
+                    {"type": "object"},
+                    {"type": "array"},
+                    {"type": "string"},
+                    {"type": "number"},
+                    {"type": "boolean"},
+                    {"type": "null"},
+                ],
+            },
+        },
+        "required": ["workflow_id", "step_id", "agent_id"],
+    },
+    "report_step_failure": {
+        "type": "object",
+        "properties": {
+            "workflow_id": {
+                "type": "string",
+                "description": "ID of the workflow containing the step.",
+            },
+            "step_id": {
+                "type": "string",
+                "description": "ID of the step being reported as failed.",
+            },
+            "agent_id": {
+                "type": "string",
+                "description": "Your unique Agent ID reporting the failure.",
+            },
+            "error_message": {
+                "type": "string",
+                "description": "A description of the error that occurred.",
+            },
+        },
+        "required": ["workflow_id", "step_id", "agent_id", "error_message"],
+    },
+}
+
+
+def _delegation(advance: services.Advance) -> tuple[list[DagDelegatedOut], list[DagIssueOut]]:
+    return (
+        [DagDelegatedOut(step_id=d.step_id, agent_id=d.agent_id) for d in advance.delegated],
+        [DagIssueOut(step_id=i.step_id, reason=i.reason) for i in advance.issues],
+    )
+
+
+def _steps_phrase(n: int) -> str:
+    return f"{n} step{'' if n == 1 else 's'}"
+
+
+async def _db(state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]) -> T:
+    """``fn`` in the database thread, retried while the database is busy; refusals become
+    ``ToolError`` with the engine's message."""
+    try:
+        answer = await db_sync_to_async(retrying_when_busy(fn))()
+    except WorkflowError as exc:
+        log_call(state, tool, params)
+        raise ToolError(exc.message) from None
+    except DatabaseBusy:
+        log_call(state, tool, params)
+        raise ToolError(BUSY_MESSAGE) from None
+    log_call(state, tool, params)
+    return answer
+
+
+def _register(mcp: FastMCP, fn: Callable[..., Any], name: str, **options: Any) -> None:
+    """Register ``fn`` as ``name`` with its docstring; the seed's tools advertise its schema."""
+    description = inspect.getdoc(fn)
+    fn.__doc__ = None
+    try:
+        registered = FunctionTool.from_function(fn, name=name, description=description, **options)
+    finally:
+        fn.__doc__ = description
+    schema = SEED_SCHEMAS.get(fn.__name__)
+    if schema is not None:
+        registered.parameters = schema
+    mcp.add_tool(registered)
+
+
+def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+    """Put the agents toolset's tools on ``mcp``, each named ``prefix + name``."""
+    read_only = ToolAnnotations(read_only_hint=True)
+
+    async def define_workflow(
+        creator_id: str,
+        name: str,
+        steps: list[Any],
+        description: str | None = None,
+    ) -> DagDefineResponse:
+        """Define a new multi-step workflow whose steps other agents will do. Each step has a
+        unique `step_id`, a `description`, and optionally `assigned_role` (any responsive agent
+        with that role may get it), `assigned_agent_id` (only that agent gets it), `depends_on`
+        (step_ids that must complete first; no cycles), and `tool_to_call` with
+        `tool_arguments` (an object) for the agent to run. Returns the stored workflow (status
+        `pending`) with its `workflow_id`, plus warnings for roles or agents nobody has
+        registered yet. Start it with `execute_workflow`."""
+
+        def call() -> DagDefineResponse:
+            project = state.project()
+            defined = services.dag_define(
+                project=project,
+                creator_id=creator_id,
+                name=name,
+                description=description,
+                steps=steps,
+            )
+            details = selectors.dag_details(job=defined.job)
+            return DagDefineResponse(
+                message=f"Workflow {details['workflow_id']!r} defined with "
+                f"{_steps_phrase(details['step_count'])}; status pending. Start it with "
+                "execute_workflow.",
+                workflow=DagWorkflowOut.model_validate(details),
+                warnings=defined.warnings,
+            )
+
+        return await _db(state, "define_workflow", {"name": name}, call)
+
+    async def get_workflow_details(workflow_id: str) -> DagWorkflowOut:
+        """The full stored workflow: its definition and status, and every step with its
+        status (`pending`, `in_progress`, `completed`, `failed`), agent, result or error and
+        timing."""
+
+        def call() -> DagWorkflowOut:
+            job = services.dag_job(project=state.project(), workflow_id=workflow_id)
+            return DagWorkflowOut.model_validate(selectors.dag_details(job=job))
+
+        return await _db(state, "get_workflow_details", {"workflow_id": workflow_id}, call)
+
+    async def list_workflows(creator_id: str | None = None) -> DagListResponse:
+        """Summaries of the defined workflows (id, name, creator, step count, status), newest
+        first; only one creator's with `creator_id`."""
+
+        def call() -> DagListResponse:
+            rows = selectors.dag_summaries(project=state.project(), creator_id=creator_id)
+            return DagListResponse(
+                workflows=[DagWorkflowSummary.model_validate(row) for row in rows], count=len(rows)
+            )
+
+        return await _db(state, "list_workflows", {"creator_id": creator_id}, call)
+
+    async def delete_workflow(
+        workflow_id: str, requesting_agent_id: str, force: bool = False
+    ) -> DagDeleteResponse:
+        """Delete a workflow and its execution. Only its creator may; a running workflow only
+        with `force` true (its agents' later reports are refused)."""
+
+        def call() -> DagDeleteResponse:
+            status = services.dag_delete(
+                project=state.project(),
+                workflow_id=workflow_id,
+                requesting_agent_id=requesting_agent_id,
+                force=force,
+            )
+            return DagDeleteResponse(
+                message=f"Workflow {workflow_id!r} ({status}) deleted.", workflow_id=workflow_id
+            )
+
+        return await _db(state, "delete_workflow", {"workflow_id": workflow_id}, call)
+
+    async def execute_workflow(workflow_id: str, triggering_agent_id: str) -> DagExecuteResponse:
+        """Start a defined workflow (it runs once): its status becomes `running` and the steps
+        without dependencies are handed to agents. Returns the steps delegated and any issues,
+        e.g. no responsive agent with a step's role: such a step waits and is handed out as
+        soon as a suitable agent registers or heartbeats."""
+
+        def call() -> DagExecuteResponse:
+            advance = services.dag_execute(
+                project=state.project(),
+                workflow_id=workflow_id,
+                triggering_agent_id=triggering_agent_id,
+            )
+            delegated, issues = _delegation(advance)
+            return DagExecuteResponse(
+                message=f"Workflow {workflow_id!r} started: "
+                f"{_steps_phrase(len(delegated))} delegated"
+                + (f", {len(issues)} waiting for an agent" if issues else ""),
+                workflow_id=workflow_id,
+                status=advance.status,
+                delegated=delegated,
+                issues=issues,
+            )
+
+        return await _db(state, "execute_workflow", {"workflow_id": workflow_id}, call)
+
+    def _report_answer(report: services.Report, verb: str) -> DagReportResponse:
+        delegated, issues = _delegation(report.advance)
+        if report.already:
+            message = report.note
+        else:
+            message = f"Step {report.step_id!r} {verb}; workflow is {report.status}"
+            if delegated:
+                message += f"; {_steps_phrase(len(delegated))} delegated next"
+        return DagReportResponse(
+            message=message,
+            workflow_id=report.workflow_id,
+            step_id=report.step_id,
+            workflow_status=report.status,
+            already_reported=report.already,
+            delegated=delegated,
+            issues=issues,
+        )
+
+    async def report_step_completion(
+        workflow_id: str, step_id: str, agent_id: str, result: Any = None
+    ) -> DagReportResponse:
+        """Report that you completed a step assigned to you, with its `result` (any JSON
+        value; agents doing the steps that depend on it receive it). The server then hands
+        out the steps that became ready. Only the step's assigned agent may report; a repeated
+        report changes nothing and says so."""
+
+        def call() -> DagReportResponse:
+            project = state.project()
+            report = services.dag_report_completion(
+                project=project,
+                workflow_id=workflow_id,
+                step_id=step_id,
+                agent_id=agent_id,
+                result=result,
+            )
+            if not report.already:
+                # The reporter is free again: other workflows' waiting steps may fit it now.
+                services.dag_dispatch(project=project)
+            return _report_answer(report, "completed")
+
+        params = {"workflow_id": workflow_id, "step_id": step_id, "agent_id": agent_id}
+        return await _db(state, "report_step_completion", params, call)
+
+    async def report_step_failure(
+        workflow_id: str, step_id: str, agent_id: str, error_message: str
+    ) -> DagReportResponse:
+        """Report that a step assigned to you failed, saying why. The whole workflow fails
+        (fail-fast): no further steps are handed out and later reports change nothing."""
+
+        def call() -> DagReportResponse:
+            report = services.dag_report_failure(
+                project=state.project(),
+                workflow_id=workflow_id,
+                step_id=step_id,
+                agent_id=agent_id,
+                error_message=error_message,
+            )
+            return _report_answer(report, "failed")
+
+        params = {"workflow_id": workflow_id, "step_id": step_id, "agent_id": agent_id}
+        return await _db(state, "report_step_failure", params, call)
+
+    def _agent_answer(agent: Any, message: str) -> DagAgentOut:
+        return DagAgentOut(
+            message=message,
+            agent_id=agent.agent_id,
+            roles=list(agent.roles or []),
+            last_heartbeat=agent.heartbeat_at.isoformat() if agent.heartbeat_at else None,
+            responsive_seconds=responsive_seconds(),
+        )
+
+    async def register_agent(
+        agent_id: Annotated[str, Field(description="Your unique Agent ID.")],
+        roles: Annotated[
+            list[str],
+            Field(description='Roles you take steps for, e.g. ["SWE", "QA"]; replaces any.'),
+        ],
+    ) -> DagAgentOut:
+        """Register as an agent that takes workflow steps (again to change your roles). You
+        count as responsive, and get steps, while your last heartbeat is recent: call
+        `heartbeat` (or any of these tools) more often than `responsive_seconds`. Steps
+        waiting for one of your roles are handed to you at once."""
+
+        def call() -> DagAgentOut:
+            project = state.project()
+            agent = services.dag_agent_register(project=project, agent_id=agent_id, roles=roles)
+            services.dag_dispatch(project=project)
+            return _agent_answer(agent, f"Agent {agent.agent_id!r} registered.")
+
+        return await _db(state, "register_agent", {"agent_id": agent_id}, call)
+
+    async def heartbeat(
+        agent_id: Annotated[str, Field(description="Your unique Agent ID.")],
+    ) -> DagAgentOut:
+        """Tell the server you are alive, so you keep getting steps and keep the ones you
+        hold (an agent silent for longer than `responsive_seconds` loses them to others)."""
+
+        def call() -> DagAgentOut:
+            project = state.project()
+            agent = services.dag_agent_heartbeat(project=project, agent_id=agent_id)
+            services.dag_dispatch(project=project)
+            return _agent_answer(agent, "Heartbeat recorded.")
+
+        return await _db(state, "heartbeat", {"agent_id": agent_id}, call)
+
+    def _assignments(agent_id: str, *, timed_out: bool = False) -> DagAssignmentsResponse:
+        agent = services.dag_agent(project=state.project(), agent_id=agent_id)
+        rows = selectors.dag_assignments(agent=agent)
+        return DagAssignmentsResponse(
+            agent_id=agent.agent_id,
+            assignments=[DagAssignment.model_validate(row) for row in rows],
+            timed_out=timed_out and not rows,
+        )
+
+    async def get_my_assignments(
+        agent_id: Annotated[str, Field(description="Your unique Agent ID.")],
+    ) -> DagAssignmentsResponse:
+        """The steps handed to you and not yet reported, oldest first, each with its
+        description, `tool_to_call`, `tool_arguments` and the results of the steps it depends
+        on. Returns at once; use `await_assignment` to wait for one."""
+        return await _db(
+            state, "get_my_assignments", {"agent_id": agent_id}, lambda: _assignments(agent_id)
+        )
+
+    async def await_assignment(
+        agent_id: Annotated[str, Field(description="Your unique Agent ID.")],
+        timeout_s: Annotated[
+            float,
+            Field(ge=0, le=600, description="Longest wait in seconds (0 to 600; default 60)."),
+        ] = 60,
+        ctx: Context = None,  # type: ignore[assignment]  # FastMCP injects it
+    ) -> DagAssignmentsResponse:
+        """Wait until a step is handed to you, then return your assignments (as
+        `get_my_assignments`). Returns at once if you already hold a step; after `timeout_s`
+        with nothing, returns `timed_out` true, and you may call it again. While waiting you
+        count as responsive, and progress notifications report the wait."""
+        params = {"agent_id": agent_id, "timeout_s": timeout_s}
+        poll = float(getattr(settings, "DEEPWORK_AGENT_POLL_SECONDS", 0.02))
+        # Heartbeat and retry waiting steps a few times per responsiveness window.
+        sweep_every = max(poll, min(5.0, responsive_seconds() / 3))
+        agent = await _db(
+            state,
+            "await_assignment",
+            params,
+            lambda: services.dag_agent(project=state.project(), agent_id=agent_id),
+        )
+
+        def sweep() -> None:
+            project = state.project()
+            services.dag_agent_heartbeat(project=project, agent_id=agent.agent_id)
+            services.dag_dispatch(project=project)
+
+        def holds() -> bool:
+            return selectors.dag_has_assignment(agent_pk=agent.pk)
+
+        started = time.monotonic()
+        deadline = started + timeout_s
+        next_sweep = started
+        next_progress = started + 1.0
+        while True:
+            now = time.monotonic()
+            if now >= next_sweep:
+                await _db(state, "await_assignment", params, sweep)
+                next_sweep = now + sweep_every
+            if await db_sync_to_async(holds)():
+                break
+            if now >= deadline:
+                return await _db(
+                    state,
+                    "await_assignment",
+                    params,
+                    lambda: _assignments(agent_id, timed_out=True),
+                )
+            if ctx is not None and now >= next_progress:
+                await ctx.report_progress(
+                    now - started, timeout_s, f"Waiting for a step for {agent.agent_id}"
+                )
+                next_progress = now + 1.0
+            await asyncio.sleep(min(poll, max(0.0, deadline - now)))
+        return await _db(state, "await_assignment", params, lambda: _assignments(agent_id))
+
+    _register(mcp, define_workflow, f"{prefix}define_workflow")
+    _register(mcp, get_workflow_details, f"{prefix}get_workflow_details", annotations=read_only)
+    _register(mcp, list_workflows, f"{prefix}list_workflows", annotations=read_only)
+    _register(mcp, delete_workflow, f"{prefix}delete_workflow")
+    _register(mcp, execute_workflow, f"{prefix}execute_workflow")
+    _register(mcp, report_step_completion, f"{prefix}report_step_completion")
+    _register(mcp, report_step_failure, f"{prefix}report_step_failure")
+    _register(mcp, register_agent, f"{prefix}register_agent")
+    _register(mcp, heartbeat, f"{prefix}heartbeat")
+    _register(mcp, get_my_assignments, f"{prefix}get_my_assignments", annotations=read_only)
+    _register(mcp, await_assignment, f"{prefix}await_assignment")

@@ -1,0 +1,127 @@
+"""The wire models of multi-agent DAG workflows (seed 004), shared by the ``agents`` MCP
+toolset and the REST API so both answer in one shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class DagStepOut(BaseModel):
+    step_id: str
+    description: str
+    assigned_role: str | None
+    assigned_agent_id: str | None = Field(
+        description="The agent handling the step once handed out; before, the one it names."
+    )
+    depends_on: list[str]
+    tool_to_call: str | None
+    tool_arguments: dict[str, Any] | None
+    status: str = Field(description="pending, in_progress, completed or failed.")
+    waiting_for_agent: bool = Field(
+        description="Ready to start, but no suitable responsive agent was free to take it."
+    )
+    result: Any = None
+    error_message: str | None
+    started_at: str | None
+    completed_at: str | None
+    handoffs: int = Field(description="Times the step was taken from an agent that went silent.")
+
+
+class DagWorkflowOut(BaseModel):
+    workflow_id: str
+    name: str
+    description: str | None
+    creator_id: str
+    status: str = Field(description="pending, running, completed or failed.")
+    created_at: str | None
+    started_at: str | None
+    completed_at: str | None
+    triggered_by: str | None
+    failure_reason: str | None
+    step_count: int
+    steps: list[DagStepOut]
+
+
+class DagDefineResponse(BaseModel):
+    message: str
+    workflow: DagWorkflowOut
+    warnings: list[str]
+
+
+class DagWorkflowSummary(BaseModel):
+    workflow_id: str
+    name: str
+    creator_id: str
+    step_count: int
+    status: str
+    created_at: str | None
+
+
+class DagListResponse(BaseModel):
+    workflows: list[DagWorkflowSummary]
+    count: int
+
+
+class DagDeleteResponse(BaseModel):
+    message: str
+    workflow_id: str
+
+
+class DagDelegatedOut(BaseModel):
+    step_id: str
+    agent_id: str
+
+
+class DagIssueOut(BaseModel):
+    step_id: str
+    reason: str
+
+
+class DagExecuteResponse(BaseModel):
+    message: str
+    workflow_id: str
+    status: str
+    delegated: list[DagDelegatedOut]
+    issues: list[DagIssueOut]
+
+
+class DagReportResponse(BaseModel):
+    message: str
+    workflow_id: str
+    step_id: str
+    workflow_status: str
+    already_reported: bool = Field(description="True when this report changed nothing.")
+    delegated: list[DagDelegatedOut]
+    issues: list[DagIssueOut]
+
+
+class DagAgentOut(BaseModel):
+    message: str
+    agent_id: str
+    roles: list[str]
+    last_heartbeat: str | None
+    responsive_seconds: float = Field(
+        description="Heartbeat at least this often (seconds) to keep getting work."
+    )
+
+
+class DagAssignment(BaseModel):
+    workflow_id: str
+    workflow_name: str
+    step_id: str
+    description: str
+    assigned_role: str | None
+    tool_to_call: str | None
+    tool_arguments: dict[str, Any] | None
+    dependency_results: dict[str, Any] = Field(
+        description="Each dependency's step_id with the result its agent reported."
+    )
+    assigned_at: str | None
+
+
+class DagAssignmentsResponse(BaseModel):
+    agent_id: str
+    assignments: list[DagAssignment]
+    timed_out: bool = Field(description="await_assignment: the wait ended with nothing new.")

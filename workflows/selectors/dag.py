@@ -1,0 +1,286 @@
+"""Reads of multi-agent DAG workflows (seed 004): details, summaries, an agent's assignments.
+
+Every function answers plain data in the seed's wire terms (step ``in_progress`` for an
+assigned run, ``pending`` for one waiting for its dependencies or an agent) with a constant
+number of queries, however many steps a workflow has.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Q
+
+from workflows.dag import responsive_cutoff
+from workflows.errors import NotFound
+from workflows.models import Agent, Job, Project, Step, StepRun, WorkflowSession, WorkflowStep
+
+# A run's status as the seed names step states.
+WIRE_STEP_STATUS = {
+    StepRun.Status.PENDING: "pending",
+    StepRun.Status.READY: "pending",
+    StepRun.Status.ASSIGNED: "in_progress",
+    StepRun.Status.COMPLETED: "completed",
+    StepRun.Status.FAILED: "failed",
+}
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _defined(project: Project | None) -> Any:
+    jobs = Job.objects.filter(source=Job.Source.DEFINED)
+    return jobs.filter(project=project) if project is not None else jobs
+
+
+def dag_job_by_id(workflow_id: str) -> Job:
+    """A defined workflow by its id, in any project (ids are unique across projects)."""
+    job = (
+        Job.objects.select_related("project")
+        .filter(source=Job.Source.DEFINED, dir_name=workflow_id)
+        .first()
+    )
+    if job is None:
+        raise NotFound(f"Unknown workflow_id {workflow_id!r}: no such workflow")
+    return job
+
+
+def dag_summaries(
+    *, project: Project | None, creator_id: str | None = None, with_project: bool = False
+) -> list[dict[str, Any]]:
+    """Every defined workflow (of ``project``, of one creator), newest first. Two queries."""
+    jobs = _defined(project)
+    if creator_id:
+        jobs = jobs.filter(creator_id=creator_id)
+    rows = list(
+        jobs.annotate(step_count=Count("steps"))
+        .order_by("-created_at", "-id")
+        .values("pk", "dir_name", "name", "creator_id", "step_count", "created_at", "project_id")
+    )
+    statuses = dict(
+        WorkflowSession.objects.filter(job_id__in=[row["pk"] for row in rows]).values_list(
+            "job_id", "status"
+        )
+    )
+    return [
+        {
+            "workflow_id": row["dir_name"],
+            "name": row["name"],
+            "creator_id": row["creator_id"],
+            "step_count": row["step_count"],
+            "status": statuses.get(row["pk"], "pending"),
+            "created_at": _iso(row["created_at"]),
+            **({"project_id": row["project_id"]} if with_project else {}),
+        }
+        for row in rows
+    ]
+
+
+def dag_details(*, job: Job) -> dict[str, Any]:
+    """The full stored workflow: its fields, its execution's and every step's. Four queries."""
+    session = (
+        WorkflowSession.objects.filter(job=job)
+        .select_related("agent")
+        .only("status", "started_at", "completed_at", "abort_reason", "agent__agent_id")
+        .first()
+    )
+    steps = list(
+        Step.objects.filter(job=job)
+        .order_by("position", "id")
+        .values(
+            "pk",
+            "step_id",
+            "description",
+            "assigned_role",
+            "assigned_agent_id",
+            "tool_to_call",
+            "tool_arguments",
+            "placements__entry_index",
+        )
+    )
+    depends: dict[int, list[str]] = defaultdict(list)
+    through = WorkflowStep.depends_on.through
+    for step_pk, dep_step_id in (
+        through.objects.filter(from_workflowstep__workflow__job=job)
+        .order_by("id")
+        .values_list("from_workflowstep__step_id", "to_workflowstep__step__step_id")
+    ):
+        depends[step_pk].append(dep_step_id)
+    runs: dict[str, dict[str, Any]] = {}
+    if session is not None:
+        runs = {
+            run["step_id"]: dict(run)
+            for run in StepRun.objects.filter(session=session).values(
+                "step_id",
+                "status",
+                "result",
+                "error_message",
+                "assigned_at",
+                "completed_at",
+                "handoffs",
+                "assigned_agent__agent_id",
+            )
+        }
+    out_steps = []
+    for step in steps:
+        run = runs.get(step["step_id"], {})
+        out_steps.append(
+            {
+                "step_id": step["step_id"],
+                "description": step["description"],
+                "assigned_role": step["assigned_role"] or None,
+                # The agent handling the step once handed out; before, the one it was defined for.
+                "assigned_agent_id": run.get("assigned_agent__agent_id")
+                or step["assigned_agent_id"]
+                or None,
+                "depends_on": depends.get(step["pk"], []),
+                "tool_to_call": step["tool_to_call"] or None,
+                "tool_arguments": step["tool_arguments"],
+                "status": WIRE_STEP_STATUS.get(run.get("status", "pending"), "pending"),
+                "waiting_for_agent": run.get("status") == StepRun.Status.READY,
+                "result": run.get("result"),
+                "error_message": run.get("error_message"),
+                "started_at": _iso(run.get("assigned_at")),
+                "completed_at": _iso(run.get("completed_at")),
+                "handoffs": run.get("handoffs", 0),
+                # For pictures: the step's column (longest chain of dependencies before it).
+                "level": step["placements__entry_index"],
+            }
+        )
+    return {
+        "workflow_id": job.dir_name,
+        "name": job.name,
+        "description": job.common_info or None,
+        "creator_id": job.creator_id,
+        "status": session.status if session is not None else "pending",
+        "created_at": _iso(job.created_at),
+        "started_at": _iso(session.started_at) if session is not None else None,
+        "completed_at": _iso(session.completed_at) if session is not None else None,
+        "triggered_by": session.agent.agent_id if session is not None else None,
+        "failure_reason": session.abort_reason if session is not None else None,
+        "step_count": len(out_steps),
+        "steps": out_steps,
+    }
+
+
+def dag_assignments(*, agent: Agent) -> list[dict[str, Any]]:
+    """The steps ``agent`` holds now, oldest first, each with what it needs to do the work:
+    the description, tool and arguments, and the results of the steps it depends on.
+
+    One query when it holds none (what a waiting agent polls), three otherwise.
+    """
+    runs = list(
+        StepRun.objects.filter(assigned_agent=agent, status=StepRun.Status.ASSIGNED)
+        .order_by("assigned_at", "id")
+        .values(
+            "pk",
+            "session_id",
+            "step_id",
+            "assigned_at",
+            "session__session_id",
+            "session__workflow_name",
+            "step_def__description",
+            "step_def__assigned_role",
+            "step_def__tool_to_call",
+            "step_def__tool_arguments",
+            "step_def__job_id",
+        )
+    )
+    if not runs:
+        return []
+    through = WorkflowStep.depends_on.through
+    deps: dict[tuple[int, str], list[str]] = defaultdict(list)
+    for job_id, step_id, dep in through.objects.filter(
+        from_workflowstep__workflow__job_id__in={run["step_def__job_id"] for run in runs},
+        from_workflowstep__step__step_id__in={run["step_id"] for run in runs},
+    ).values_list(
+        "from_workflowstep__workflow__job_id",
+        "from_workflowstep__step__step_id",
+        "to_workflowstep__step__step_id",
+    ):
+        deps[(job_id, step_id)].append(dep)
+    wanted = {dep for values in deps.values() for dep in values}
+    results: dict[tuple[int, str], Any] = {}
+    if wanted:
+        for session_id, step_id, result in StepRun.objects.filter(
+            session_id__in={run["session_id"] for run in runs},
+            step_id__in=wanted,
+            status=StepRun.Status.COMPLETED,
+        ).values_list("session_id", "step_id", "result"):
+            results[(session_id, step_id)] = result
+    return [
+        {
+            "workflow_id": run["session__session_id"],
+            "workflow_name": run["session__workflow_name"],
+            "step_id": run["step_id"],
+            "description": run["step_def__description"],
+            "assigned_role": run["step_def__assigned_role"] or None,
+            "tool_to_call": run["step_def__tool_to_call"] or None,
+            "tool_arguments": run["step_def__tool_arguments"],
+            "dependency_results": {
+                dep: results.get((run["session_id"], dep))
+                for dep in deps.get((run["step_def__job_id"], run["step_id"]), [])
+            },
+            "assigned_at": _iso(run["assigned_at"]),
+        }
+        for run in runs
+    ]
+
+
+def dag_has_assignment(*, agent_pk: int) -> bool:
+    """Whether the agent holds a step: the one cheap query a waiting agent repeats."""
+    return StepRun.objects.filter(
+        assigned_agent_id=agent_pk, status=StepRun.Status.ASSIGNED
+    ).exists()
+
+
+def dag_published(*, project: Project) -> list[dict[str, Any]]:
+    """Defined workflows that can still be executed (never run yet), newest first, for
+    interfaces that offer each as its own tool. A DAG workflow takes no inputs: its input
+    schema is the one ``execute_workflow`` takes beyond the id (``triggering_agent_id``)."""
+    return [
+        {
+            "workflow_id": row["dir_name"],
+            "name": row["name"],
+            "description": row["common_info"],
+            "creator_id": row["creator_id"],
+            "step_count": row["step_count"],
+            "input_schema": {
+                "type": "object",
+                "properties": {
+                    "triggering_agent_id": {
+                        "type": "string",
+                        "description": "Your unique Agent ID initiating the execution.",
+                    }
+                },
+                "required": ["triggering_agent_id"],
+            },
+        }
+        for row in _defined(project)
+        .exclude(sessions__isnull=False)
+        .annotate(step_count=Count("steps"))
+        .order_by("-created_at", "-id")
+        .values("dir_name", "name", "common_info", "creator_id", "step_count")
+    ]
+
+
+def dag_agents(*, project: Project | None) -> list[dict[str, Any]]:
+    """Agents with roles, last heartbeat, responsiveness and load (steps held), by id."""
+    cutoff = responsive_cutoff()
+    return [
+        {
+            "agent_id": row["agent_id"],
+            "roles": row["roles"] or [],
+            "last_heartbeat": _iso(row["heartbeat_at"]),
+            "responsive": row["heartbeat_at"] is not None and row["heartbeat_at"] >= cutoff,
+            "load": row["load"],
+            "project": row["project__name"],
+        }
+        for row in (Agent.objects.filter(project=project) if project else Agent.objects.all())
+        .annotate(load=Count("dag_runs", filter=Q(dag_runs__status=StepRun.Status.ASSIGNED)))
+        .order_by("project__name", "agent_id")
+        .values("agent_id", "roles", "heartbeat_at", "load", "project__name")
+    ]
