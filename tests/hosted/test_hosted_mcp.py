@@ -145,6 +145,9 @@ async def test_toolsets_are_chosen_per_url(web, tokens: Tokens):
         refreshed = await published.call_tool("refresh_workflow_tools", {}, raise_on_error=False)
     assert {"refresh_workflow_tools", "get_workflow_status", "cancel_workflow_run"} <= names
     assert not refreshed.is_error
+    async with mcp_client(web + "?toolsets=agents", tokens.bound, "legacy") as dag:
+        registered = await call(dag, "register_agent", {"agent_id": "qa-1", "roles": ["QA"]})
+    assert registered["agent_id"] == "qa-1"
 
 
 # --- Refusals: raw requests, so the status and body are exactly what the server sent ----------
