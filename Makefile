@@ -63,6 +63,7 @@ bench: $(STAMP) browser
 	$(PY) tests/bench/workflow_tools_bench.py
 	$(PY) tests/bench/dag_bench.py
 	$(PY) tests/bench/insights_bench.py
+	$(PY) tests/bench/hosted_bench.py
 
 ## kill -9 mcpserve at random moments over 1,000 transitions (reviews included) and check every
 ## session, step run, review and event after each restart. Not part of `make test`; pass
@@ -70,7 +71,7 @@ bench: $(STAMP) browser
 soak: $(STAMP)
 	$(PY) tests/soak/kill_soak.py $(SOAK_ARGS)
 
-## The official MCP conformance suite against `mcpserve --transport http`.
+## The official MCP conformance suite against `mcpserve --transport http` and `/mcp` of the ASGI app.
 conformance: $(STAMP)
 	bash tests/conformance/run.sh
 

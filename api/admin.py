@@ -30,7 +30,7 @@ class _WithSecret(Protocol):
 class ApiTokenAddForm(forms.ModelForm):
     class Meta:
         model = ApiToken
-        fields = ["user", "name"]
+        fields = ["user", "name", "mcp", "mcp_project"]
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -45,16 +45,27 @@ class ApiTokenAddForm(forms.ModelForm):
             and user.api_tokens.filter(name=name, revoked_at__isnull=True).exists()
         ):
             self.add_error("name", "This user already has a live token with this name.")
+        if cleaned.get("mcp_project") is not None and not cleaned.get("mcp"):
+            self.add_error("mcp_project", "A project binds MCP use: tick MCP too.")
         return cleaned
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ["prefix", "user", "name", "created_at", "last_used_at", "revoked_at"]
+    list_display = ["prefix", "user", "name", "mcp", "created_at", "last_used_at", "revoked_at"]
     list_filter = [("revoked_at", admin.EmptyFieldListFilter)]
     list_select_related = ["user"]
     search_fields = ["prefix", "name", "user__username"]
-    readonly_fields = ["user", "name", "prefix", "created_at", "last_used_at", "revoked_at"]
+    readonly_fields = [
+        "user",
+        "name",
+        "mcp",
+        "mcp_project",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
     actions = ["revoke"]
     raw_id_fields = ["user"]
     secret_template = "admin/api/apitoken/secret.html"
@@ -89,7 +100,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
         # A tuple: a list[str] is not the list of field groups the admin's signature promises.
-        return ("user", "name") if obj is None else tuple(self.readonly_fields)
+        adding = ("user", "name", "mcp", "mcp_project")
+        return adding if obj is None else tuple(self.readonly_fields)
 
     def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         # Revoked tokens stay listed: who had access, and until when.
@@ -100,7 +112,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
     ) -> None:
         if change:
             return
-        token, secret = api_token_create(user=obj.user, name=obj.name, by=signed_in_user(request))
+        token, secret = api_token_create(
+            user=obj.user,
+            name=obj.name,
+            by=signed_in_user(request),
+            mcp=obj.mcp,
+            mcp_project=obj.mcp_project,
+        )
         # The admin logs and links the object it passed in: make it the saved token.
         for field in ApiToken._meta.concrete_fields:
             setattr(obj, field.attname, getattr(token, field.attname))

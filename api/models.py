@@ -24,6 +24,20 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # Hosted MCP (`/mcp` of the web server): a token allowed there is one agent identity.
+    mcp = models.BooleanField(
+        default=False,
+        help_text="May connect to /mcp as an agent, with its own stack.",
+    )
+    # A token bound to a project serves only that project; unbound, each request names one.
+    mcp_project = models.ForeignKey(
+        "workflows.Project",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="The only project this token may use over MCP (empty: any, named per request).",
+    )
 
     class Meta:
         verbose_name = "API token"

@@ -17,6 +17,8 @@ from workflows.errors import InvalidInput
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
+    from workflows.models import Project
+
 TOKEN_SCHEME = "dwk_"
 PREFIX_LENGTH = len(TOKEN_SCHEME) + 8
 # ``last_used_at`` is written at most this often per token: a busy client would otherwise
@@ -34,10 +36,18 @@ def _may_act_for(person: User | None, user_id: int) -> bool:
     return person is None or person.is_superuser or person.pk == user_id
 
 
-def api_token_create(*, user: User, name: str, by: User | None = None) -> tuple[ApiToken, str]:
+def api_token_create(
+    *,
+    user: User,
+    name: str,
+    by: User | None = None,
+    mcp: bool = False,
+    mcp_project: Project | None = None,
+) -> tuple[ApiToken, str]:
     """Make a token for ``user``; returns it with its secret, which is never stored or shown
     again. ``by``, the person asking (None: the server's operator, e.g. the command
-    line), must be ``user`` or a superuser."""
+    line), must be ``user`` or a superuser. ``mcp`` lets the token connect to ``/mcp`` as an
+    agent, bound to ``mcp_project`` when given."""
     if not _may_act_for(by, user.pk):
         raise PermissionDenied("Only a superuser may make a token for another user")
     name = name.strip()
@@ -45,11 +55,18 @@ def api_token_create(*, user: User, name: str, by: User | None = None) -> tuple[
         raise InvalidInput("A token name must be 1 to 100 characters")
     if not user.is_active:
         raise InvalidInput(f"User '{user.get_username()}' is inactive")
+    if mcp_project is not None and not mcp:
+        raise InvalidInput("A project binds a token's MCP use: allow MCP to give it one")
     secret = TOKEN_SCHEME + secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
             token = ApiToken.objects.create(
-                user=user, name=name, prefix=secret[:PREFIX_LENGTH], key_hash=_hash(secret)
+                user=user,
+                name=name,
+                prefix=secret[:PREFIX_LENGTH],
+                key_hash=_hash(secret),
+                mcp=mcp,
+                mcp_project=mcp_project,
             )
     except IntegrityError:
         raise InvalidInput(

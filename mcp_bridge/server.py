@@ -47,7 +47,7 @@ def create_server(
         raise ValueError(
             f"Unknown external runner {external_runner!r}; choose one of {EXTERNAL_RUNNERS}"
         )
-    mounts = plan_mounts(toolsets)
+    plan_mounts(toolsets)  # refuse unknown names before anything is built
     state = ServerState(
         ServerConfig(
             project_root=root,
@@ -62,13 +62,22 @@ def create_server(
             generation=generation,
         )
     )
+    return server_for_state(state, toolsets=toolsets, auth=auth)
+
+
+def server_for_state(
+    state: ServerState, *, toolsets: Sequence[str] = DEFAULT_TOOLSETS, auth: Any = None
+) -> FastMCP:
+    """The FastMCP server of ``toolsets`` whose tools act through ``state`` (its project,
+    catalog, gate and agent); the hosted endpoint passes a state whose agent is per request."""
+    mounts = plan_mounts(toolsets)
     ttls = [mount.toolset.cache_ttl() for mount in mounts if mount.toolset.cache_ttl]
     instructions = "\n\n".join(
         text
         for mount in mounts
         if (
             text := (
-                mount.toolset.instructions_for(generation, root)
+                mount.toolset.instructions_for(state.config.generation, state.project_root)
                 if mount.toolset.instructions_for
                 else mount.toolset.instructions
             )

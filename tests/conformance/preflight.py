@@ -1,6 +1,7 @@
 """Sanity checks that ``run.sh`` makes before the conformance suite (standard library only).
 
-1. ``mcpserve`` itself demands the bearer token: a POST without it gets 401.
+1. The server itself (``mcpserve`` or ``/mcp`` of the ASGI app) demands the bearer token: a
+   POST without it gets 401.
 2. Through the auth proxy a real MCP exchange works, and ``get_workflows`` lists the
    throwaway job without load errors, so the suite runs against a server that has something
    to list (and a broken fixture job cannot go unnoticed).
@@ -65,9 +66,9 @@ def main() -> int:
     problems = []
 
     status, _, _ = post(server_port, initialize)
-    print(f"conformance: preflight: mcpserve without a token -> HTTP {status}", file=sys.stderr)
+    print(f"conformance: preflight: the server without a token -> HTTP {status}", file=sys.stderr)
     if status != 401:
-        problems.append(f"expected 401 from mcpserve without a token, got {status}")
+        problems.append(f"expected 401 from the server without a token, got {status}")
 
     status, headers, reply = post(proxy_port, initialize)
     session = headers.get("mcp-session-id")

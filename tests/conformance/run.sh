@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make conformance`: run the official MCP conformance suite (@modelcontextprotocol/conformance)
-# against `manage.py mcpserve --transport http`.
+# against `manage.py mcpserve --transport http`, then against `/mcp` of the ASGI application
+# (`make run`: uvicorn serving deepwork_site.asgi), with the same baseline for both.
 #
 # What it does
 #   1. Installs the pinned tooling (package.json + package-lock.json next to this script: Node 22
@@ -12,7 +13,10 @@
 #      never touched.
 #   3. Starts mcpserve on a free loopback port with a random bearer token, plus the auth proxy
 #      (below) on another free port, and runs `conformance server` against the proxy with
-#      baseline.yml as the expected failures. Both processes are killed on exit.
+#      baseline.yml as the expected failures. Both processes are stopped after the suite.
+#   4. The same for uvicorn serving the ASGI application, whose /mcp takes an API token allowed
+#      MCP (made here for a throwaway user, bound to the throwaway project). Its expected
+#      failures are baseline.yml's plus those of baseline-hosted.yml (stateless serving).
 #
 # Why a proxy for the bearer token
 #   The conformance CLI (0.1.16) has no way to send a header: `conformance server --help` offers
@@ -29,8 +33,9 @@
 #   preflight.py proves that mcpserve itself still answers 401 without the token, and that
 #   get_workflows (through the proxy) lists the throwaway job without load errors.
 #
-# Exit code: the suite's own. 0 when only scenarios listed in baseline.yml fail; 1 on any other
-# failure or on a stale baseline entry (a listed scenario that now passes). 2 for a setup error.
+# Exit code: the suite's own (the first non-zero of the two runs). 0 when only scenarios listed
+# in baseline.yml fail; 1 on any other failure or on a stale baseline entry (a listed scenario
+# that now passes). 2 for a setup error.
 #
 # Environment knobs
 #   CONFORMANCE_TOOLS_DIR  where to install the tooling (default: <repo>/.tools/conformance)
@@ -103,7 +108,7 @@ cleanup() {
     if [ "$rc" -eq 0 ] && [ "${CONFORMANCE_KEEP:-0}" != 1 ]; then
         rm -rf "$WORK"
     else
-        say "kept $WORK (server.log, proxy.log, suite.log, results/)"
+        say "kept $WORK (<target>-server.log, -proxy.log, -suite.log, -results/)"
     fi
     exit "$rc"
 }
@@ -114,7 +119,7 @@ trap 'exit 143' TERM
 
 PROJECT="$WORK/project"
 JOB="$PROJECT/.deepwork/jobs/$JOB_NAME"
-mkdir -p "$JOB/steps" "$WORK/var" "$WORK/results"
+mkdir -p "$JOB/steps" "$WORK/var"
 # A small valid job (deepwork 0.9.1 job.yml format) so that get_workflows lists something.
 cat >"$JOB/job.yml" <<'YAML'
 name: conformance_demo
@@ -175,49 +180,53 @@ socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=0.2).close()' 
     return 1
 }
 
-SERVER_PORT=$(free_port)
-PROXY_PORT=$(free_port)
-while [ "$PROXY_PORT" = "$SERVER_PORT" ]; do PROXY_PORT=$(free_port); done
 TOKEN=$(python3 -c 'import secrets; print(secrets.token_urlsafe(24))')
 
 cd "$ROOT"
-# DATABASE_URL unset + DEEPWORK_VAR_DIR: a fresh SQLite file in the work folder (migrated by
-# mcpserve on start), never the developer's database.
-env -u DATABASE_URL -u DEEPWORK_MCP_TOKEN -u DEEPWORK_AGENT_ID \
-    DEEPWORK_VAR_DIR="$WORK/var" \
-    "$PY" manage.py mcpserve --path "$PROJECT" --transport http \
-    --port "$SERVER_PORT" --token="$TOKEN" >"$WORK/server.log" 2>&1 &
-SERVER_PID=$!
-CONFORMANCE_PROXY_TOKEN="$TOKEN" \
-    "$PY" "$HERE/auth_proxy.py" --port "$PROXY_PORT" --upstream-port "$SERVER_PORT" \
-    >"$WORK/proxy.log" 2>&1 &
-PROXY_PID=$!
-wait_port "$SERVER_PORT" "$SERVER_PID" "$WORK/server.log" || exit 2
-wait_port "$PROXY_PORT" "$PROXY_PID" "$WORK/proxy.log" || exit 2
-say "mcpserve (pid $SERVER_PID) on :$SERVER_PORT behind the auth proxy (pid $PROXY_PID)" \
-    "on :$PROXY_PORT"
+# DATABASE_URL unset + DEEPWORK_VAR_DIR: a fresh SQLite file in the work folder, never the
+# developer's database.
+# An array, not a function: `"${RUN_ENV[@]}" cmd &` forks cmd itself, so $! is its pid.
+RUN_ENV=(env -u DATABASE_URL -u DEEPWORK_MCP_TOKEN -u DEEPWORK_AGENT_ID -u ALLOWED_HOSTS
+    DEEPWORK_VAR_DIR="$WORK/var")
 
-# Preflight: auth is really on (401 without the token), the proxy supplies it, and
-# get_workflows lists the throwaway job.
-"$PY" "$HERE/preflight.py" "$SERVER_PORT" "$PROXY_PORT" "$JOB_NAME" \
-    || die "preflight failed (see above)"
-ready=$(date +%s)
+# run_target NAME TOKEN BASELINE COMMAND...: start COMMAND (which must listen on $SERVER_PORT
+# and serve /mcp behind TOKEN) and the auth proxy, preflight, run the suite with BASELINE as the
+# expected failures; sets TARGET_RC.
+run_target() {
+    local name=$1 token=$2 baseline=$3 rc
+    shift 3
+    "${RUN_ENV[@]}" "$@" >"$WORK/$name-server.log" 2>&1 &
+    SERVER_PID=$!
+    CONFORMANCE_PROXY_TOKEN="$token" \
+        "$PY" "$HERE/auth_proxy.py" --port "$PROXY_PORT" --upstream-port "$SERVER_PORT" \
+        >"$WORK/$name-proxy.log" 2>&1 &
+    PROXY_PID=$!
+    wait_port "$SERVER_PORT" "$SERVER_PID" "$WORK/$name-server.log" || exit 2
+    wait_port "$PROXY_PORT" "$PROXY_PID" "$WORK/$name-proxy.log" || exit 2
+    say "$name (pid $SERVER_PID) on :$SERVER_PORT behind the auth proxy (pid $PROXY_PID)" \
+        "on :$PROXY_PORT"
 
-# --- 4. The suite ---------------------------------------------------------------------------
-URL="http://127.0.0.1:$PROXY_PORT/mcp"
-say "running: conformance server --url $URL --expected-failures tests/conformance/baseline.yml" \
-    "${CONFORMANCE_ARGS:-}"
-set +e
-# shellcheck disable=SC2086  # CONFORMANCE_ARGS is split on purpose
-conformance server --url "$URL" -o "$WORK/results" \
-    --expected-failures "$HERE/baseline.yml" ${CONFORMANCE_ARGS:-} 2>&1 | tee "$WORK/suite.log"
-rc=${PIPESTATUS[0]}
-set -e
-finished=$(date +%s)
+    # Preflight: auth is really on (401 without the token), the proxy supplies it, and
+    # get_workflows lists the throwaway job.
+    "$PY" "$HERE/preflight.py" "$SERVER_PORT" "$PROXY_PORT" "$JOB_NAME" \
+        || die "$name: preflight failed (see above)"
 
-# Count scenarios from the results, the way the suite judges them for the baseline: a scenario
-# fails when any of its checks is FAILURE or WARNING.
-read -r passed failed < <(python3 - "$WORK/results" <<'PY'
+    local url="http://127.0.0.1:$PROXY_PORT/mcp" results="$WORK/$name-results"
+    mkdir -p "$results"
+    say "$name: conformance server --url $url --expected-failures ${baseline#"$ROOT/"}" \
+        "${CONFORMANCE_ARGS:-}"
+    set +e
+    # shellcheck disable=SC2086  # CONFORMANCE_ARGS is split on purpose
+    conformance server --url "$url" -o "$results" \
+        --expected-failures "$baseline" ${CONFORMANCE_ARGS:-} 2>&1 \
+        | tee "$WORK/$name-suite.log"
+    rc=${PIPESTATUS[0]}
+    set -e
+
+    # Count scenarios from the results, the way the suite judges them for the baseline: a
+    # scenario fails when any of its checks is FAILURE or WARNING.
+    local passed failed
+    read -r passed failed < <(python3 - "$results" <<'PY'
 import glob, json, os, sys
 passed = failed = 0
 for path in glob.glob(os.path.join(sys.argv[1], "*", "checks.json")):
@@ -230,12 +239,52 @@ for path in glob.glob(os.path.join(sys.argv[1], "*", "checks.json")):
 print(passed, failed)
 PY
 )
-if [ "$rc" -eq 0 ]; then
-    verdict="PASS: $passed scenarios passed, $failed failed as baselined"
-else
-    verdict="FAIL: $passed scenarios passed, $failed failed; unexpected failures or stale"
-    verdict="$verdict baseline entries are listed above"
-fi
-say "$verdict; suite exit code $rc; $((finished - started))s total" \
-    "(tooling $((tooled - started))s, server start $((ready - tooled))s, suite $((finished - ready))s)"
+    if [ "$rc" -eq 0 ]; then
+        VERDICTS+=("$name PASS: $passed scenarios passed, $failed failed as baselined")
+    else
+        VERDICTS+=("$name FAIL: $passed scenarios passed, $failed failed; unexpected failures or stale baseline entries are listed above")
+    fi
+    stop_pid "$PROXY_PID"
+    stop_pid "$SERVER_PID"
+    PROXY_PID="" SERVER_PID=""
+    TARGET_RC=$rc
+}
+
+VERDICTS=()
+SERVER_PORT=$(free_port)
+PROXY_PORT=$(free_port)
+while [ "$PROXY_PORT" = "$SERVER_PORT" ]; do PROXY_PORT=$(free_port); done
+ready=$(date +%s)
+
+# 4a. `mcpserve --transport http` (it migrates the fresh database on start).
+run_target mcpserve "$TOKEN" "$HERE/baseline.yml" "$PY" manage.py mcpserve --path "$PROJECT" --transport http \
+    --port "$SERVER_PORT" --token="$TOKEN"
+mcpserve_rc=$TARGET_RC
+
+# 4b. `/mcp` of the ASGI application `make run` serves, with an API token allowed MCP and
+# bound to the throwaway project (a user who may drive sessions owns it).
+HOSTED_TOKEN=$("${RUN_ENV[@]}" CONFORMANCE_PROJECT="$PROJECT" "$PY" manage.py shell -c '
+import os
+from pathlib import Path
+from django.contrib.auth.models import Permission, User
+from api.services import api_token_create
+from workflows.services.projects import project_ensure
+user = User.objects.create_user("conformance")
+user.user_permissions.add(Permission.objects.get(codename="drive_session"))
+project = project_ensure(root_path=Path(os.environ["CONFORMANCE_PROJECT"]).resolve())
+print(api_token_create(user=user, name="conformance", mcp=True, mcp_project=project)[1])
+' 2>>"$WORK/hosted-setup.log" | tail -n 1) || die "could not make the hosted token"
+# Stateless serving adds the entries of baseline-hosted.yml (each explained there).
+HOSTED_BASELINE="$WORK/hosted-baseline.yml"
+{ cat "$HERE/baseline.yml"; grep -E '^[[:space:]]+- ' "$HERE/baseline-hosted.yml"; } \
+    >"$HOSTED_BASELINE"
+run_target hosted "$HOSTED_TOKEN" "$HOSTED_BASELINE" "$ROOT/.venv/bin/uvicorn" deepwork_site.asgi:application \
+    --host 127.0.0.1 --port "$SERVER_PORT"
+hosted_rc=$TARGET_RC
+finished=$(date +%s)
+
+rc=$(( mcpserve_rc != 0 ? mcpserve_rc : hosted_rc ))
+for verdict in "${VERDICTS[@]}"; do say "$verdict"; done
+say "suite exit codes: mcpserve $mcpserve_rc, hosted $hosted_rc; $((finished - started))s total" \
+    "(tooling $((tooled - started))s, servers and suites $((finished - ready))s)"
 exit "$rc"

@@ -25,6 +25,12 @@ STATIC = {
     "get_review_instructions",
     "get_configured_reviews",
     "mark_review_as_passed",
+    # `--generation both` (the default) adds DeepWork 0.14's tools and ours beside them.
+    "register_session_job",
+    "get_session_job",
+    "get_named_schemas",
+    "get_active_workflow",
+    "validate_step_outputs",
 }
 WORKFLOW_TOOLS = {
     "workflow_demo_main",

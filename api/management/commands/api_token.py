@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from api.selectors import api_token_find, api_token_list
 from api.services import api_token_create, api_token_revoke
 from workflows.errors import WorkflowError
+from workflows.models import Project
 
 
 class Command(BaseCommand):
@@ -24,6 +25,15 @@ class Command(BaseCommand):
         create = commands.add_parser("create", help="Make a token; prints its secret once.")
         create.add_argument("--user", required=True, help="Username the token acts as.")
         create.add_argument("--name", required=True, help="What the token is for, e.g. 'ci'.")
+        create.add_argument(
+            "--mcp",
+            action="store_true",
+            help="The token may connect to /mcp as an agent (its own identity and stack).",
+        )
+        create.add_argument(
+            "--project",
+            help="With --mcp: the only project (id or root path) the token may use over MCP.",
+        )
         listing = commands.add_parser("list", help="List tokens (never their secrets).")
         listing.add_argument("--user", help="Only this user's tokens.")
         revoke = commands.add_parser("revoke", help="Revoke a token at once.")
@@ -39,7 +49,19 @@ class Command(BaseCommand):
         user = get_user_model().objects.filter(username=options["user"]).first()
         if user is None:
             raise CommandError(f"No user named '{options['user']}'")
-        token, secret = api_token_create(user=user, name=options["name"])
+        project = None
+        if options["project"]:
+            ref = options["project"]
+            project = (
+                Project.objects.filter(pk=int(ref)).first()
+                if ref.isdigit()
+                else Project.objects.filter(root_path=ref).first()
+            )
+            if project is None:
+                raise CommandError(f"No project {ref!r} (give its id or root path)")
+        token, secret = api_token_create(
+            user=user, name=options["name"], mcp=options["mcp"], mcp_project=project
+        )
         self.stderr.write(
             f"Token {token.prefix}… '{token.name}' for {user.get_username()} made. "
             "Its secret follows; it is not shown again."
@@ -50,6 +72,9 @@ class Command(BaseCommand):
         for token in api_token_list(username=options["user"]):
             state = f"revoked {token.revoked_at:%Y-%m-%d %H:%M}" if token.is_revoked else "live"
             used = f"{token.last_used_at:%Y-%m-%d %H:%M}" if token.last_used_at else "never"
+            if token.mcp:
+                scope = f"project {token.mcp_project_id}" if token.mcp_project_id else "any project"
+                state += f", MCP ({scope})"
             self.stdout.write(
                 f"{token.pk}\t{token.prefix}…\t{token.user.get_username()}\t{token.name}\t"
                 f"last used {used}\t{state}"

@@ -1,0 +1,659 @@
+"""Hosted MCP: ``/mcp`` of the web server, where every API token allowed MCP is an agent.
+
+An agent anywhere adds one URL and one token to its MCP configuration. Each request passes,
+in order: FastMCP's Host/Origin guard (the one ``mcpserve --transport http`` uses, fed with
+``ALLOWED_HOSTS``), the MCP SDK's request body limit, the bearer token (``ApiToken`` with
+``mcp`` set, its user allowed to drive sessions), the project (the token's own, or named by
+the request), then the FastMCP app of that project and toolsets.
+
+Why stateless: every worker (and machine) behind the same database serves any request. The
+MCP SDK's stateless streamable HTTP keeps nothing between requests (no session ids, no
+streams to resume), so a handshake-era client's next call may land on another worker; the
+2026-07-28 era is sessionless anyway. Everything an agent's calls share (its stack) is in the
+database, found through the token.
+
+Per process, one FastMCP server per (project, toolsets) is built on first use and kept; its
+tools act through a ``HostedState`` whose agent is the one of the request being served (a
+context variable set here, copied by asyncio into the tool's task and by asgiref into the
+database thread the request was given, one of a small pool per process).
+
+A request stays authorised only as long as its token: while a request is open (a long tool
+call, a stream), the token is checked again every ``DEEPWORK_MCP_RECHECK_SECONDS``; a token
+revoked meanwhile ends the request with an error naming the revocation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio
+from asgiref.sync import ThreadSensitiveContext
+from django.conf import settings
+from django.utils.text import slugify
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.models import ApiToken
+from api.services import api_token_authenticate
+from mcp_bridge.state import ServerConfig, ServerState
+from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
+from reviews.services import REVIEW_TIMEOUT_SECONDS
+from workflows.db import DatabaseBusy, db_sync_to_async, retrying_when_busy
+from workflows.errors import InvalidInput
+from workflows.models import Agent, Project
+from workflows.services import agents as agent_services
+from workflows.services.catalog import Catalog
+
+logger = logging.getLogger("deepwork.mcp.hosted")
+# Stateless serving opens and closes a transport per request; the SDK logs each at INFO.
+logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
+
+MCP_PATH = "/mcp"
+PROJECT_HEADER = "x-deepwork-project"
+TOOLSETS_HEADER = "x-deepwork-toolsets"
+AGENT_HEADER = "x-deepwork-agent"
+# What the token's user must be allowed: MCP tools start and hand in sessions.
+DRIVE = "workflows.drive_session"
+# The SDK refuses larger bodies with 413; a cut-off request's id is read from at most this.
+MAX_BODY_KEPT = 4 * 1024 * 1024
+SUB_AGENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+AGENT_CACHE_SIZE = 4096
+
+
+def _setting(name: str, default: str) -> str:
+    """A Django setting if defined, else the environment variable of the same name."""
+    value = getattr(settings, name, None)
+    if value is None:
+        value = os.environ.get(name) or default
+    return str(value)
+
+
+@dataclass(frozen=True)
+class HostedConfig:
+    """How ``/mcp`` serves: read once per process from settings or the environment."""
+
+    toolsets: tuple[str, ...]
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+    recheck_seconds: float
+    external_runner: str | None
+    external_runner_cmd: str | None
+    quality_gate_timeout: int
+
+    @classmethod
+    def from_settings(cls) -> HostedConfig:
+        return cls(
+            toolsets=parse_toolsets(_setting("DEEPWORK_MCP_TOOLSETS", "deepwork")),
+            allowed_hosts=tuple(_hosts_of(settings.ALLOWED_HOSTS)),
+            allowed_origins=tuple(getattr(settings, "CSRF_TRUSTED_ORIGINS", ())),
+            recheck_seconds=float(_setting("DEEPWORK_MCP_RECHECK_SECONDS", "5")),
+            external_runner=_setting("DEEPWORK_MCP_EXTERNAL_RUNNER", "") or None,
+            external_runner_cmd=_setting("DEEPWORK_MCP_EXTERNAL_RUNNER_CMD", "") or None,
+            quality_gate_timeout=int(
+                _setting("DEEPWORK_MCP_QUALITY_GATE_TIMEOUT", str(REVIEW_TIMEOUT_SECONDS))
+            ),
+        )
+
+
+def _hosts_of(django_hosts: list[str]) -> list[str]:
+    """Django's ``ALLOWED_HOSTS`` as the guard's patterns: ``.example.com`` is the domain and
+    every name under it; ``*`` allows any host."""
+    hosts: list[str] = []
+    for host in django_hosts:
+        if host.startswith("."):
+            hosts += [host[1:], f"*{host}"]
+        else:
+            hosts.append(host)
+    return hosts
+
+
+# --- Identity -------------------------------------------------------------------------------
+
+
+@dataclass
+class Identity:
+    """Who one request acts as: the token, its project and toolsets, and its agent."""
+
+    token_id: int
+    project: Project
+    toolsets: tuple[str, ...]
+    agent: Agent
+    # The caller's stack as the last answer showed it, for the call log.
+    last_stack: list[Any] = field(default_factory=list)
+
+
+_identity: contextvars.ContextVar[Identity | None] = contextvars.ContextVar(
+    "deepwork_hosted_identity", default=None
+)
+
+
+def current_identity() -> Identity:
+    identity = _identity.get()
+    if identity is None:
+        raise RuntimeError("No hosted MCP request is being served in this context")
+    return identity
+
+
+class Refused(Exception):
+    """A request ``/mcp`` will not serve: its HTTP status, a short code and plain words."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def token_agent_id(token: ApiToken, sub_agent: str | None = None) -> str:
+    """The agent id of ``token`` (``token-<id>-<name>``: a new token never inherits an old
+    one's stack), or of its sub-agent ``sub_agent`` (``token-<id>-<name>/<sub_agent>``)."""
+    base = f"token-{token.pk}"
+    slug = slugify(token.name)[:32]
+    if slug:
+        base += f"-{slug}"
+    if sub_agent is None:
+        return base
+    if not SUB_AGENT.fullmatch(sub_agent):
+        raise Refused(
+            400,
+            "invalid_agent",
+            "X-Deepwork-Agent must be 1 to 64 letters, digits, '.', '_' or '-' and start with "
+            f"a letter or digit; got {sub_agent[:80]!r}",
+        )
+    return f"{base}/{sub_agent}"
+
+
+# A person's permission to drive sessions, as last read: (when read, allowed). Read again after
+# the re-check interval, so a withdrawn permission takes effect as fast as a revoked token on
+# an open request; the token itself is looked up on every request.
+_permissions: dict[int, tuple[float, bool]] = {}
+PERMISSION_TTL = 5.0
+
+
+def _may_drive(token: ApiToken) -> bool:
+    now = time.monotonic()
+    found = _permissions.get(token.user_id)
+    if found is None or now - found[0] > PERMISSION_TTL:
+        found = (now, token.user.has_perm(DRIVE))
+        _permissions[token.user_id] = found
+    return found[1]
+
+
+# Projects by id: their rows do not change while agents work (the folder is checked anyway).
+_projects: dict[int, Project] = {}
+
+
+def _project_by_id(pk: int) -> Project | None:
+    project = _projects.get(pk)
+    if project is None:
+        project = Project.objects.filter(pk=pk).first()
+        if project is not None:
+            _projects[pk] = project
+    return project
+
+
+def _project(token: ApiToken, ref: str | None) -> Project:
+    bound = _project_by_id(token.mcp_project_id) if token.mcp_project_id else None
+    if not ref:
+        if bound is None:
+            raise Refused(
+                400,
+                "project_required",
+                "Name the project: add ?project=<id> to the URL or send the header "
+                "X-Deepwork-Project with its id or root path (this token is not bound to one)",
+            )
+        return bound
+    if bound is not None and ref not in (str(bound.pk), bound.root_path):
+        raise Refused(
+            403,
+            "forbidden",
+            f"This token may use only project {bound.pk} ({bound.root_path}), not {ref[:200]!r}",
+        )
+    found = (
+        _project_by_id(int(ref)) if ref.isdigit() else Project.objects.filter(root_path=ref).first()
+    )
+    if found is None:
+        raise Refused(404, "not_found", f"No project {ref[:200]!r} (give its id or root path)")
+    return found
+
+
+# Agents never change identity; the row is found once per process, not on every request.
+_agents: OrderedDict[tuple[int, str], Agent] = OrderedDict()
+
+
+_agents_lock = threading.Lock()
+
+
+def _agent(project: Project, agent_id: str) -> Agent:
+    key = (project.pk, agent_id)
+    agent = _agents.get(key)
+    if agent is None:
+        agent = agent_services.agent_ensure(project=project, agent_id=agent_id)
+        with _agents_lock:
+            _agents[key] = agent
+            if len(_agents) > AGENT_CACHE_SIZE:
+                _agents.popitem(last=False)
+    return agent
+
+
+def identify(
+    *,
+    secret: str | None,
+    project_ref: str | None,
+    toolsets_ref: str | None,
+    sub_agent: str | None,
+    default_toolsets: tuple[str, ...],
+) -> Identity:
+    """The identity a request's headers name, or ``Refused`` saying why there is none."""
+    if not secret:
+        raise Refused(401, "unauthorized", "Send Authorization: Bearer <API token>")
+    token = api_token_authenticate(secret=secret)
+    if token is None:
+        raise Refused(
+            401, "unauthorized", "The token is unknown or revoked, or its user is inactive"
+        )
+    if not token.mcp:
+        raise Refused(
+            403,
+            "forbidden",
+            f"Token {token.prefix}… may not use MCP; make one that may "
+            "(manage.py api_token create --mcp, or tick MCP in the admin)",
+        )
+    if not _may_drive(token):
+        raise Refused(403, "forbidden", f"This needs the permission '{DRIVE}'")
+    try:
+        toolsets = parse_toolsets(toolsets_ref) if toolsets_ref else default_toolsets
+    except UnknownToolset as exc:
+        raise Refused(400, "unknown_toolset", str(exc)) from None
+    project = _project(token, project_ref)
+    try:
+        agent = _agent(project, token_agent_id(token, sub_agent))
+    except InvalidInput as exc:
+        raise Refused(400, "invalid_agent", str(exc)) from None
+    return Identity(token_id=token.pk, project=project, toolsets=toolsets, agent=agent)
+
+
+def still_authorised(token_id: int) -> bool:
+    """Whether the token may still use MCP: live, MCP allowed, its user active and allowed."""
+    token = (
+        ApiToken.objects.select_related("user")
+        .filter(pk=token_id, revoked_at__isnull=True, mcp=True, user__is_active=True)
+        .first()
+    )
+    return token is not None and token.user.has_perm(DRIVE)
+
+
+# --- The state the tools see ----------------------------------------------------------------
+
+
+class HostedState(ServerState):
+    """A server's state for one project, whose agent is the one of the request in hand."""
+
+    def __init__(self, config: ServerConfig, project: Project) -> None:
+        super().__init__(config)
+        self._hosted_project = project
+        self._hosted_catalog = Catalog(project)
+
+    def project(self) -> Project:
+        return self._hosted_project
+
+    def catalog(self) -> Catalog:
+        return self._hosted_catalog
+
+    def agent(self) -> Agent:
+        return current_identity().agent
+
+    def sub_agent(self, name: str) -> Agent:
+        """The agent ``name`` under the request's token (e.g. DeepWork 0.14's ``agent_id``),
+        with its own stack; created on first use."""
+        identity = current_identity()
+        token = ApiToken.objects.get(pk=identity.token_id)
+        return _agent(identity.project, token_agent_id(token, name))
+
+    def claimed_agent(self) -> Agent | None:
+        # No process holds a hosted agent: it is whoever presents the token.
+        return None
+
+    def ready(self) -> bool:
+        return True
+
+    def release(self) -> None:
+        pass
+
+    @property
+    def last_stack(self) -> list[Any]:
+        identity = _identity.get()
+        return identity.last_stack if identity is not None else []
+
+    @last_stack.setter
+    def last_stack(self, stack: list[Any]) -> None:
+        identity = _identity.get()
+        if identity is not None:
+            identity.last_stack = stack
+
+
+def _build_state(project: Project, config: HostedConfig) -> HostedState:
+    root = Path(project.root_path)
+    if not root.is_dir():
+        raise Refused(
+            409,
+            "project_unavailable",
+            f"Project folder {project.root_path} is not on this server; its agents connect "
+            "to a server where it is",
+        )
+    return HostedState(
+        ServerConfig(
+            project_root=root,
+            external_runner=config.external_runner,
+            external_runner_cmd=config.external_runner_cmd,
+            quality_gate_timeout=config.quality_gate_timeout,
+        ),
+        project,
+    )
+
+
+# --- One FastMCP app per (project, toolsets), started on first use ----------------------------
+
+
+class _Servers:
+    """This process's FastMCP apps. Each app's lifespan (the SDK's session manager) runs in a
+    task of its own, started on first use and stopped by ``shutdown``: a lifespan must end in
+    the task it began in."""
+
+    def __init__(self) -> None:
+        self._apps: dict[tuple[int, tuple[str, ...]], ASGIApp] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._lock: asyncio.Lock | None = None
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _for_this_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._apps, self._tasks = {}, []
+            self._lock, self._stop, self._loop = asyncio.Lock(), asyncio.Event(), loop
+
+    async def app_for(self, identity: Identity, config: HostedConfig) -> ASGIApp:
+        self._for_this_loop()
+        key = (identity.project.pk, identity.toolsets)
+        app = self._apps.get(key)
+        if app is not None:
+            return app
+        assert self._lock is not None
+        async with self._lock:
+            app = self._apps.get(key)
+            if app is None:
+                app = await self._start(identity, config)
+                self._apps[key] = app
+        return app
+
+    async def _start(self, identity: Identity, config: HostedConfig) -> ASGIApp:
+        from mcp_bridge.server import server_for_state
+
+        state = await db_sync_to_async(_build_state)(identity.project, config)
+        mcp = server_for_state(state, toolsets=identity.toolsets)
+        # The guard runs in front of the token check (HostedMcp), so the app needs none.
+        app = mcp.http_app(path=MCP_PATH, stateless_http=True, host_origin_protection=False)
+        ready = asyncio.Event()
+        assert self._stop is not None
+        stop = self._stop
+
+        async def run() -> None:
+            async with app.router.lifespan_context(app):
+                ready.set()
+                await stop.wait()
+
+        # A fresh context: the lifespan must not carry the identity of the request starting it.
+        task = asyncio.get_running_loop().create_task(run(), context=contextvars.Context())
+        self._tasks.append(task)
+        waiting = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({task, waiting}, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            waiting.cancel()
+            task.result()  # raises what the lifespan raised
+        logger.info(
+            "Serving /mcp for project %s with toolsets %s in worker %d",
+            identity.project.pk,
+            ",".join(identity.toolsets),
+            os.getpid(),
+        )
+        return app
+
+    async def shutdown(self) -> None:
+        if self._loop is not asyncio.get_running_loop() or self._stop is None:
+            return
+        self._stop.set()
+        tasks, self._tasks, self._apps = self._tasks, [], {}
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loop = None
+
+
+_servers = _Servers()
+
+
+async def shutdown() -> None:
+    """Stop this process's MCP apps (ASGI lifespan shutdown)."""
+    await _servers.shutdown()
+
+
+# --- Database threads --------------------------------------------------------------------------
+
+
+class _DatabaseThreads:
+    """The threads that run this process's MCP database work, each with its own connection.
+
+    Django code called from async code runs on one thread per "thread-sensitive context"; left
+    alone, every request of a worker would queue for a single thread. Each request here gets
+    the least busy of ``DEEPWORK_MCP_DB_THREADS`` long-lived threads (default 4 on PostgreSQL;
+    1 on SQLite, which takes one writer at a time anyway).
+    """
+
+    def __init__(self) -> None:
+        self._executors: list[ThreadPoolExecutor] = []
+        self._busy: list[int] = []
+
+    def _start(self) -> None:
+        default = "1" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "4"
+        count = max(1, int(_setting("DEEPWORK_MCP_DB_THREADS", default)))
+        self._executors = [
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="deepwork-mcp-db")
+            for _ in range(count)
+        ]
+        self._busy = [0] * count
+
+    @asynccontextmanager
+    async def one(self) -> AsyncIterator[None]:
+        if not self._executors:
+            self._start()
+        chosen = min(range(len(self._busy)), key=self._busy.__getitem__)
+        self._busy[chosen] += 1
+        try:
+            async with ThreadSensitiveContext(executor=self._executors[chosen]):
+                yield
+        finally:
+            self._busy[chosen] -= 1
+
+
+_database_threads = _DatabaseThreads()
+
+
+# --- The ASGI app of /mcp ---------------------------------------------------------------------
+
+
+def _json_rpc_error(message: str, request_id: Any = None, code: int = -32600) -> bytes:
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+    return json.dumps(body).encode()
+
+
+async def _refuse(send: Send, refusal: Refused) -> None:
+    headers = [(b"content-type", b"application/json")]
+    if refusal.status == 401:
+        headers.append((b"www-authenticate", b'Bearer error="invalid_token"'))
+    await send({"type": "http.response.start", "status": refusal.status, "headers": headers})
+    await send({"type": "http.response.body", "body": _json_rpc_error(refusal.message)})
+
+
+def _bearer(headers: Headers) -> str | None:
+    scheme, _, secret = headers.get("authorization", "").partition(" ")
+    return secret.strip() or None if scheme.lower() == "bearer" else None
+
+
+def _request_id(body: bytes) -> Any:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    return message.get("id") if isinstance(message, dict) else None
+
+
+REVOKED = "The API token of this request was revoked (or may no longer use MCP); request ended"
+
+
+async def _serve_while_authorised(
+    app: ASGIApp, identity: Identity, interval: float, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """``app`` serving the request, ended as soon as a re-check finds the token gone."""
+    body = bytearray()
+    started = ended = streaming = False
+    revoked = False
+
+    async def keeping_body() -> Message:
+        message = await receive()
+        if message["type"] == "http.request" and len(body) <= MAX_BODY_KEPT:
+            body.extend(message.get("body", b""))
+        return message
+
+    async def tracking(message: Message) -> None:
+        nonlocal started, ended, streaming
+        if message["type"] == "http.response.start":
+            started = True
+            content_type = Headers(raw=message.get("headers", [])).get("content-type", "")
+            streaming = content_type.startswith("text/event-stream")
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            ended = True
+        await send(message)
+
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            nonlocal revoked
+            while True:
+                await anyio.sleep(interval)
+                if not await db_sync_to_async(still_authorised)(identity.token_id):
+                    revoked = True
+                    group.cancel_scope.cancel()
+                    return
+
+        group.start_soon(watch)
+        await app(scope, keeping_body, tracking)
+        group.cancel_scope.cancel()
+
+    if not revoked or ended:
+        return
+    logger.warning("Ended a request of agent %s: its token was revoked", identity.agent.agent_id)
+    if not started:
+        await _refuse(send, Refused(401, "unauthorized", REVOKED))
+        return
+    if streaming:
+        error = _json_rpc_error(REVOKED, _request_id(bytes(body)), code=-32001)
+        event = b"event: message\r\ndata: " + error + b"\r\n\r\n"
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class HostedMcp:
+    """The ASGI app of ``/mcp``: Host/Origin guard, token and project, then the MCP app."""
+
+    def __init__(self) -> None:
+        self._config: HostedConfig | None = None
+        self._guarded: ASGIApp | None = None
+
+    @property
+    def config(self) -> HostedConfig:
+        if self._config is None:
+            self._config = HostedConfig.from_settings()
+        return self._config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._guarded is None:
+            from fastmcp.server.http import HostOriginGuardMiddleware
+            from mcp.server.transport_security import (
+                DEFAULT_MAX_REQUEST_BODY_SIZE,
+                RequestBodyLimitMiddleware,
+            )
+
+            # The guard of `mcpserve --transport http` (strict: every request is checked), then
+            # the SDK's body limit, here before the token too: an oversized request connects
+            # no agent.
+            self._guarded = HostOriginGuardMiddleware(
+                RequestBodyLimitMiddleware(self._authenticated, DEFAULT_MAX_REQUEST_BODY_SIZE),
+                allowed_hosts=self.config.allowed_hosts,
+                allowed_origins=self.config.allowed_origins,
+                mode="strict",
+            )
+        await self._guarded(scope, receive, send)
+
+    async def _authenticated(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with _database_threads.one():
+            await self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = Headers(scope=scope)
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        config = self.config
+
+        def first(name: str, header: str) -> str | None:
+            return headers.get(header) or (query.get(name) or [None])[0]
+
+        lookup: Callable[[], Identity] = lambda: identify(  # noqa: E731
+            secret=_bearer(headers),
+            project_ref=first("project", PROJECT_HEADER),
+            toolsets_ref=first("toolsets", TOOLSETS_HEADER),
+            sub_agent=headers.get(AGENT_HEADER),
+            default_toolsets=config.toolsets,
+        )
+        try:
+            identity = await db_sync_to_async(retrying_when_busy(lookup))()
+            app = await _servers.app_for(identity, config)
+        except Refused as refusal:
+            await _refuse(send, refusal)
+            return
+        except DatabaseBusy:
+            await _refuse(send, Refused(503, "database_busy", "The database is busy; retry"))
+            return
+        reset = _identity.set(identity)
+        try:
+            await _serve_while_authorised(
+                app, identity, config.recheck_seconds, scope, receive, send
+            )
+        finally:
+            _identity.reset(reset)
+
+
+def with_mcp(
+    app: Any, mcp: ASGIApp, path: str = MCP_PATH
+) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+    """``app`` for every HTTP request except those to ``path`` (and below), which go to
+    ``mcp``."""
+
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        request_path = scope.get("path", "")
+        if request_path == path or request_path.startswith(path + "/"):
+            await mcp(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return route

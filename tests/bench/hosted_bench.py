@@ -1,0 +1,394 @@
+#!/usr/bin/env python
+"""``make bench``: many agents over ``/mcp`` of the web server next to the same agents on stdio.
+
+On a throwaway PostgreSQL database (and Redis for the live channel when it answers), each of
+``--agents`` agents (default 50) runs one workflow of ``--steps`` steps (default 20) at the same
+time: ``start_workflow`` then one ``finished_step`` per step. Twice, in the same run:
+
+- **hosted**: every agent its own API token, all through ``/mcp`` of
+  ``uvicorn deepwork_site.asgi:application --workers N`` (``--workers``, default 2), FastMCP
+  clients in the 2026-07-28 era;
+- **stdio**: every agent its own ``manage.py mcpserve`` process (the way agents run today).
+
+Reported per mode: per-call p50/p95 of ``finished_step`` and of every call, wall time, errors,
+and lost transitions (read back from the database: every session must be completed with one
+finished step run per step). Missed targets do not fail the run; a broken harness does (exit 1).
+Without PostgreSQL (``--database-url`` or a PostgreSQL ``DATABASE_URL``) it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+MANAGE = str(ROOT / "manage.py")
+JOB = "bench_hosted"
+
+SETUP = """
+import json, os
+from pathlib import Path
+from django.contrib.auth.models import Permission, User
+from api.services import api_token_create
+from workflows.services.projects import project_ensure
+project = project_ensure(root_path=Path(os.environ["BENCH_PROJECT"]).resolve())
+user = User.objects.create_user("bench")
+user.user_permissions.add(Permission.objects.get(codename="drive_session"))
+secrets = [
+    api_token_create(user=user, name=f"agent {n}", mcp=True, mcp_project=project)[1]
+    for n in range(int(os.environ["BENCH_AGENTS"]))
+]
+print(json.dumps(secrets))
+"""
+
+# Per session: its status and how many step runs it finished.
+CHECK = """
+import json
+from django.db.models import Count, Q
+from workflows.models import WorkflowSession
+rows = WorkflowSession.objects.annotate(
+    done=Count("runs", filter=Q(runs__status="completed"))
+).values_list("agent__agent_id", "status", "done")
+print(json.dumps([list(row) for row in rows]))
+"""
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def job_yml(steps: int) -> str:
+    ids = [f"s{n}" for n in range(steps)]
+    lines = [
+        f"name: {JOB}",
+        'version: "1.0.0"',
+        'summary: "Many steps, no reviews"',
+        'common_job_info_provided_to_all_steps_at_runtime: "bench"',
+        "workflows:",
+        "  - name: main",
+        '    summary: "every step in turn"',
+        f"    steps: [{', '.join(ids)}]",
+        "steps:",
+    ]
+    for step in ids:
+        lines += [
+            f"  - id: {step}",
+            f'    name: "{step}"',
+            '    description: "a step"',
+            f"    instructions_file: steps/{step}.md",
+            "    outputs:",
+            '      out.md: {type: file, description: "out", required: true}',
+            "    reviews: []",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def make_project(base: Path, steps: int) -> Path:
+    project = base / "project"
+    job = project / ".deepwork" / "jobs" / JOB
+    (job / "steps").mkdir(parents=True)
+    (job / "job.yml").write_text(job_yml(steps))
+    for n in range(steps):
+        (job / "steps" / f"s{n}.md").write_text(f"# s{n}\n")
+    (project / "out.md").write_text("output\n")
+    return project.resolve()
+
+
+def redis_url() -> str | None:
+    url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/14"
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port or 6379), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            if sock.recv(16).startswith(b"+PONG"):
+                return url
+    except OSError:
+        pass
+    return None
+
+
+class Database:
+    """A throwaway PostgreSQL database next to the one ``url`` names."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self.psycopg = psycopg
+        parts = urlsplit(url)
+        self.name = f"deepwork_bench_hosted_{os.getpid()}"
+        self.admin = urlunsplit(parts._replace(path="/postgres"))
+        self.url = urlunsplit(parts._replace(path=f"/{self.name}"))
+
+    def _run(self, sql: str) -> None:
+        with self.psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def create(self) -> None:
+        self._run(f'CREATE DATABASE "{self.name}"')
+
+    def drop(self) -> None:
+        self._run(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+def manage(env: dict[str, str], *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(
+        [PYTHON, MANAGE, *args], env=env, cwd=ROOT, capture_output=True, text=True, input=stdin
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"manage.py {args[0]} failed: {done.stderr[-2000:]}")
+    return done.stdout
+
+
+async def run_agent(client: Any, steps: int, timings: dict[str, list[float]]) -> None:
+    calls = [("start_workflow", {"goal": "bench", "job_name": JOB, "workflow_name": "main"})]
+    calls += [("finished_step", {"outputs": {"out.md": "out.md"}})] * steps
+    for tool, args in calls:
+        started = time.perf_counter()
+        result = await client.call_tool(tool, args, raise_on_error=False)
+        timings[tool].append(time.perf_counter() - started)
+        if result.is_error:
+            raise RuntimeError(f"{tool}: {result.content[0].text}")
+
+
+async def run_mode(clients: list[Any], steps: int) -> dict[str, Any]:
+    """Connect every client first (a stdio server's start-up is not a call), then run all
+    agents at once."""
+    timings: dict[str, list[float]] = {"start_workflow": [], "finished_step": []}
+    connected = await asyncio.gather(
+        *(client.__aenter__() for client in clients), return_exceptions=True
+    )
+    errors = [repr(outcome) for outcome in connected if isinstance(outcome, BaseException)]
+    ready = [
+        client for client, outcome in zip(clients, connected, strict=True) if outcome is client
+    ]
+    started, cpu_before, own_before = (
+        time.perf_counter(),
+        servers_cpu_seconds(),
+        time.process_time(),
+    )
+    outcomes = await asyncio.gather(
+        *(run_agent(client, steps, timings) for client in ready), return_exceptions=True
+    )
+    wall, server_cpu = time.perf_counter() - started, servers_cpu_seconds() - cpu_before
+    client_cpu = time.process_time() - own_before
+    errors += [repr(outcome) for outcome in outcomes if isinstance(outcome, BaseException)]
+    for client in ready:
+        await client.__aexit__(None, None, None)
+    every = timings["start_workflow"] + timings["finished_step"]
+    return {
+        "wall_s": wall,
+        "server_cpu_ms_per_call": server_cpu * 1000 / max(1, len(every)),
+        # The clients share this one process: its CPU per call bounds what it can send.
+        "client_cpu_ms_per_call": client_cpu * 1000 / max(1, len(every)),
+        "calls": len(every),
+        "errors": errors,
+        "p50_ms": statistics.median(every) * 1000 if every else None,
+        "p95_ms": percentile(every, 95) * 1000 if every else None,
+        "finished_step_p50_ms": statistics.median(timings["finished_step"]) * 1000
+        if timings["finished_step"]
+        else None,
+        "finished_step_p95_ms": percentile(timings["finished_step"], 95) * 1000
+        if timings["finished_step"]
+        else None,
+    }
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def servers_cpu_seconds() -> float:
+    """CPU time so far of every process below this one (the servers, their workers), Linux."""
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, todo = 0.0, list(children.get(os.getpid(), []))
+    while todo:
+        pid = todo.pop()
+        total += cpu.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
+
+
+def percentile(values: list[float], pct: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(pct / 100 * (len(ordered) - 1)))]
+
+
+def lost_transitions(env: dict[str, str], prefix: str, agents: int, steps: int) -> int:
+    """Steps not recorded as done, over the sessions of agents whose id starts with ``prefix``."""
+    listed = json.loads(manage(env, "shell", "-c", CHECK).strip().splitlines()[-1])
+    rows = [row for row in listed if row[0].startswith(prefix)]
+    recorded = sum(done for _, status, done in rows if status == "completed")
+    return agents * steps - recorded
+
+
+def wait_port(process: subprocess.Popen[bytes], port: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"uvicorn exited: {process.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("uvicorn did not listen within 60 s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
+    options = parser.parse_args()
+    if not options.database_url.startswith("postgres"):
+        log("hosted bench: skipped, it needs PostgreSQL (--database-url or DATABASE_URL)")
+        return 0
+
+    from fastmcp import Client
+    from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+
+    database = Database(options.database_url)
+    redis = redis_url()
+    results: dict[str, Any] = {"agents": options.agents, "steps": options.steps}
+    with tempfile.TemporaryDirectory(prefix="deepwork-hosted-bench-") as base:
+        project = make_project(Path(base), options.steps)
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "DJANGO_SETTINGS_MODULE": "deepwork_site.settings",
+            "SECRET_KEY": "bench-not-secret",
+            "DEEPWORK_LOG_LEVEL": "WARNING",
+            "DEEPWORK_VAR_DIR": str(Path(base) / "var"),
+            "DATABASE_URL": database.url,
+            "BENCH_PROJECT": str(project),
+            "BENCH_AGENTS": str(options.agents),
+        }
+        if redis:
+            env["REDIS_URL"] = redis
+        database.create()
+        web = None
+        try:
+            manage(env, "migrate", "--noinput", "-v0")
+            secrets = json.loads(manage(env, "shell", "-c", SETUP).strip().splitlines()[-1])
+            port = free_port()
+            web = subprocess.Popen(
+                [PYTHON, "-m", "uvicorn", "deepwork_site.asgi:application"]
+                + ["--host", "127.0.0.1", "--port", str(port), "--workers", str(options.workers)]
+                + ["--log-level", "warning"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            wait_port(web, port)
+            log(f"hosted: {options.agents} agents x {options.steps} steps over /mcp")
+            hosted = [
+                Client(
+                    StreamableHttpTransport(
+                        f"http://127.0.0.1:{port}/mcp",
+                        headers={"Authorization": f"Bearer {secret}"},
+                    ),
+                    mode="auto",
+                    timeout=300,
+                )
+                for secret in secrets
+            ]
+            results["hosted"] = asyncio.run(run_mode(hosted, options.steps))
+            results["hosted"]["lost_transitions"] = lost_transitions(
+                env, "token-", options.agents, options.steps
+            )
+            log(f"stdio: {options.agents} agents x {options.steps} steps, one mcpserve each")
+            stdio = [
+                Client(
+                    StdioTransport(
+                        command=PYTHON,
+                        args=[
+                            MANAGE,
+                            "mcpserve",
+                            "--path",
+                            str(project),
+                            "--agent-id",
+                            f"stdio-{n}",
+                        ],
+                        env=env,
+                        cwd=str(project),
+                    ),
+                    mode="auto",
+                    timeout=300,
+                )
+                for n in range(options.agents)
+            ]
+            results["stdio"] = asyncio.run(run_mode(stdio, options.steps))
+            results["stdio"]["lost_transitions"] = lost_transitions(
+                env, "stdio-", options.agents, options.steps
+            )
+        finally:
+            if web is not None:
+                web.terminate()
+                web.wait(timeout=30)
+            database.drop()
+
+    results["redis"] = bool(redis)
+    results["workers"] = options.workers
+    print(
+        f"\nHosted MCP: {options.agents} agents x {options.steps} steps, PostgreSQL, "
+        f"Redis {'on' if redis else 'off'}, {options.workers} uvicorn workers"
+    )
+    print(
+        f"{'mode':8} {'p50 ms':>8} {'p95 ms':>8} {'finish p50':>11} {'finish p95':>11} "
+        f"{'wall s':>7} {'srv CPU ms/call':>16} {'client CPU':>11} {'errors':>7} {'lost':>5}"
+    )
+    for mode in ("hosted", "stdio"):
+        r = results[mode]
+        print(
+            f"{mode:8} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['finished_step_p50_ms']:11.1f} "
+            f"{r['finished_step_p95_ms']:11.1f} {r['wall_s']:7.1f} "
+            f"{r['server_cpu_ms_per_call']:16.1f} {r['client_cpu_ms_per_call']:11.1f} "
+            f"{len(r['errors']):7d} {r['lost_transitions']:5d}"
+        )
+    ratio = results["hosted"]["p50_ms"] / results["stdio"]["p50_ms"]
+    print(f"hosted/stdio p50: {ratio:.2f} (target <= 1.5)")
+    for mode in ("hosted", "stdio"):
+        for error in results[mode]["errors"][:5]:
+            print(f"{mode} error: {error}")
+    out = ROOT / ".bench"
+    out.mkdir(exist_ok=True)
+    (out / "hosted_results.json").write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except Exception as exc:  # a broken harness, not a slow server
+        log(f"hosted bench: harness error: {exc!r}")
+        sys.exit(1)

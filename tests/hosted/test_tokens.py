@@ -1,0 +1,77 @@
+"""Tokens allowed MCP: ``manage.py api_token create --mcp [--project]`` and the admin."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from api.models import ApiToken
+from api.services import api_token_create
+from tests.factories import make_user
+from workflows.errors import InvalidInput
+from workflows.services.projects import project_ensure
+
+pytestmark = pytest.mark.django_db
+
+
+def run(*args: str) -> str:
+    out = StringIO()
+    call_command("api_token", *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+@pytest.fixture
+def alice(db):
+    return make_user(username="alice")
+
+
+def test_the_command_makes_mcp_tokens_bound_or_not(alice, project_dir: Path):
+    project = project_ensure(root_path=project_dir)
+    run("create", "--user", "alice", "--name", "laptop", "--mcp", "--project", str(project.pk))
+    run("create", "--user", "alice", "--name", "ci", "--mcp", "--project", str(project_dir))
+    run("create", "--user", "alice", "--name", "roaming", "--mcp")
+    run("create", "--user", "alice", "--name", "rest")
+    tokens = {t.name: (t.mcp, t.mcp_project_id) for t in ApiToken.objects.all()}
+    assert tokens == {
+        "laptop": (True, project.pk),
+        "ci": (True, project.pk),
+        "roaming": (True, None),
+        "rest": (False, None),
+    }
+    listing = run("list")
+    assert "live, MCP (project" in listing
+    assert "live, MCP (any project)" in listing
+
+
+def test_the_command_refuses_a_project_without_mcp_or_unknown(alice, project_dir: Path):
+    project = project_ensure(root_path=project_dir)
+    with pytest.raises(CommandError, match="allow MCP to give it one"):
+        run("create", "--user", "alice", "--name", "x", "--project", str(project.pk))
+    with pytest.raises(CommandError, match="No project '999'"):
+        run("create", "--user", "alice", "--name", "x", "--mcp", "--project", "999")
+    with pytest.raises(InvalidInput):
+        api_token_create(user=alice, name="x", mcp_project=project)
+    assert not ApiToken.objects.exists()
+
+
+def test_the_admin_makes_mcp_tokens(admin_client, alice, project_dir: Path):
+    project = project_ensure(root_path=project_dir)
+    response = admin_client.post(
+        "/admin/api/apitoken/add/",
+        {"user": alice.pk, "name": "laptop", "mcp": "on", "mcp_project": project.pk},
+    )
+    assert response.status_code == 200
+    token = ApiToken.objects.get()
+    assert (token.mcp, token.mcp_project) == (True, project)
+    # A project without MCP is refused on the form, and nothing is made.
+    response = admin_client.post(
+        "/admin/api/apitoken/add/", {"user": alice.pk, "name": "other", "mcp_project": project.pk}
+    )
+    assert "A project binds MCP use: tick MCP too." in response.content.decode()
+    assert ApiToken.objects.count() == 1
+    # A token never changes after it is made: its MCP fields are read-only.
+    change = admin_client.get(f"/admin/api/apitoken/{token.pk}/change/").content.decode()
+    assert 'name="mcp"' not in change
