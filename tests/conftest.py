@@ -25,6 +25,16 @@ def _close_database_thread_connections(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(autouse=True)
+def _step_files_settled():
+    """Every test ends with the step-files worker idle, so no look at one test's sessions runs
+    into the next test's database."""
+    yield
+    from workflows.services import step_changes
+
+    step_changes.drain(timeout=60)
+
+
+@pytest.fixture(autouse=True)
 def _fast_passwords() -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -14,8 +14,9 @@ from django.utils import timezone
 
 from reviews.services import GateConfig
 from tests.driving import finished_step, step_finish
-from tests.reviews.test_gate import GATE_JOB, calls, command_gate
 from tests.factories import write_job
+from tests.reviews.test_gate import GATE_JOB, calls, command_gate
+from tests.step_files import git, settle, write
 from workflows.dialects import deepwork
 from workflows.models import Event, StepRun
 from workflows.services import sessions, step_changes
@@ -29,21 +30,6 @@ needs_git = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
     reason="git is not installed",
 )
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-C", str(root), "-c", "user.name=T", "-c", "user.email=t@example.com", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
-def write(root: Path, name: str, text: str) -> None:
-    path = root / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 def start(project, agent, job="demo", workflow="main"):
@@ -64,10 +50,6 @@ def runs(step_id: str) -> list[StepRun]:
 def files_of(run: StepRun) -> dict:
     run.refresh_from_db()
     return step_changes.run_files(run).as_dict()
-
-
-def settle() -> None:
-    assert step_changes.drain(timeout=60), "the step-files worker did not finish"
 
 
 @pytest.fixture
@@ -95,7 +77,8 @@ def test_each_step_records_exactly_what_it_changed_in_a_git_repository(git_proje
     settle()
     (gather,) = runs("gather")
     gather.refresh_from_db()
-    assert gather.files_snapshot is not None and gather.files_snapshot["kind"] == "git"
+    assert gather.files_snapshot is not None
+    assert gather.files_snapshot["kind"] == "git"
     assert files_of(gather)["status"] == "pending"
 
     # During `gather`: a commit, a staged change, an unstaged change, an untracked file, a
@@ -327,7 +310,8 @@ async def test_a_reviewed_step_gives_the_reviewer_its_files_and_keeps_that_recor
         project=project, agent=agent, gate=command_gate(), outputs={"pages": ["page0.md"]}
     )
     prompt = calls(log)[-1]["prompt"]
-    assert "M page0.md\n" in prompt and "draft.md\n" not in prompt.split("FILES CHANGED")[1]
+    assert "M page0.md\n" in prompt
+    assert "draft.md\n" not in prompt.split("FILES CHANGED")[1]
 
 
 @needs_git
