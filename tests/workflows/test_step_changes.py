@@ -339,3 +339,27 @@ async def test_self_review_instructions_list_the_files_changed(gated_git):
     found = list(root.glob(".deepwork/tmp/quality_review_*_draft.md"))
     assert len(found) == 1
     assert "\nA notes/idea.md\n" in found[0].read_text()
+
+
+def test_another_agents_step_at_the_same_time_is_named_in_a_warning(project, agent):
+    from workflows.services.agents import agent_ensure
+
+    start(project, agent)
+    other = agent_ensure(project=project, agent_id="helper")
+    theirs = start(project, other, job="nested", workflow="only").begin_step.session_id
+    settle()
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    settle()
+    (gather,) = runs("gather")
+    assert files_of(gather)["warnings"] == [
+        "other agents worked in this project at the same time, so some of these changes may be "
+        f"theirs: helper: {theirs}/first"
+    ]
+    # The agent's own nested session is its own work: no warning for it.
+    start(project, agent, job="nested", workflow="only")
+    step_finish(project=project, agent=agent, outputs={"first.md": "first.md"})
+    settle()
+    assert files_of(runs("first")[1])["warnings"] == [
+        "other agents worked in this project at the same time, so some of these changes may be "
+        f"theirs: helper: {theirs}/first"
+    ]
