@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import textwrap
 from pathlib import Path
 
@@ -10,6 +11,12 @@ import pytest
 from django.conf import settings
 
 from tests.factories import write_job
+
+# Files changed per step run are looked at right after each commit, in the committing thread,
+# so that what a test counts (events, rows) does not depend on a worker thread's timing; the
+# worker itself is tested where it is set back to "on" (tests/workflows/test_step_changes.py,
+# tests/e2e/test_step_files_stdio.py).
+os.environ.setdefault("DEEPWORK_STEP_FILES", "inline")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -36,7 +36,7 @@ async def looked_at(step_id: str, *, recorded: bool = False) -> None:
 async def test_each_step_run_records_its_files_changed_over_stdio(demo_project):
     make_repository(demo_project)
     write(demo_project, "notes.md", "dirty before the workflow\n")  # left alone: not reported
-    async with Driver(demo_project) as agent:
+    async with Driver(demo_project, env_extra={"DEEPWORK_STEP_FILES": "on"}) as agent:
         await agent.call(
             "start_workflow", {"goal": "e2e", "job_name": "demo", "workflow_name": "main"}
         )

@@ -26,6 +26,13 @@ from workflows.services.projects import project_ensure
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+@pytest.fixture(autouse=True)
+def _on_the_worker(monkeypatch):
+    """The production mode: every look runs on the worker thread, after the call returned."""
+    monkeypatch.setenv("DEEPWORK_STEP_FILES", "on")
+
+
 needs_git = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
     reason="git is not installed",
@@ -253,8 +260,8 @@ def test_aborted_and_discarded_runs_say_why_their_files_are_unknown(project, age
     assert again.files_snapshot is not None  # go_to_step starts the step with a snapshot
 
 
-def test_with_step_files_off_nothing_is_looked_at(project, agent, settings):
-    settings.DEEPWORK_STEP_FILES = "off"
+def test_with_step_files_off_nothing_is_looked_at(project, agent, monkeypatch):
+    monkeypatch.setenv("DEEPWORK_STEP_FILES", "off")
     start(project, agent)
     step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
     settle()

@@ -68,13 +68,22 @@ STOPPED_BEFORE_COMPARING = (
 NOT_FINISHED = "the step did not finish ({status}), so its file changes were not computed"
 
 
-def enabled() -> bool:
-    """``DEEPWORK_STEP_FILES=off`` (a setting, else the environment) turns step file tracking
-    off: no snapshots, no comparisons, runs read "unknown"."""
+def mode() -> str:
+    """``DEEPWORK_STEP_FILES`` (a setting, else the environment): "on" (the default: looks run
+    on the worker thread), "inline" (each look runs in the committing thread right after the
+    commit, before the call returns: the test suite's mode, so event counts are deterministic)
+    or "off" (no snapshots, no comparisons)."""
     value = getattr(settings, "DEEPWORK_STEP_FILES", None)
     if value is None:
         value = os.environ.get("DEEPWORK_STEP_FILES", "on")
-    return str(value).strip().lower() not in ("off", "0", "false", "no")
+    value = str(value).strip().lower()
+    if value in ("off", "0", "false", "no"):
+        return "off"
+    return "inline" if value == "inline" else "on"
+
+
+def enabled() -> bool:
+    return mode() != "off"
 
 
 # --- What a run shows ---------------------------------------------------------------------------
@@ -170,16 +179,22 @@ def _work_forever() -> None:
             job.done.set()
             continue
         try:
-            _look(job)
-        except Exception:  # the worker must outlive any one session's trouble
-            logger.exception("Recording the files changed in session %s failed", job.session_pk)
+            _run(job)
         finally:
             # This thread's connection only; a worker holding none between jobs never keeps a
             # test database (or a PostgreSQL slot) busy.
             connections.close_all()
-            job.done.set()
             if _latest.get(job.session_pk) is job:
                 _latest.pop(job.session_pk, None)
+
+
+def _run(job: _Job) -> None:
+    try:
+        _look(job)
+    except Exception:  # neither the worker nor a committed transition may fail because of it
+        logger.exception("Recording the files changed in session %s failed", job.session_pk)
+    finally:
+        job.done.set()
 
 
 def session_moved(
@@ -201,6 +216,9 @@ def _queue(session_pk: int, root: Path, finished_entry: int | None) -> None:
         finished_entry=finished_entry,
         carry=_carried.pop(session_pk, None),
     )
+    if mode() == "inline":
+        _run(job)
+        return
     _latest[session_pk] = job
     _ensure_worker()
     _jobs.put(job)
