@@ -310,9 +310,26 @@ def _is_top_of_work_tree(root: Path) -> bool:
     return False
 
 
+def _outside_any_repository(root: Path) -> bool:
+    """Whether no folder from ``root`` up holds a ``.git``: then git, which looks for one the
+    same way (its location variables are scrubbed), would only say "not a git repository"."""
+    for folder in (root, *root.parents):
+        try:
+            (folder / ".git").lstat()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False  # unreadable: let git decide
+        return False
+    return True
+
+
 def _git_status(root: Path) -> _Status:
     # The common case, a project at the top of its repository, costs one git process instead
-    # of two: only a project inside a repository needs rev-parse to learn where it sits.
+    # of two: only a project inside a repository needs rev-parse to learn where it sits; a
+    # plain folder costs none.
+    if _outside_any_repository(root):
+        raise _NotARepository(f"no git repository at or above {root}")
     if _is_top_of_work_tree(root):
         prefix = ""
     else:

@@ -35,7 +35,7 @@ import queue
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ from django.utils import timezone
 
 from workflows import changes, events
 from workflows.db import retrying_when_busy
-from workflows.models import Event, Project, StepRun, WorkflowSession
+from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
 
 logger = logging.getLogger(__name__)
 
@@ -239,44 +239,71 @@ def _wait_for(session_pk: int, timeout: float) -> None:
         logger.warning("The start snapshot of session %s is still being taken", session_pk)
 
 
+@dataclass(frozen=True)
+class _Run:
+    pk: int
+    step_id: str
+    snapshot: Any
+    started_at: datetime
+    completed_at: datetime | None
+
+
 def _look(job: _Job) -> None:
+    # One read: the session's runs still waiting for a snapshot or a record, and who owns them.
+    rows = list(
+        StepRun.objects.filter(
+            session_id=job.session_pk, files_status=StepRun.FilesStatus.PENDING
+        ).values_list(
+            "pk",
+            "status",
+            "entry_index",
+            "step_id",
+            "files_snapshot",
+            "started_at",
+            "completed_at",
+            "session__project_id",
+            "session__agent_id",
+        )
+    )
+    if not rows:
+        return
+    project_id, agent_id = rows[0][7], rows[0][8]
     # Only the runs this transition completed: one left pending by a process that stopped
     # would be compared with a project that has moved on since (it reads "unknown" instead).
-    ended = list(
-        StepRun.objects.filter(
-            session_id=job.session_pk,
-            entry_index=job.finished_entry if job.finished_entry is not None else -1,
-            status=StepRun.Status.COMPLETED,
-            files_status=StepRun.FilesStatus.PENDING,
-        )
-        .order_by("id")
-        .only("pk", "step_id", "files_snapshot", "started_at", "completed_at", "session_id")
+    ended = sorted(
+        (
+            _Run(pk, step_id, snapshot, started, completed)
+            for pk, status, entry, step_id, snapshot, started, completed, _, _ in rows
+            if status == StepRun.Status.COMPLETED and entry == job.finished_entry
+        ),
+        key=lambda run: run.pk,
     )
-    began = list(
-        StepRun.objects.filter(
-            session_id=job.session_pk,
-            status=StepRun.Status.ACTIVE,
-            files_status=StepRun.FilesStatus.PENDING,
-            files_snapshot__isnull=True,
-        ).values_list("pk", flat=True)
-    )
+    began = [row[0] for row in rows if row[1] == StepRun.Status.ACTIVE and row[4] is None]
     if not ended and not began:
         return
     after = job.carry
     found: dict[int, RunFiles] = {}
     # The members of a concurrent entry share one start snapshot: one comparison for them all.
-    by_snapshot: dict[str, list[StepRun]] = {}
+    by_snapshot: dict[str, list[_Run]] = {}
     for run in ended:
-        by_snapshot.setdefault(repr(run.files_snapshot), []).append(run)
+        by_snapshot.setdefault(repr(run.snapshot), []).append(run)
     for runs in by_snapshot.values():
-        outcome, look = _compare(job.root, runs[0].files_snapshot, want_snapshot=after is None)
+        outcome, look = _compare(job.root, runs[0].snapshot, want_snapshot=after is None)
         after = after or look
         for run in runs:
             found[run.pk] = outcome
     if began and after is None:
         after = changes.snapshot_take(root=job.root)
-    overlaps = _overlap_warnings(job.session_pk, ended) if ended else {}
-    retrying_when_busy(lambda: _store(job.session_pk, ended, found, overlaps, began, after))()
+    if not ended:
+        if after is not None:
+            # One statement, no transaction to open: the start of the runs that began.
+            StepRun.objects.filter(pk__in=began, files_snapshot__isnull=True).update(
+                files_snapshot=after.to_json()
+            )
+        return
+    overlaps = _overlap_warnings(project_id, agent_id, ended)
+    owners = (Project(pk=project_id), WorkflowSession(pk=job.session_pk), Agent(pk=agent_id))
+    retrying_when_busy(lambda: _store(owners, ended, found, overlaps, began, after))()
 
 
 def _compare(
@@ -307,26 +334,31 @@ def _recorded(result: changes.FilesChanged) -> RunFiles:
     )
 
 
-def _overlap_warnings(session_pk: int, ended: list[StepRun]) -> dict[int, str]:
+def _overlap_warnings(project_id: int, agent_id: int, ended: list[_Run]) -> dict[int, str]:
     """For each finished run, a warning naming other agents' steps that ran in the same
     project at the same time (a session's own nested sessions are its agent's: its work)."""
-    session = WorkflowSession.objects.only("project_id", "agent_id").get(pk=session_pk)
     first = min(run.started_at for run in ended)
     last = max(run.completed_at or timezone.now() for run in ended)
     others = list(
-        StepRun.objects.filter(session__project_id=session.project_id, started_at__lt=last)
+        StepRun.objects.filter(session__project_id=project_id, started_at__lt=last)
         .filter(Q(completed_at__isnull=True) | Q(completed_at__gt=first))
-        .exclude(session__agent_id=session.agent_id)
-        .select_related("session__agent")
-        .order_by("id")[:10]
+        .exclude(session__agent_id=agent_id)
+        .order_by("id")
+        .values_list(
+            "session__agent__agent_id",
+            "session__session_id",
+            "step_id",
+            "started_at",
+            "completed_at",
+        )[:10]
     )
     warnings = {}
     for run in ended:
         end = run.completed_at or timezone.now()
         names = [
-            f"{o.session.agent.agent_id}: {o.session.session_id}/{o.step_id}"
-            for o in others
-            if o.started_at < end and (o.completed_at is None or o.completed_at > run.started_at)
+            f"{agent}: {session}/{step}"
+            for agent, session, step, started, completed in others
+            if started < end and (completed is None or completed > run.started_at)
         ]
         if names:
             warnings[run.pk] = (
@@ -337,8 +369,8 @@ def _overlap_warnings(session_pk: int, ended: list[StepRun]) -> dict[int, str]:
 
 
 def _store(
-    session_pk: int,
-    ended: list[StepRun],
+    owners: tuple[Project, WorkflowSession, Agent],
+    ended: list[_Run],
     found: Mapping[int, RunFiles],
     overlaps: Mapping[int, str],
     began: list[int],
@@ -351,14 +383,13 @@ def _store(
             warnings = [*outcome.warnings, *([overlaps[run.pk]] if run.pk in overlaps else [])]
             # Only a run still waiting for its record gets it: a second look never overwrites.
             if _write_record(run.pk, outcome, warnings):
-                recorded.append((run, outcome, warnings))
+                recorded.append((run.step_id, outcome, warnings))
         if began and after is not None:
             StepRun.objects.filter(pk__in=began, files_snapshot__isnull=True).update(
                 files_snapshot=after.to_json()
             )
         if recorded:
-            session = WorkflowSession.objects.select_related("project", "agent").get(pk=session_pk)
-            _announce(session.project, session, recorded)
+            _announce(*owners, recorded)
 
 
 def _write_record(run_pk: int, outcome: RunFiles, warnings: list[str]) -> bool:
@@ -382,23 +413,24 @@ def _write_record(run_pk: int, outcome: RunFiles, warnings: list[str]) -> bool:
 def _announce(
     project: Project,
     session: WorkflowSession,
-    recorded: Iterable[tuple[StepRun, RunFiles, list[str]]],
+    agent: Agent | None,
+    recorded: Iterable[tuple[str, RunFiles, list[str]]],
 ) -> None:
     events.event_record_many(
         kind=Event.Kind.STEP_FILES_RECORDED,
         project=project,
         session=session,
-        agent=session.agent,
+        agent=agent,
         payloads=(
             events.StepFilesRecorded(
-                step_id=run.step_id,
+                step_id=step_id,
                 status=outcome.status,
                 added=len(outcome.added),
                 modified=len(outcome.modified),
                 deleted=len(outcome.deleted),
                 warnings=len(warnings),
             )
-            for run, outcome, warnings in recorded
+            for step_id, outcome, warnings in recorded
         ),
     )
 
@@ -445,11 +477,10 @@ def record_reviewed(*, session: WorkflowSession, files: ReviewedFiles) -> None:
     the record of its steps, and its end snapshot the start of the next ones."""
     recorded = []
     for step_id, outcome in files.by_step.items():
-        pk = files.run_pks[step_id]
-        if _write_record(pk, outcome, list(outcome.warnings)):
-            recorded.append((StepRun(pk=pk, step_id=step_id), outcome, list(outcome.warnings)))
+        if _write_record(files.run_pks[step_id], outcome, list(outcome.warnings)):
+            recorded.append((step_id, outcome, list(outcome.warnings)))
     if recorded:
-        _announce(session.project, session, recorded)
+        _announce(session.project, session, session.agent, recorded)
     if files.after is not None:
         after, session_pk = files.after, session.pk
         # Registered before the advance's own on_commit (``session_moved``), so its job takes it.
