@@ -370,3 +370,35 @@ def test_another_agents_step_at_the_same_time_is_named_in_a_warning(project, age
         "other agents worked in this project at the same time, so some of these changes may be "
         f"theirs: helper: {theirs}/first"
     ]
+
+
+def test_a_step_finished_before_its_start_look_ran_is_still_compared(
+    project, agent, demo_project, monkeypatch
+):
+    import threading
+
+    held = threading.Event()
+    look = step_changes._look
+
+    def after_the_finish(job):
+        assert held.wait(30)
+        look(job)
+
+    monkeypatch.setattr(step_changes, "_look", after_the_finish)
+    start(project, agent)
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    held.set()  # the start look runs only now, after `gather` has finished
+    settle()
+    (gather,) = runs("gather")
+    assert files_of(gather) == {
+        "status": "recorded",
+        "added": [],
+        "modified": [],
+        "deleted": [],
+        "warnings": [],
+    }
+    # The next entry started from the same look and compares normally.
+    write(demo_project, "a.md", "A, edited\n")
+    step_finish(project=project, agent=agent, outputs={"a.md": "a.md", "b.md": "b.md"})
+    settle()
+    assert files_of(runs("part_a")[0])["modified"] == ["a.md"]

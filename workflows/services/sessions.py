@@ -289,7 +289,9 @@ def session_start(
                     ),
                 )
                 _start_runs(project, agent, session, 0, first)
-                step_changes.session_moved(session=session, root=Path(project.root_path))
+                step_changes.session_moved(
+                    session=session, root=Path(project.root_path), began_entry=0
+                )
             break
         except IntegrityError:
             # An 8-hex session id collided with an existing one; draw another.
@@ -408,7 +410,10 @@ def step_advance(
         else:
             _start_runs(project, agent, session, next_index, next_entry)
         step_changes.session_moved(
-            session=session, root=checkpoint.project_root, finished_entry=next_index - 1
+            session=session,
+            root=checkpoint.project_root,
+            finished_entry=next_index - 1,
+            began_entry=None if next_entry is None else next_index,
         )
 
     stack = stack_for_agent(agent=agent)
@@ -528,7 +533,9 @@ def session_go_to_step(
             payload=events.StepReopened(step_id=entry[0].step_id, invalidated_steps=invalidated),
         )
         _start_runs(project, agent, session, target, entry)
-        step_changes.session_moved(session=session, root=Path(project.root_path))
+        step_changes.session_moved(
+            session=session, root=Path(project.root_path), began_entry=target
+        )
     return WentToStep(
         begun=_begun(session, session.job, entry, instructions),
         invalidated_steps=tuple(invalidated),

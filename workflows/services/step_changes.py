@@ -29,19 +29,20 @@ finishes, and a finished run whose comparison never ran reads "unknown" after
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import os
 import queue
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
-from django.db.models import Q
+from django.db import close_old_connections, connection, connections, transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from workflows import changes, events
@@ -147,6 +148,7 @@ class _Job:
     session_pk: int
     root: Path
     finished_entry: int | None = None  # the entry whose runs the transition completed
+    began_entry: int | None = None  # the entry whose runs it started
     carry: changes.Snapshot | None = None  # the end snapshot of a reviewed hand-in
     done: threading.Event = field(default_factory=threading.Event)
     marker: bool = False  # no look: ``done`` tells that every job queued before it ran
@@ -172,18 +174,28 @@ def _ensure_worker() -> None:
             atexit.register(drain, EXIT_WAIT_SECONDS)
 
 
+# A worker idle this long gives its database connection back; during a burst of transitions
+# it keeps it (opening one costs more than a look's queries).
+IDLE_CLOSE_SECONDS = 2.0
+
+
 def _work_forever() -> None:
     while True:
-        job = _jobs.get()
+        try:
+            job = _jobs.get(timeout=IDLE_CLOSE_SECONDS)
+        except queue.Empty:
+            connections.close_all()  # this thread's connection only
+            job = _jobs.get()
         if job.marker:
+            # Whoever waits for the queue to drain (a test's end, the process's exit) also
+            # gets the worker's connection back, so no database is kept busy by it.
+            connections.close_all()
             job.done.set()
             continue
         try:
+            close_old_connections()
             _run(job)
         finally:
-            # This thread's connection only; a worker holding none between jobs never keeps a
-            # test database (or a PostgreSQL slot) busy.
-            connections.close_all()
             if _latest.get(job.session_pk) is job:
                 _latest.pop(job.session_pk, None)
 
@@ -198,22 +210,29 @@ def _run(job: _Job) -> None:
 
 
 def session_moved(
-    *, session: WorkflowSession, root: Path, finished_entry: int | None = None
+    *,
+    session: WorkflowSession,
+    root: Path,
+    finished_entry: int | None = None,
+    began_entry: int | None = None,
 ) -> None:
     """After a transition of ``session`` commits: queue the look at the project that records
-    the runs of ``finished_entry`` it completed and snapshots the runs that began. Returns at
-    once; call it inside the transition's transaction."""
+    the runs of ``finished_entry`` it completed and snapshots the runs of ``began_entry`` it
+    started. Returns at once; call it inside the transition's transaction."""
     if not enabled():
         return
     session_pk = session.pk
-    transaction.on_commit(lambda: _queue(session_pk, root, finished_entry))
+    transaction.on_commit(lambda: _queue(session_pk, root, finished_entry, began_entry))
 
 
-def _queue(session_pk: int, root: Path, finished_entry: int | None) -> None:
+def _queue(
+    session_pk: int, root: Path, finished_entry: int | None, began_entry: int | None
+) -> None:
     job = _Job(
         session_pk=session_pk,
         root=root,
         finished_entry=finished_entry,
+        began_entry=began_entry,
         carry=_carried.pop(session_pk, None),
     )
     if mode() == "inline":
@@ -244,27 +263,33 @@ class _Run:
     pk: int
     step_id: str
     snapshot: Any
-    started_at: datetime
-    completed_at: datetime | None
+    # As the database gives them (text on SQLite, datetime on PostgreSQL): only compared with
+    # each other and handed back to the database.
+    started_at: Any
+    completed_at: Any
+
+
+# The session's runs still waiting for a snapshot or a record, and who owns the session: read
+# after every transition, so written out (as the overlap query below).
+_PENDING_SQL = (
+    "SELECT r.id, r.status, r.entry_index, r.step_id, r.files_snapshot, r.started_at, "
+    "r.completed_at, s.project_id, s.agent_id "
+    f"FROM {StepRun._meta.db_table} r "
+    f"JOIN {WorkflowSession._meta.db_table} s ON r.session_id = s.id "
+    "WHERE r.session_id = %s AND r.files_status = %s"
+)
+
+
+def _json(value: Any) -> Any:
+    # A JSON column comes back as text from a plain cursor (SQLite; PostgreSQL as Django
+    # configures psycopg), or already decoded.
+    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 def _look(job: _Job) -> None:
-    # One read: the session's runs still waiting for a snapshot or a record, and who owns them.
-    rows = list(
-        StepRun.objects.filter(
-            session_id=job.session_pk, files_status=StepRun.FilesStatus.PENDING
-        ).values_list(
-            "pk",
-            "status",
-            "entry_index",
-            "step_id",
-            "files_snapshot",
-            "started_at",
-            "completed_at",
-            "session__project_id",
-            "session__agent_id",
-        )
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(_PENDING_SQL, [job.session_pk, StepRun.FilesStatus.PENDING.value])
+        rows = cursor.fetchall()
     if not rows:
         return
     project_id, agent_id = rows[0][7], rows[0][8]
@@ -272,13 +297,21 @@ def _look(job: _Job) -> None:
     # would be compared with a project that has moved on since (it reads "unknown" instead).
     ended = sorted(
         (
-            _Run(pk, step_id, snapshot, started, completed)
+            _Run(pk, step_id, _json(snapshot), started, completed)
             for pk, status, entry, step_id, snapshot, started, completed, _, _ in rows
             if status == StepRun.Status.COMPLETED and entry == job.finished_entry
         ),
         key=lambda run: run.pk,
     )
-    began = [row[0] for row in rows if row[1] == StepRun.Status.ACTIVE and row[4] is None]
+    # The runs it started, even if one has finished since (an agent quicker than this look):
+    # its start is then this look, which comes before the look that compares it.
+    began = [
+        pk
+        for pk, status, entry, _, snapshot, _, _, _, _ in rows
+        if entry == job.began_entry
+        and status in (StepRun.Status.ACTIVE, StepRun.Status.COMPLETED)
+        and snapshot is None
+    ]
     if not ended and not began:
         return
     after = job.carry
@@ -294,14 +327,9 @@ def _look(job: _Job) -> None:
             found[run.pk] = outcome
     if began and after is None:
         after = changes.snapshot_take(root=job.root)
-    if not ended:
-        if after is not None:
-            # One statement, no transaction to open: the start of the runs that began.
-            StepRun.objects.filter(pk__in=began, files_snapshot__isnull=True).update(
-                files_snapshot=after.to_json()
-            )
-        return
-    overlaps = _overlap_warnings(project_id, agent_id, ended)
+    # Writes always go in a transaction: on SQLite that takes the write lock up front
+    # (IMMEDIATE) and waits for it, where a lone statement could fail at once on contention.
+    overlaps = _overlap_warnings(project_id, agent_id, ended) if ended else {}
     owners = (Project(pk=project_id), WorkflowSession(pk=job.session_pk), Agent(pk=agent_id))
     retrying_when_busy(lambda: _store(owners, ended, found, overlaps, began, after))()
 
@@ -334,38 +362,56 @@ def _recorded(result: changes.FilesChanged) -> RunFiles:
     )
 
 
+# Other agents' step runs in the project that overlap a time window, written out: it runs after
+# every finished step, and the ORM spends longer building it than the database answering it.
+_OVERLAP_SQL = (
+    "SELECT a.agent_id, s.session_id, r.step_id "
+    f"FROM {StepRun._meta.db_table} r "
+    f"JOIN {WorkflowSession._meta.db_table} s ON r.session_id = s.id "
+    f"JOIN {Agent._meta.db_table} a ON s.agent_id = a.id "
+    "WHERE s.project_id = %s AND s.agent_id <> %s AND r.started_at < %s "
+    "AND (r.completed_at IS NULL OR r.completed_at > %s) "
+    "ORDER BY r.id LIMIT 10"
+)
+
+
 def _overlap_warnings(project_id: int, agent_id: int, ended: list[_Run]) -> dict[int, str]:
-    """For each finished run, a warning naming other agents' steps that ran in the same
-    project at the same time (a session's own nested sessions are its agent's: its work)."""
+    """A warning for the finished runs (one entry: one time window) naming other agents'
+    steps that ran in the same project meanwhile (an agent's own nested sessions are its
+    work)."""
+    now: Any = connection.ops.adapt_datetimefield_value(timezone.now())
     first = min(run.started_at for run in ended)
-    last = max(run.completed_at or timezone.now() for run in ended)
-    others = list(
-        StepRun.objects.filter(session__project_id=project_id, started_at__lt=last)
-        .filter(Q(completed_at__isnull=True) | Q(completed_at__gt=first))
-        .exclude(session__agent_id=agent_id)
-        .order_by("id")
-        .values_list(
-            "session__agent__agent_id",
-            "session__session_id",
-            "step_id",
-            "started_at",
-            "completed_at",
-        )[:10]
+    last = max(now if run.completed_at is None else run.completed_at for run in ended)
+    with connection.cursor() as cursor:
+        cursor.execute(_OVERLAP_SQL, [project_id, agent_id, last, first])
+        names = [f"{agent}: {session}/{step}" for agent, session, step in cursor.fetchall()]
+    if not names:
+        return {}
+    warning = (
+        "other agents worked in this project at the same time, so some of these changes may "
+        f"be theirs: {', '.join(names)}"
     )
-    warnings = {}
-    for run in ended:
-        end = run.completed_at or timezone.now()
-        names = [
-            f"{agent}: {session}/{step}"
-            for agent, session, step, started, completed in others
-            if started < end and (completed is None or completed > run.started_at)
-        ]
-        if names:
-            warnings[run.pk] = (
-                "other agents worked in this project at the same time, so some of these "
-                f"changes may be theirs: {', '.join(names)}"
-            )
-    return warnings
+    return {run.pk: warning for run in ended}
+
+
+def _column(name: str) -> Field[Any, Any]:
+    field = StepRun._meta.get_field(name)
+    assert isinstance(field, Field)  # a run's own column, never a relation
+    return field
+
+
+def _update(where: str, where_params: list[Any], **values: Any) -> int:
+    """``UPDATE`` step runs ``WHERE <where>`` with ``values`` prepared by their fields, as the
+    ORM's update() would prepare them, without its cost per statement; the rows changed."""
+    fields = [_column(name) for name in values]
+    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+    params = [f.get_db_prep_save(values[f.name], connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {StepRun._meta.db_table} SET {assignments} WHERE {where}",
+            [*params, *where_params],
+        )
+        return cursor.rowcount
 
 
 def _store(
@@ -385,16 +431,22 @@ def _store(
             if _write_record(run.pk, outcome, warnings):
                 recorded.append((run.step_id, outcome, warnings))
         if began and after is not None:
-            StepRun.objects.filter(pk__in=began, files_snapshot__isnull=True).update(
-                files_snapshot=after.to_json()
-            )
+            _write_start(began, after)
         if recorded:
             _announce(*owners, recorded)
 
 
+def _write_start(began: list[int], after: changes.Snapshot) -> None:
+    """The snapshot the runs that began start from; never replaces one already stored."""
+    marks = ", ".join(["%s"] * len(began))
+    _update(f"id IN ({marks}) AND files_snapshot IS NULL", began, files_snapshot=after.to_json())
+
+
 def _write_record(run_pk: int, outcome: RunFiles, warnings: list[str]) -> bool:
     return bool(
-        StepRun.objects.filter(pk=run_pk, files_status=StepRun.FilesStatus.PENDING).update(
+        _update(
+            "id = %s AND files_status = %s",
+            [run_pk, StepRun.FilesStatus.PENDING.value],
             files_status=outcome.status,
             files_changed=(
                 {
