@@ -59,6 +59,7 @@ format: $(STAMP)
 bench: $(STAMP) browser
 	$(PY) tests/bench/run_bench.py
 	$(PY) tests/bench/gate_bench.py
+	$(PY) tests/bench/files_bench.py
 	$(PY) tests/bench/dashboard_bench.py
 	$(PY) tests/bench/workflow_tools_bench.py
 	$(PY) tests/bench/dag_bench.py

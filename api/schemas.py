@@ -29,6 +29,7 @@ from workflows.schemas import ReviewInfo
 from workflows.selectors.catalog import entries_of
 from workflows.selectors.events import EventRow
 from workflows.selectors.sessions import SESSION_CURSOR_PATTERN
+from workflows.services.step_changes import run_files
 
 
 def _encodable(value: str) -> str:
@@ -259,6 +260,20 @@ class DecisionOut(Schema):
         return decision.decided_by_name
 
 
+class StepFilesOut(Schema):
+    """The files a step run changed in the project, by the tracker's rules (commits, staged,
+    unstaged and untracked files; renames as a delete plus an add)."""
+
+    status: Literal["recorded", "pending", "unknown"] = Field(
+        description="recorded: the lists are complete (up to the warnings); pending: the step "
+        "is running or its comparison is under way; unknown: the warnings say why."
+    )
+    added: list[str]
+    modified: list[str]
+    deleted: list[str]
+    warnings: list[str]
+
+
 class StepRunOut(Schema):
     id: int
     step_id: str
@@ -276,6 +291,11 @@ class StepRunOut(Schema):
     )
     reviews: list[ReviewResultOut]
     decisions: list[DecisionOut]
+    files_changed: StepFilesOut
+
+    @staticmethod
+    def resolve_files_changed(run: StepRun) -> dict[str, Any]:
+        return run_files(run).as_dict()
 
 
 class SessionDetailOut(SessionOut):

@@ -38,6 +38,7 @@ from workflows.models import (
 from workflows.selectors.catalog import ProjectCatalog, entries_of, workflow_nodes
 from workflows.selectors.events import recent_events
 from workflows.selectors.sessions import active_sessions, session_children
+from workflows.services.step_changes import RunFiles, run_files
 
 RECENT_EVENTS = 30
 SESSION_EVENTS = 500
@@ -133,6 +134,7 @@ class RunView:
     outputs: list[OutputLink]
     reviews: list[ReviewResult] = field(default_factory=list)
     decisions: list[HumanDecision] = field(default_factory=list)
+    files: RunFiles | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +243,7 @@ def session_detail(*, session_id: str) -> SessionDetail:
             ),
             reviews=list(run.reviews.all()),
             decisions=list(run.decisions.all()),
+            files=run_files(run),
         )
         for run in runs
     ]

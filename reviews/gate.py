@@ -20,10 +20,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.files import NotRegularFile, read_project_file
 from workflows.results import CriterionResult
+
+if TYPE_CHECKING:
+    from workflows.services.step_changes import RunFiles
 
 MARK = "=" * 20
 RULE = "-" * 20
@@ -63,6 +66,8 @@ class ReviewTask:
     outputs: dict[str, str | list[str]]
     target_file: str | None
     inputs: tuple[tuple[str, str], ...] = ()  # (label, path) of files from earlier steps
+    # What the step changed in the project since it started (None: file tracking is off).
+    files_changed: RunFiles | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,7 @@ def expand_tasks(
     steps: list[dict[str, Any]],
     submitted: dict[str, str | list[str]],
     inputs_by_step: dict[str, tuple[tuple[str, str], ...]] | None = None,
+    files_by_step: dict[str, RunFiles] | None = None,
 ) -> list[ReviewTask]:
     """Turn each step's `reviews` into tasks: `step` once, a `file` output once, a `files`
     output once per file; a review of an optional output that was not handed in is skipped.
@@ -108,6 +114,7 @@ def expand_tasks(
                 "criteria": dict(review["quality_criteria"]),
                 "guidance": review.get("additional_review_guidance"),
                 "inputs": inputs,
+                "files_changed": (files_by_step or {}).get(step["step_id"]),
             }
             if review["run_each"] == "step":
                 tasks.append(ReviewTask(outputs=step_outputs, target_file=None, **common))
@@ -177,6 +184,40 @@ def _section(
     return parts
 
 
+# Paths beyond this many are counted, not listed: the list tells what to look at, no more.
+MAX_LISTED_CHANGES = 200
+
+
+def _files_changed_section(files: RunFiles) -> list[str]:
+    """The files the step changed, by path (A added, M modified, D deleted): never inlined,
+    since the outputs are, and a reviewer reads the others as it needs them."""
+    lines: list[str] = []
+    if files.status == "recorded":
+        rows = [
+            *(f"A {path}" for path in files.added),
+            *(f"M {path}" for path in files.modified),
+            *(f"D {path}" for path in files.deleted),
+        ]
+        if rows:
+            lines.append(
+                "Files this step changed in the project since it started "
+                "(A added, M modified, D deleted). Read them as needed:"
+            )
+            lines.extend(rows[:MAX_LISTED_CHANGES])
+            if len(rows) > MAX_LISTED_CHANGES:
+                lines.append(f"[... and {len(rows) - MAX_LISTED_CHANGES} more]")
+        else:
+            lines.append("This step changed no file in the project since it started.")
+    else:
+        lines.append("The files this step changed in the project are unknown.")
+    lines.extend(f"Note: {warning}" for warning in files.warnings)
+    return [
+        f"{MARK} BEGIN FILES CHANGED {MARK}",
+        "\n".join(lines),
+        f"{MARK} END FILES CHANGED {MARK}",
+    ]
+
+
 def build_payload(
     *,
     task: ReviewTask,
@@ -208,6 +249,8 @@ def build_payload(
                 max_inline_files=max_inline_files,
             )
         )
+    if task.files_changed is not None:
+        parts.extend(_files_changed_section(task.files_changed))
     if include_notes and notes:
         parts.extend([f"{MARK} AUTHOR NOTES {MARK}", notes, f"{MARK} END AUTHOR NOTES {MARK}"])
     return "\n\n".join(parts) if parts else "[No files provided]"
@@ -274,6 +317,8 @@ def self_review_instructions(
             outputs=outputs,
             target_file=None,
             inputs=tuple(inputs),
+            # The members of a concurrent entry share one start snapshot, so one list.
+            files_changed=tasks[0].files_changed,
         ),
         project_root=project_root,
         max_inline_files=0,

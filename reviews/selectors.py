@@ -15,11 +15,12 @@ from workflows.models import StepRun, WorkflowSession
 
 def session_with_reviews(*, session_id: str) -> WorkflowSession:
     """One session with its project, agent and parent, and its step runs in the order they
-    started, each with its review results and human decisions: four queries."""
+    started, each with its review results and human decisions: four queries. A run's start
+    snapshot (up to thousands of paths, for the comparison only) is not read."""
     session = (
         WorkflowSession.objects.select_related("project", "agent", "parent")
         .prefetch_related(
-            Prefetch("runs", queryset=StepRun.objects.order_by("id")),
+            Prefetch("runs", queryset=StepRun.objects.defer("files_snapshot").order_by("id")),
             Prefetch("runs__reviews", queryset=ReviewResult.objects.order_by("id")),
             Prefetch("runs__decisions", queryset=HumanDecision.objects.order_by("id")),
         )

@@ -39,6 +39,7 @@ from workflows.files import project_write_text
 from workflows.models import Agent, Event, Project, StepRun
 from workflows.results import FailedReview, FinishOutcome, NeedsWork, SelfReviewRequired
 from workflows.selectors import stack_for_agent
+from workflows.services import step_changes
 from workflows.services.sessions import StepCheckpoint, step_advance, step_checkpoint
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,8 @@ class ReviewPlan:
     run_ids: dict[str, int] = field(default_factory=dict)  # step_id -> StepRun pk
     override_decision: int | None = None  # a human override to mark consumed on success
     override_reason: str | None = None  # the hand-in's reason for skipping the reviews
+    # The files the entry's steps changed, looked at before the reviews (the reviewer's list).
+    files: step_changes.ReviewedFiles | None = None
 
 
 def _active_runs(checkpoint: StepCheckpoint) -> dict[str, int]:
@@ -198,18 +201,26 @@ def review_plan(
         plan.override_reason = override_reason
         return plan
 
-    tasks = expand_tasks(
-        steps=[
-            {"step_id": s.step_id, "outputs": s.outputs, "reviews": s.reviews}
-            for s in checkpoint.steps
-        ],
-        submitted=checkpoint.outputs,
-        inputs_by_step=_inputs_by_step(checkpoint),
-    )
+    steps = [
+        {"step_id": s.step_id, "outputs": s.outputs, "reviews": s.reviews} for s in checkpoint.steps
+    ]
+    inputs = _inputs_by_step(checkpoint)
+    tasks = expand_tasks(steps=steps, submitted=checkpoint.outputs, inputs_by_step=inputs)
     if not tasks:
         # Every review targets an optional output that was not handed in.
         plan.passes = True
         return plan
+    # Reviews take seconds anyway and the reviewer is given the list: compare now.
+    plan.files = step_changes.changes_for_review(
+        session=checkpoint.session, run_pks=run_ids, root=checkpoint.project_root
+    )
+    if plan.files is not None:
+        tasks = expand_tasks(
+            steps=steps,
+            submitted=checkpoint.outputs,
+            inputs_by_step=inputs,
+            files_by_step=plan.files.by_step,
+        )
 
     if gate.reviewer is None:
         session_id = checkpoint.session.session_id
@@ -355,6 +366,8 @@ def review_conclude(
             _event(checkpoint, Event.Kind.REVIEW_PASSED, round_, by=checkpoint.by)
             # Attempts are counted per step run and start again once the step passes.
             StepRun.objects.filter(pk__in=plan.run_ids.values()).update(quality_attempts=0)
+            if plan.files is not None:
+                step_changes.record_reviewed(session=checkpoint.session, files=plan.files)
         else:
             _event(checkpoint, Event.Kind.REVIEW_FAILED, round_, by=checkpoint.by)
 

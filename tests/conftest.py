@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import textwrap
 from pathlib import Path
 
@@ -10,6 +11,12 @@ import pytest
 from django.conf import settings
 
 from tests.factories import write_job
+
+# Files changed per step run are looked at right after each commit, in the committing thread,
+# so that what a test counts (events, rows) does not depend on a worker thread's timing; the
+# worker itself is tested where it is set back to "on" (tests/workflows/test_step_changes.py,
+# tests/e2e/test_step_files_stdio.py).
+os.environ.setdefault("DEEPWORK_STEP_FILES", "inline")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -22,6 +29,16 @@ def _close_database_thread_connections(django_db_setup, django_db_blocker):
 
     with django_db_blocker.unblock():
         asyncio.run(sync_to_async(connections.close_all, thread_sensitive=True)())
+
+
+@pytest.fixture(autouse=True)
+def _step_files_settled():
+    """Every test ends with the step-files worker idle, so no look at one test's sessions runs
+    into the next test's database."""
+    yield
+    from workflows.services import step_changes
+
+    step_changes.drain(timeout=60)
 
 
 @pytest.fixture(autouse=True)

@@ -77,6 +77,8 @@ def child_env(*, inherit: bool = False, **extra: str) -> dict[str, str]:
             "DJANGO_SETTINGS_MODULE": "deepwork_site.settings",
             "SECRET_KEY": "tests-not-secret",
             "DEEPWORK_LOG_LEVEL": "WARNING",
+            # As in this process (tests/conftest.py): deterministic, unless a test says "on".
+            "DEEPWORK_STEP_FILES": os.environ.get("DEEPWORK_STEP_FILES", "on"),
         }
     )
     env.update(extra)

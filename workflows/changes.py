@@ -27,6 +27,7 @@ import hashlib
 import os
 import stat
 import subprocess
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -38,6 +39,11 @@ GIT_TIMEOUT_SECONDS = 20.0
 # A snapshot is stored in a JSON column and hashes what it records: both stay bounded.
 MAX_PATHS = 20_000
 MAX_HASHED_BYTES = 256 * 1024 * 1024
+# A recorded state vouches for a file's content later, by size and modification time alone,
+# only if it was modified at least this long before a snapshot began: a file written within
+# the file system's timestamp granularity of the snapshot could change again without its time
+# moving (git calls such entries "racy" and re-reads them too).
+RACY_NS = 2_000_000_000
 
 # Never part of a task's work, and often huge: version-control internals, dependency and tool
 # caches, the server's own scratch folder.
@@ -124,6 +130,9 @@ class Snapshot:
     files: Mapping[str, FileState | None] = field(default_factory=dict)
     truncated_after: str | None = None
     warnings: tuple[str, ...] = ()
+    # When the look at the files began (time.time_ns()); None in snapshots stored before it was
+    # recorded. It tells which recorded states may be trusted by their size and time alone.
+    taken_at_ns: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         files: dict[str, Any] = {}
@@ -144,6 +153,7 @@ class Snapshot:
             "raw_files": raw_files,
             "truncated_after": self.truncated_after,
             "warnings": list(self.warnings),
+            "taken_at_ns": self.taken_at_ns,
         }
 
     @classmethod
@@ -172,6 +182,13 @@ class Snapshot:
         raw_files = data.get("raw_files", {})
         if not isinstance(raw_files, dict):
             raise ValueError("snapshot.raw_files must be an object of base64 path -> state")
+        taken_at_ns = data.get("taken_at_ns")
+        if taken_at_ns is not None and (
+            not isinstance(taken_at_ns, int) or isinstance(taken_at_ns, bool)
+        ):
+            raise ValueError(
+                f"snapshot.taken_at_ns must be an integer or null, not {taken_at_ns!r}"
+            )
         warnings = data.get("warnings")
         if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
             raise ValueError("snapshot.warnings must be a list of strings")
@@ -193,6 +210,7 @@ class Snapshot:
             files=states,
             truncated_after=data.get("truncated_after"),
             warnings=tuple(warnings),
+            taken_at_ns=taken_at_ns,
         )
 
 
@@ -226,8 +244,9 @@ def _git_env() -> dict[str, str]:
     return env
 
 
-def _git(root: Path, *args: str) -> bytes:
-    """Git's stdout for ``args`` run in ``root``; ``_GitTrouble`` on any failure."""
+def _git(root: Path, *args: str, stdin: bytes = b"") -> bytes:
+    """Git's stdout for ``args`` run in ``root`` (``stdin`` its input; an empty one rather than
+    the null device, which need not be what it should); ``_GitTrouble`` on any failure."""
     command = [
         "git",
         "--no-optional-locks",
@@ -244,7 +263,7 @@ def _git(root: Path, *args: str) -> bytes:
     try:
         done = subprocess.run(
             command,
-            stdin=subprocess.DEVNULL,
+            input=stdin,
             capture_output=True,
             env=_git_env(),
             timeout=GIT_TIMEOUT_SECONDS,
@@ -276,16 +295,55 @@ class _Status:
     nested: list[str]  # untracked folders git reports whole (nested repositories)
 
 
+def _is_top_of_work_tree(root: Path) -> bool:
+    """Whether ``root`` holds its own repository (a ``.git`` folder with a HEAD, or the
+    ``gitdir:`` file of a linked work tree or submodule): then git's paths need no prefix."""
+    dot_git = root / ".git"
+    try:
+        info = dot_git.lstat()
+        if stat.S_ISDIR(info.st_mode):
+            return (dot_git / "HEAD").is_file()
+        if stat.S_ISREG(info.st_mode) and info.st_size < 4096:
+            return dot_git.read_bytes().startswith(b"gitdir: ")
+    except OSError:
+        pass
+    return False
+
+
+def _outside_any_repository(root: Path) -> bool:
+    """Whether no folder from ``root`` up holds a ``.git``: then git, which looks for one the
+    same way (its location variables are scrubbed), would only say "not a git repository"."""
+    for folder in (root, *root.parents):
+        try:
+            (folder / ".git").lstat()
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False  # unreadable: let git decide
+        return False
+    return True
+
+
 def _git_status(root: Path) -> _Status:
-    inside = _git(root, "rev-parse", "--is-inside-work-tree", "--show-prefix").split(b"\n")
-    if inside[0] != b"true":
-        raise _NotARepository("not inside a git work tree")
-    prefix = os.fsdecode(inside[1]) if len(inside) > 1 else ""
+    # The common case, a project at the top of its repository, costs one git process instead
+    # of two: only a project inside a repository needs rev-parse to learn where it sits; a
+    # plain folder costs none.
+    if _outside_any_repository(root):
+        raise _NotARepository(f"no git repository at or above {root}")
+    if _is_top_of_work_tree(root):
+        prefix = ""
+    else:
+        inside = _git(root, "rev-parse", "--is-inside-work-tree", "--show-prefix").split(b"\n")
+        if inside[0] != b"true":
+            raise _NotARepository("not inside a git work tree")
+        prefix = os.fsdecode(inside[1]) if len(inside) > 1 else ""
     out = _git(
         root,
         "status",
         "--porcelain=v2",
         "--branch",
+        # Counting commits against an upstream far away can take longer than the rest.
+        "--no-ahead-behind",
         "-z",
         "--untracked-files=all",
         "--ignored=no",
@@ -384,7 +442,7 @@ def _commit_exists(root: Path, sha: str) -> bool:
 
 def _empty_tree(root: Path) -> str:
     # The empty tree's id depends on the repository's hash (SHA-1 or SHA-256); ask git.
-    return _git(root, "hash-object", "-t", "tree", "/dev/null").decode().strip()
+    return _git(root, "hash-object", "-t", "tree", "--stdin").decode().strip()
 
 
 # --- Files -------------------------------------------------------------------------------------
@@ -398,25 +456,20 @@ class _Budget:
         self.exhausted = False
 
 
-def _open_dir(root_fd: int, parts: tuple[str, ...]) -> int:
-    fd = os.dup(root_fd)
-    try:
-        for part in parts:
-            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def _state_at(dir_fd: int, name: str, budget: _Budget) -> FileState | None:
-    """The state of entry ``name`` of ``dir_fd``, never following a link; None if absent."""
+def _state_at(
+    dir_fd: int, name: str, budget: _Budget, trusted: FileState | None = None
+) -> FileState | None:
+    """The state of entry ``name`` of ``dir_fd``, never following a link; None if absent.
+    ``trusted`` is returned as it is while the entry's size and modification time match it."""
     try:
         info = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except (FileNotFoundError, NotADirectoryError):
         return None
+    if trusted is not None and (info.st_size, info.st_mtime_ns) == (
+        trusted.size,
+        trusted.mtime_ns,
+    ):
+        return trusted
     if stat.S_ISLNK(info.st_mode):
         target = os.fsencode(os.readlink(name, dir_fd=dir_fd))
         return FileState(
@@ -441,31 +494,81 @@ def _state_at(dir_fd: int, name: str, budget: _Budget) -> FileState | None:
     return FileState(read, after.st_mtime_ns, "sha256:" + digest.hexdigest())
 
 
-def _state_of(root: Path, relative: str, budget: _Budget, warnings: list[str]) -> FileState | None:
-    """The state of the project path ``relative``: no link on the way is followed."""
-    *folders, name = PurePosixPath(relative).parts
-    try:
-        root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+# Digests this process computed, by (root, path), kept only for files that had not been modified
+# for ``RACY_NS`` when read: while such a file's size and time are unchanged its content is
+# too, so the next snapshot or comparison need not read it again. Bounded: cleared when full.
+_KNOWN_STATES: dict[tuple[str, str], FileState] = {}
+_KNOWN_STATES_MAX = 50_000
+
+
+def _remember(root: Path, path: str, state: FileState | None, horizon_ns: int) -> None:
+    if state is None or state.digest is None or state.mtime_ns >= horizon_ns:
+        return
+    if len(_KNOWN_STATES) >= _KNOWN_STATES_MAX:
+        _KNOWN_STATES.clear()
+    _KNOWN_STATES[(str(root), path)] = state
+
+
+def _known(root: Path, path: str) -> FileState | None:
+    return _KNOWN_STATES.get((str(root), path))
+
+
+class _Reader:
+    """Reads the state of project paths, never following a link on the way, opening each
+    folder once however many of its files are read. ``close`` releases the folders."""
+
+    def __init__(self, root: Path, budget: _Budget, warnings: list[str]) -> None:
+        self.root = root
+        self.budget = budget
+        self.warnings = warnings
+        self._dirs: dict[tuple[str, ...], int] = {}
+        self._horizon_ns = time.time_ns() - RACY_NS
+
+    def _dir(self, folders: tuple[str, ...]) -> int:
+        fd = self._dirs.get(folders)
+        if fd is not None:
+            return fd
+        if folders:
+            fd = os.open(folders[-1], _DIR_FLAGS, dir_fd=self._dir(folders[:-1]))
+        else:
+            fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        self._dirs[folders] = fd
+        return fd
+
+    def close(self) -> None:
+        for fd in self._dirs.values():
+            os.close(fd)
+        self._dirs.clear()
+
+    def state(self, relative: str, trusted: FileState | None = None) -> FileState | None:
+        """The state of the project path ``relative``; None if it does not exist.
+
+        ``trusted`` is a state recorded earlier that may stand for the file while its size and
+        modification time are unchanged, so an untouched file is not read again."""
+        *folders, name = PurePosixPath(relative).parts
         try:
-            dir_fd = _open_dir(root_fd, tuple(folders))
-        finally:
-            os.close(root_fd)
-        try:
-            return _state_at(dir_fd, name, budget)
-        finally:
-            os.close(dir_fd)
-    except FileNotFoundError:
-        return None
-    except (NotRegularFile, OSError) as exc:
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOTDIR, errno.ELOOP):
-            # A folder on the way is now a file or a link: the path itself is gone.
+            state = _state_at(
+                self._dir(tuple(folders)),
+                name,
+                self.budget,
+                trusted or _known(self.root, relative),
+            )
+            _remember(self.root, relative, state, self._horizon_ns)
+            return state
+        except FileNotFoundError:
             return None
-        warnings.append(f"'{relative}' could not be read ({exc}); compared by size and time only")
-        try:
-            info = (root / relative).lstat()
-        except OSError:
-            return None
-        return FileState(info.st_size, info.st_mtime_ns, None)
+        except (NotRegularFile, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                # A folder on the way is now a file or a link: the path itself is gone.
+                return None
+            self.warnings.append(
+                f"'{relative}' could not be read ({exc}); compared by size and time only"
+            )
+            try:
+                info = (self.root / relative).lstat()
+            except OSError:
+                return None
+            return FileState(info.st_size, info.st_mtime_ns, None)
 
 
 def _budget_warning(budget: _Budget) -> list[str]:
@@ -530,11 +633,17 @@ def _order(path: str) -> tuple[str, ...]:
     return tuple(path.split("/"))
 
 
-def _tree_files(root: Path, warnings: list[str]) -> tuple[dict[str, FileState], str | None]:
+def _tree_files(
+    root: Path, warnings: list[str], trusted: Mapping[str, FileState | None] | None = None
+) -> tuple[dict[str, FileState], str | None]:
+    """Every file of the tree, each hashed unless ``trusted`` holds a state its size and time
+    still match."""
     files: dict[str, FileState] = {}
     budget = _Budget()
     walked: str | None = None
     last: str | None = None
+    trusted = trusted or {}
+    horizon_ns = time.time_ns() - RACY_NS
     try:
         for dir_fd, name, path in _walk(root):
             if len(files) >= MAX_PATHS:
@@ -545,7 +654,8 @@ def _tree_files(root: Path, warnings: list[str]) -> tuple[dict[str, FileState], 
                 )
                 break
             try:
-                state = _state_at(dir_fd, name, budget)
+                state = _state_at(dir_fd, name, budget, trusted.get(path) or _known(root, path))
+                _remember(root, path, state, horizon_ns)
             except OSError as exc:
                 warnings.append(f"'{path}' could not be read ({exc}); compared by size only")
                 state = None
@@ -566,12 +676,29 @@ def _require_absolute(root: Path) -> None:
         raise ValueError(f"root must be an absolute path, not {str(root)!r}")
 
 
+def _trusted(snapshot: Snapshot) -> dict[str, FileState | None]:
+    """The snapshot's states that may stand for their files while size and time match."""
+    if snapshot.taken_at_ns is None:
+        return {}
+    before = snapshot.taken_at_ns - RACY_NS
+    return {
+        path: state
+        for path, state in snapshot.files.items()
+        if state is not None and state.mtime_ns < before
+    }
+
+
 def snapshot_take(*, root: Path) -> Snapshot:
     """The project at ``root`` as it stands; never raises for git or file trouble (it warns)."""
     _require_absolute(root)
+    taken_at = time.time_ns()
     if not root.is_dir():
         # Asking git first would only add its own "cannot change to" to the same news.
-        return Snapshot(kind="tree", warnings=(f"the project folder {root} is not a directory",))
+        return Snapshot(
+            kind="tree",
+            warnings=(f"the project folder {root} is not a directory",),
+            taken_at_ns=taken_at,
+        )
     warnings: list[str] = []
     try:
         status = _git_status(root)
@@ -580,17 +707,31 @@ def snapshot_take(*, root: Path) -> Snapshot:
     except _GitTrouble as exc:
         warnings.append(f"{exc}; the project's files were snapshotted without git")
     else:
-        return _git_snapshot(root, status, warnings)
-    files, last = _tree_files(root, warnings)
+        return _git_snapshot(root, status, warnings, taken_at, {})
+    return _tree_snapshot(root, warnings, taken_at, {})
+
+
+def _tree_snapshot(
+    root: Path, warnings: list[str], taken_at: int, trusted: Mapping[str, FileState | None]
+) -> Snapshot:
+    files, last = _tree_files(root, warnings, trusted)
     return Snapshot(
         kind="tree",
-        files=dict(files),
+        files=files,
         truncated_after=last,
         warnings=tuple(warnings),
+        taken_at_ns=taken_at,
     )
 
 
-def _git_snapshot(root: Path, status: _Status, warnings: list[str]) -> Snapshot:
+def _git_snapshot(
+    root: Path,
+    status: _Status,
+    warnings: list[str],
+    taken_at: int,
+    known: Mapping[str, FileState | None],
+) -> Snapshot:
+    """A git snapshot from ``status``; ``known`` holds states already read at this moment."""
     paths = sorted(p for p in {*status.dirty, *status.untracked} if not _is_scratch(p))
     if len(paths) > MAX_PATHS:
         warnings.append(
@@ -599,7 +740,11 @@ def _git_snapshot(root: Path, status: _Status, warnings: list[str]) -> Snapshot:
         )
         paths = paths[:MAX_PATHS]
     budget = _Budget()
-    files = {path: _state_of(root, path, budget, warnings) for path in paths}
+    reader = _Reader(root, budget, warnings)
+    try:
+        files = {path: known[path] if path in known else reader.state(path) for path in paths}
+    finally:
+        reader.close()
     warnings.extend(_budget_warning(budget))
     return Snapshot(
         kind="git",
@@ -607,6 +752,7 @@ def _git_snapshot(root: Path, status: _Status, warnings: list[str]) -> Snapshot:
         branch=status.branch,
         files=files,
         warnings=tuple(warnings),
+        taken_at_ns=taken_at,
     )
 
 
@@ -653,64 +799,112 @@ def changes_since(*, root: Path, snapshot: Snapshot) -> FilesChanged:
     _require_absolute(root)
     result = _Result(list(snapshot.warnings))
     if snapshot.kind == "tree":
-        _compare_trees(root, snapshot, result)
+        _compare_trees(root, snapshot, result, [])
     else:
         _compare_git(root, snapshot, result)
     return result.done()
 
 
-def _compare_trees(root: Path, snapshot: Snapshot, result: _Result) -> None:
-    now, _ = _tree_files(root, result.warnings)
+def changes_and_snapshot(*, root: Path, snapshot: Snapshot) -> tuple[FilesChanged, Snapshot]:
+    """``changes_since(snapshot)`` and a new snapshot of the same moment, from one look at the
+    project: what the comparison ends on is where the next one starts, so a change made
+    between two consecutive calls falls into exactly one of their results."""
+    _require_absolute(root)
+    taken_at = time.time_ns()
+    result = _Result(list(snapshot.warnings))
+    if snapshot.kind == "tree" and root.is_dir() and not _is_top_of_work_tree(root):
+        walk_warnings: list[str] = []
+        now, last = _compare_trees(root, snapshot, result, walk_warnings)
+        after = Snapshot(
+            kind="tree",
+            files=now,
+            truncated_after=last,
+            warnings=tuple(walk_warnings),
+            taken_at_ns=taken_at,
+        )
+        return result.done(), after
+    if snapshot.kind == "git":
+        status, read = _compare_git(root, snapshot, result)
+        if status is not None:
+            return result.done(), _git_snapshot(root, status, [], taken_at, read)
+    else:
+        _compare_trees(root, snapshot, result, [])
+    # Git failed, the folder is gone, or the project became a repository: look again.
+    return result.done(), snapshot_take(root=root)
+
+
+def _compare_trees(
+    root: Path, snapshot: Snapshot, result: _Result, walk_warnings: list[str]
+) -> tuple[dict[str, FileState], str | None]:
+    now, last = _tree_files(root, walk_warnings, _trusted(snapshot))
+    result.warnings.extend(walk_warnings)
     limit = None if snapshot.truncated_after is None else _order(snapshot.truncated_after)
     for path in {*snapshot.files, *now}:
         if limit is not None and _order(path) > limit:
             continue
         result.judge(path, snapshot.files.get(path), now.get(path))
+    return now, last
 
 
-def _compare_git(root: Path, snapshot: Snapshot, result: _Result) -> None:
+def _compare_git(
+    root: Path, snapshot: Snapshot, result: _Result
+) -> tuple[_Status | None, dict[str, FileState | None]]:
+    """Judge every change since ``snapshot``; the status it used (None when git failed) and
+    the states it read, for a snapshot of the same moment."""
     budget = _Budget()
     warnings = result.warnings
+    reader = _Reader(root, budget, warnings)
+    trusted = _trusted(snapshot)
+    read: dict[str, FileState | None] = {}
+
+    def now(path: str) -> FileState | None:
+        read[path] = reader.state(path, trusted.get(path))
+        return read[path]
+
     try:
-        status = _git_status(root)
-        if snapshot.head == status.head:
-            # Nothing committed since the start: status already compared HEAD with the disk.
-            diff = status.against_head
-        else:
-            diff = _git_diff(root, _git_base(root, snapshot, status, warnings))
-    except _GitTrouble as exc:
-        warnings.append(
-            f"{exc}; only the files that were already changed at the start could be compared"
-        )
-        for path, before in snapshot.files.items():
-            result.judge(path, before, _state_of(root, path, budget, warnings))
-        warnings.extend(_budget_warning(budget))
-        return
-
-    if snapshot.branch is not None and status.branch != snapshot.branch:
-        now = "a detached HEAD" if status.branch is None else f"branch '{status.branch}'"
-        warnings.append(
-            f"the checkout moved from branch '{snapshot.branch}' to {now} during the task; "
-            "the differences between them are counted as the task's changes"
-        )
-    for folder in status.nested:
-        if folder not in snapshot.files:
-            warnings.append(f"'{folder}' is a nested git repository; its files are not listed")
-
-    untracked = set(status.untracked)
-    for path in {*diff, *untracked, *snapshot.files}:
-        if path in snapshot.files:
-            # Dirty or untracked at the start: only its content then and now tell.
-            result.judge(path, snapshot.files[path], _state_of(root, path, budget, warnings))
-        elif path in diff:
-            letter = diff[path]
-            if letter == "D" and path in untracked:
-                result.modified.add(path)  # dropped from git but still on disk
+        try:
+            status = _git_status(root)
+            if snapshot.head == status.head:
+                # Nothing committed since the start: status already compared HEAD with the disk.
+                diff = status.against_head
             else:
-                {"A": result.added, "D": result.deleted}.get(letter, result.modified).add(path)
-        else:
-            result.added.add(path)
-    warnings.extend(_budget_warning(budget))
+                diff = _git_diff(root, _git_base(root, snapshot, status, warnings))
+        except _GitTrouble as exc:
+            warnings.append(
+                f"{exc}; only the files that were already changed at the start could be compared"
+            )
+            for path, before in snapshot.files.items():
+                result.judge(path, before, now(path))
+            warnings.extend(_budget_warning(budget))
+            return None, read
+
+        if snapshot.branch is not None and status.branch != snapshot.branch:
+            moved = "a detached HEAD" if status.branch is None else f"branch '{status.branch}'"
+            warnings.append(
+                f"the checkout moved from branch '{snapshot.branch}' to {moved} during the task; "
+                "the differences between them are counted as the task's changes"
+            )
+        for folder in status.nested:
+            if folder not in snapshot.files:
+                warnings.append(f"'{folder}' is a nested git repository; its files are not listed")
+
+        untracked = set(status.untracked)
+        for path in {*diff, *untracked, *snapshot.files}:
+            if path in snapshot.files:
+                # Dirty or untracked at the start: only its content then and now tell.
+                result.judge(path, snapshot.files[path], now(path))
+            elif path in diff:
+                letter = diff[path]
+                if letter == "D" and path in untracked:
+                    result.modified.add(path)  # dropped from git but still on disk
+                else:
+                    {"A": result.added, "D": result.deleted}.get(letter, result.modified).add(path)
+            else:
+                result.added.add(path)
+        warnings.extend(_budget_warning(budget))
+        return status, read
+    finally:
+        reader.close()
 
 
 def _git_base(root: Path, snapshot: Snapshot, status: _Status, warnings: list[str]) -> str:

@@ -106,6 +106,18 @@ class AgentConnected(Payload):
     adopted: bool
 
 
+class StepFilesRecorded(Payload):
+    """The files one step run changed, computed once it finished (see
+    ``workflows.services.step_changes``); ``status`` "recorded" or "unknown"."""
+
+    step_id: str
+    status: str
+    added: int
+    modified: int
+    deleted: int
+    warnings: int
+
+
 # The tracker's (seed 002) events: ids as the tools show them (text), enum values as stored.
 
 
@@ -264,6 +276,7 @@ PAYLOADS: Mapping[str, type[Payload]] = {
     Event.Kind.CHANGES_DELIVERED: ChangesDelivered,
     Event.Kind.CATALOG_SYNCED: CatalogSynced,
     Event.Kind.AGENT_CONNECTED: AgentConnected,
+    Event.Kind.STEP_FILES_RECORDED: StepFilesRecorded,
     Event.Kind.WORKFLOW_CREATED: TrackedWorkflowCreated,
     Event.Kind.WORKFLOW_UPDATED: TrackedWorkflowUpdated,
     Event.Kind.PHASE_CREATED: PhaseCreated,

@@ -343,6 +343,20 @@ class StepRun(models.Model):
     # The inputs a 0.14 step was started with (name -> value, None when not yet available).
     input_values = models.JSONField(default=dict, blank=True)
 
+    class FilesStatus(models.TextChoices):
+        PENDING = "pending", "Not computed yet"
+        RECORDED = "recorded", "Recorded"
+        UNKNOWN = "unknown", "Unknown"
+
+    # The files the step changed (workflows.services.step_changes): the project's snapshot
+    # when the step started, and at its end {added, modified, deleted} with any warnings.
+    files_snapshot = models.JSONField(null=True, blank=True)
+    files_status = models.CharField(
+        max_length=16, choices=FilesStatus.choices, default=FilesStatus.PENDING
+    )
+    files_changed = models.JSONField(null=True, blank=True)
+    files_warnings = models.JSONField(default=list, blank=True)
+
     class Meta:
         constraints = [
             models.CheckConstraint(
@@ -359,6 +373,10 @@ class StepRun(models.Model):
                     ]
                 ),
                 name="workflows_steprun_status_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(files_status__in=["pending", "recorded", "unknown"]),
+                name="workflows_steprun_files_status_valid",
             ),
             # At most one live run of a step per session: a race can never start it twice.
             models.UniqueConstraint(
@@ -415,6 +433,7 @@ class Event(models.Model):
         CHANGES_DELIVERED = "changes_delivered", "Requested changes delivered to the agent"
         CATALOG_SYNCED = "catalog_synced", "Job catalog changed"
         AGENT_CONNECTED = "agent_connected", "Agent connected"
+        STEP_FILES_RECORDED = "step_files_recorded", "Files changed by a step recorded"
         # The tracker's (seed 002) events, named as in the original.
         WORKFLOW_CREATED = "workflow:created", "Tracked workflow started"
         WORKFLOW_UPDATED = "workflow:updated", "Tracked workflow updated"

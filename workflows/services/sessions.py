@@ -48,6 +48,7 @@ from workflows.selectors import (
     stack_for_agent,
     workflow_entries,
 )
+from workflows.services import step_changes
 from workflows.services.agents import agent_ensure, agent_id_clean
 from workflows.services.catalog import CatalogView
 
@@ -295,6 +296,9 @@ def session_start(
                     ),
                 )
                 _start_runs(project, agent, session, 0, first)
+                step_changes.session_moved(
+                    session=session, root=Path(project.root_path), began_entry=0
+                )
             break
         except IntegrityError:
             # An 8-hex session id collided with an existing one; draw another.
@@ -412,6 +416,12 @@ def step_advance(
             )
         else:
             _start_runs(project, agent, session, next_index, next_entry)
+        step_changes.session_moved(
+            session=session,
+            root=checkpoint.project_root,
+            finished_entry=next_index - 1,
+            began_entry=None if next_entry is None else next_index,
+        )
 
     stack = stack_for_agent(agent=agent)
     if next_entry is None:
@@ -530,6 +540,9 @@ def session_go_to_step(
             payload=events.StepReopened(step_id=entry[0].step_id, invalidated_steps=invalidated),
         )
         _start_runs(project, agent, session, target, entry)
+        step_changes.session_moved(
+            session=session, root=Path(project.root_path), began_entry=target
+        )
     return WentToStep(
         begun=_begun(session, session.job, entry, instructions),
         invalidated_steps=tuple(invalidated),

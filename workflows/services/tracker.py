@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -391,6 +392,12 @@ def phase_complete(
 # --- File changes (workflows.changes): slow, so always outside a transaction. -----------------
 
 
+# The look at the project (git, the files) runs on its own thread while the calling one reads
+# the database: git waits on the disk, and a Python thread reading rows has the core meanwhile.
+# It touches no database, so no connection crosses threads.
+_LOOKS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="tracker-files")
+
+
 def _snapshot(root: Path | None) -> tuple[dict[str, Any] | None, list[str]]:
     if root is None:
         return None, []
@@ -474,11 +481,13 @@ def task_start(
     elif phase_name is not None:
         raise InvalidInput("phase_name is given without phase; give the phase number too")
     scope.areas_check(areas or [])
-    # Cheap checks first, so a bad id costs no snapshot; all are made again under the lock.
+    # The snapshot is taken while the ids are checked (all again under the lock); a bad id
+    # changes nothing, its snapshot is dropped.
+    looking: Future[tuple[dict[str, Any] | None, list[str]]] = _LOOKS.submit(_snapshot, root)
     _running_workflow(project, workflow_id, lock=False)
     if parent_task_id is not None:
         task_get(project=project, task_id=parent_task_id, field_name="parent_task_id")
-    snapshot, warnings = _snapshot(root)
+    snapshot, warnings = looking.result()
     with transaction.atomic():
         workflow = _running_workflow(project, workflow_id)
         parent = None
@@ -635,9 +644,10 @@ def task_complete(
             f"phase_complete: phase {task.phase.number} ('{task.phase.name}') is already "
             f"{task.phase.status}; nothing was changed"
         )
-    files = _changes(root, task.snapshot)
+    looking: Future[FileChanges] = _LOOKS.submit(_changes, root, task.snapshot)
+    overlapping = _overlapping(task, _now()) if root is not None else []
+    files = looking.result()
     now = _now()
-    overlapping = _overlapping(task, now) if root is not None else []
     if overlapping:
         files.warnings.append(
             "other tasks ran in this project at the same time, so some of these changes may "

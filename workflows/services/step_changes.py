@@ -1,0 +1,539 @@
+"""The files each DeepWork step run changed: a snapshot when it starts, a comparison when it ends.
+
+The rules are the tracker's (``workflows.changes``): commits, staged, unstaged and untracked
+files, renames as a delete plus an add, files already dirty at the start and left alone not
+reported, a content comparison outside git, warnings instead of errors.
+
+Looking at the project costs milliseconds to tens of milliseconds (a ``git status`` of the whole
+work tree), more than a transition itself, so it stays off the answer path:
+
+* a transition commits first; its ``on_commit`` hands the session to one worker thread per
+  process (``session_moved``), which, for that session, compares each step run that just
+  finished with its start snapshot and, from the same look at the project
+  (``changes_and_snapshot``), stores the start snapshot of the step runs that just began. What
+  one step's comparison ends on is where the next step starts, so every change lands in exactly
+  one step; a change made in the milliseconds between the transition's commit and the worker's
+  look counts for the step that finished, not the one that began;
+* when a step's hand-in is reviewed anyway (reviews take seconds, and the reviewer is given the
+  list), the comparison runs inline before the reviews (``changes_for_review``); if they pass,
+  it is the step's record and its end snapshot starts the next step (``record_reviewed``);
+* nothing here ever fails a transition: git trouble becomes a warning on the step run, a lost
+  or broken snapshot makes the run's files "unknown" with a warning saying why.
+
+A process that exits with a look still queued waits a few seconds for it, then goes: the state
+is in the database, so a run whose start snapshot was never stored reads "unknown" when it
+finishes, and a finished run whose comparison never ran reads "unknown" after
+``STALE_AFTER``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import queue
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection, connections, transaction
+from django.db.models import Field
+from django.utils import timezone
+
+from workflows import changes, events
+from workflows.db import retrying_when_busy
+from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
+
+logger = logging.getLogger(__name__)
+
+# How long an exiting process waits for the looks still queued.
+EXIT_WAIT_SECONDS = 5.0
+# How long a review waits for its step's start snapshot, still being taken, before going on.
+REVIEW_WAIT_SECONDS = changes.GIT_TIMEOUT_SECONDS + 5
+# A finished run whose comparison has not been stored after this long never will be: the
+# process that should have stored it stopped.
+STALE_AFTER = timedelta(seconds=2 * changes.GIT_TIMEOUT_SECONDS + 30)
+
+NO_START_SNAPSHOT = (
+    "no snapshot of the project was stored when this step started (the server stopped before "
+    "taking it, or file tracking was off), so its file changes are unknown"
+)
+STOPPED_BEFORE_COMPARING = (
+    "the server stopped before this step's file changes were computed, so they are unknown"
+)
+NOT_FINISHED = "the step did not finish ({status}), so its file changes were not computed"
+
+
+def mode() -> str:
+    """``DEEPWORK_STEP_FILES`` (a setting, else the environment): "on" (the default: looks run
+    on the worker thread), "inline" (each look runs in the committing thread right after the
+    commit, before the call returns: the test suite's mode, so event counts are deterministic)
+    or "off" (no snapshots, no comparisons)."""
+    value = getattr(settings, "DEEPWORK_STEP_FILES", None)
+    if value is None:
+        value = os.environ.get("DEEPWORK_STEP_FILES", "on")
+    value = str(value).strip().lower()
+    if value in ("off", "0", "false", "no"):
+        return "off"
+    return "inline" if value == "inline" else "on"
+
+
+def enabled() -> bool:
+    return mode() != "off"
+
+
+# --- What a run shows ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """A step run's files changed as readers see them (dashboard, REST API, reviewer).
+
+    ``status``: "recorded" (the lists are complete, up to their warnings), "pending" (the step
+    is running or its comparison is under way) or "unknown" (``warnings`` say why)."""
+
+    status: str
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def count(self) -> int:
+        return len(self.added) + len(self.modified) + len(self.deleted)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "added": list(self.added),
+            "modified": list(self.modified),
+            "deleted": list(self.deleted),
+            "warnings": list(self.warnings),
+        }
+
+
+def run_files(run: StepRun) -> RunFiles:
+    """What is known of ``run``'s files changed, from its row alone (no query)."""
+    warnings = tuple(run.files_warnings or ())
+    if run.files_status == StepRun.FilesStatus.RECORDED:
+        found = run.files_changed or {}
+        return RunFiles(
+            status="recorded",
+            added=tuple(found.get("added", ())),
+            modified=tuple(found.get("modified", ())),
+            deleted=tuple(found.get("deleted", ())),
+            warnings=warnings,
+        )
+    if run.files_status == StepRun.FilesStatus.UNKNOWN:
+        return RunFiles(status="unknown", warnings=warnings)
+    if run.status == StepRun.Status.ACTIVE:
+        return RunFiles(status="pending")
+    if run.status != StepRun.Status.COMPLETED:
+        return RunFiles(status="unknown", warnings=(NOT_FINISHED.format(status=run.status),))
+    if run.completed_at is not None and timezone.now() - run.completed_at > STALE_AFTER:
+        return RunFiles(status="unknown", warnings=(STOPPED_BEFORE_COMPARING,))
+    return RunFiles(status="pending")
+
+
+# --- The worker ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Job:
+    session_pk: int
+    root: Path
+    finished_entry: int | None = None  # the entry whose runs the transition completed
+    began_entry: int | None = None  # the entry whose runs it started
+    carry: changes.Snapshot | None = None  # the end snapshot of a reviewed hand-in
+    done: threading.Event = field(default_factory=threading.Event)
+    marker: bool = False  # no look: ``done`` tells that every job queued before it ran
+
+
+_jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+_worker: threading.Thread | None = None
+_worker_lock = threading.Lock()
+# The latest job queued per session, to wait for before reading its start snapshots.
+_latest: dict[int, _Job] = {}
+# End snapshots of reviewed hand-ins, handed from their commit to the session's next job.
+_carried: dict[int, changes.Snapshot] = {}
+
+
+def _ensure_worker() -> None:
+    global _worker
+    if _worker is not None and _worker.is_alive():
+        return
+    with _worker_lock:
+        if _worker is None or not _worker.is_alive():
+            _worker = threading.Thread(target=_work_forever, name="step-files", daemon=True)
+            _worker.start()
+            atexit.register(drain, EXIT_WAIT_SECONDS)
+
+
+# A worker idle this long gives its database connection back; during a burst of transitions
+# it keeps it (opening one costs more than a look's queries).
+IDLE_CLOSE_SECONDS = 2.0
+
+
+def _work_forever() -> None:
+    while True:
+        try:
+            job = _jobs.get(timeout=IDLE_CLOSE_SECONDS)
+        except queue.Empty:
+            connections.close_all()  # this thread's connection only
+            job = _jobs.get()
+        if job.marker:
+            # Whoever waits for the queue to drain (a test's end, the process's exit) also
+            # gets the worker's connection back, so no database is kept busy by it.
+            connections.close_all()
+            job.done.set()
+            continue
+        try:
+            close_old_connections()
+            _run(job)
+        finally:
+            if _latest.get(job.session_pk) is job:
+                _latest.pop(job.session_pk, None)
+
+
+def _run(job: _Job) -> None:
+    try:
+        _look(job)
+    except Exception:  # neither the worker nor a committed transition may fail because of it
+        logger.exception("Recording the files changed in session %s failed", job.session_pk)
+    finally:
+        job.done.set()
+
+
+def session_moved(
+    *,
+    session: WorkflowSession,
+    root: Path,
+    finished_entry: int | None = None,
+    began_entry: int | None = None,
+) -> None:
+    """After a transition of ``session`` commits: queue the look at the project that records
+    the runs of ``finished_entry`` it completed and snapshots the runs of ``began_entry`` it
+    started. Returns at once; call it inside the transition's transaction."""
+    if not enabled():
+        return
+    session_pk = session.pk
+    transaction.on_commit(lambda: _queue(session_pk, root, finished_entry, began_entry))
+
+
+def _queue(
+    session_pk: int, root: Path, finished_entry: int | None, began_entry: int | None
+) -> None:
+    job = _Job(
+        session_pk=session_pk,
+        root=root,
+        finished_entry=finished_entry,
+        began_entry=began_entry,
+        carry=_carried.pop(session_pk, None),
+    )
+    if mode() == "inline":
+        _run(job)
+        return
+    _latest[session_pk] = job
+    _ensure_worker()
+    _jobs.put(job)
+
+
+def drain(timeout: float | None = None) -> bool:
+    """Wait until every look queued so far is done; False if ``timeout`` passed first."""
+    if _worker is None or not _worker.is_alive():
+        return True
+    marker = _Job(session_pk=0, root=Path("/"), marker=True)
+    _jobs.put(marker)
+    return marker.done.wait(timeout)
+
+
+def _wait_for(session_pk: int, timeout: float) -> None:
+    job = _latest.get(session_pk)
+    if job is not None and not job.done.wait(timeout):
+        logger.warning("The start snapshot of session %s is still being taken", session_pk)
+
+
+@dataclass(frozen=True)
+class _Run:
+    pk: int
+    step_id: str
+    snapshot: Any
+    # As the database gives them (text on SQLite, datetime on PostgreSQL): only compared with
+    # each other and handed back to the database.
+    started_at: Any
+    completed_at: Any
+
+
+# The session's runs still waiting for a snapshot or a record, and who owns the session: read
+# after every transition, so written out (as the overlap query below).
+_PENDING_SQL = (
+    "SELECT r.id, r.status, r.entry_index, r.step_id, r.files_snapshot, r.started_at, "
+    "r.completed_at, s.project_id, s.agent_id "
+    f"FROM {StepRun._meta.db_table} r "
+    f"JOIN {WorkflowSession._meta.db_table} s ON r.session_id = s.id "
+    "WHERE r.session_id = %s AND r.files_status = %s"
+)
+
+
+def _json(value: Any) -> Any:
+    # A JSON column comes back as text from a plain cursor (SQLite; PostgreSQL as Django
+    # configures psycopg), or already decoded.
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _look(job: _Job) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_PENDING_SQL, [job.session_pk, StepRun.FilesStatus.PENDING.value])
+        rows = cursor.fetchall()
+    if not rows:
+        return
+    project_id, agent_id = rows[0][7], rows[0][8]
+    # Only the runs this transition completed: one left pending by a process that stopped
+    # would be compared with a project that has moved on since (it reads "unknown" instead).
+    ended = sorted(
+        (
+            _Run(pk, step_id, _json(snapshot), started, completed)
+            for pk, status, entry, step_id, snapshot, started, completed, _, _ in rows
+            if status == StepRun.Status.COMPLETED and entry == job.finished_entry
+        ),
+        key=lambda run: run.pk,
+    )
+    # The runs it started, even if one has finished since (an agent quicker than this look):
+    # its start is then this look, which comes before the look that compares it.
+    began = [
+        pk
+        for pk, status, entry, _, snapshot, _, _, _, _ in rows
+        if entry == job.began_entry
+        and status in (StepRun.Status.ACTIVE, StepRun.Status.COMPLETED)
+        and snapshot is None
+    ]
+    if not ended and not began:
+        return
+    after = job.carry
+    found: dict[int, RunFiles] = {}
+    # The members of a concurrent entry share one start snapshot: one comparison for them all.
+    by_snapshot: dict[str, list[_Run]] = {}
+    for run in ended:
+        by_snapshot.setdefault(repr(run.snapshot), []).append(run)
+    for runs in by_snapshot.values():
+        outcome, look = _compare(job.root, runs[0].snapshot, want_snapshot=after is None)
+        after = after or look
+        for run in runs:
+            found[run.pk] = outcome
+    if began and after is None:
+        after = changes.snapshot_take(root=job.root)
+    # Writes always go in a transaction: on SQLite that takes the write lock up front
+    # (IMMEDIATE) and waits for it, where a lone statement could fail at once on contention.
+    overlaps = _overlap_warnings(project_id, agent_id, ended) if ended else {}
+    owners = (Project(pk=project_id), WorkflowSession(pk=job.session_pk), Agent(pk=agent_id))
+    retrying_when_busy(lambda: _store(owners, ended, found, overlaps, began, after))()
+
+
+def _compare(
+    root: Path, stored: Any, *, want_snapshot: bool
+) -> tuple[RunFiles, changes.Snapshot | None]:
+    """The files changed since the stored start snapshot and, if wanted, a snapshot of now."""
+    if stored is None:
+        return RunFiles(status="unknown", warnings=(NO_START_SNAPSHOT,)), None
+    try:
+        snapshot = changes.Snapshot.from_json(stored)
+    except ValueError as exc:
+        warning = f"the step's start snapshot could not be read ({exc}), so its changes are unknown"
+        return RunFiles(status="unknown", warnings=(warning,)), None
+    if want_snapshot:
+        result, look = changes.changes_and_snapshot(root=root, snapshot=snapshot)
+    else:
+        result, look = changes.changes_since(root=root, snapshot=snapshot), None
+    return _recorded(result), look
+
+
+def _recorded(result: changes.FilesChanged) -> RunFiles:
+    return RunFiles(
+        status="recorded",
+        added=tuple(result.added),
+        modified=tuple(result.modified),
+        deleted=tuple(result.deleted),
+        warnings=tuple(result.warnings),
+    )
+
+
+# Other agents' step runs in the project that overlap a time window, written out: it runs after
+# every finished step, and the ORM spends longer building it than the database answering it.
+_OVERLAP_SQL = (
+    "SELECT a.agent_id, s.session_id, r.step_id "
+    f"FROM {StepRun._meta.db_table} r "
+    f"JOIN {WorkflowSession._meta.db_table} s ON r.session_id = s.id "
+    f"JOIN {Agent._meta.db_table} a ON s.agent_id = a.id "
+    "WHERE s.project_id = %s AND s.agent_id <> %s AND r.started_at < %s "
+    "AND (r.completed_at IS NULL OR r.completed_at > %s) "
+    "ORDER BY r.id LIMIT 10"
+)
+
+
+def _overlap_warnings(project_id: int, agent_id: int, ended: list[_Run]) -> dict[int, str]:
+    """A warning for the finished runs (one entry: one time window) naming other agents'
+    steps that ran in the same project meanwhile (an agent's own nested sessions are its
+    work)."""
+    now: Any = connection.ops.adapt_datetimefield_value(timezone.now())
+    first = min(run.started_at for run in ended)
+    last = max(now if run.completed_at is None else run.completed_at for run in ended)
+    with connection.cursor() as cursor:
+        cursor.execute(_OVERLAP_SQL, [project_id, agent_id, last, first])
+        names = [f"{agent}: {session}/{step}" for agent, session, step in cursor.fetchall()]
+    if not names:
+        return {}
+    warning = (
+        "other agents worked in this project at the same time, so some of these changes may "
+        f"be theirs: {', '.join(names)}"
+    )
+    return {run.pk: warning for run in ended}
+
+
+def _column(name: str) -> Field[Any, Any]:
+    field = StepRun._meta.get_field(name)
+    assert isinstance(field, Field)  # a run's own column, never a relation
+    return field
+
+
+def _update(where: str, where_params: list[Any], **values: Any) -> int:
+    """``UPDATE`` step runs ``WHERE <where>`` with ``values`` prepared by their fields, as the
+    ORM's update() would prepare them, without its cost per statement; the rows changed."""
+    fields = [_column(name) for name in values]
+    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
+    params = [f.get_db_prep_save(values[f.name], connection) for f in fields]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {StepRun._meta.db_table} SET {assignments} WHERE {where}",
+            [*params, *where_params],
+        )
+        return cursor.rowcount
+
+
+def _store(
+    owners: tuple[Project, WorkflowSession, Agent],
+    ended: list[_Run],
+    found: Mapping[int, RunFiles],
+    overlaps: Mapping[int, str],
+    began: list[int],
+    after: changes.Snapshot | None,
+) -> None:
+    with transaction.atomic():
+        recorded = []
+        for run in ended:
+            outcome = found[run.pk]
+            warnings = [*outcome.warnings, *([overlaps[run.pk]] if run.pk in overlaps else [])]
+            # Only a run still waiting for its record gets it: a second look never overwrites.
+            if _write_record(run.pk, outcome, warnings):
+                recorded.append((run.step_id, outcome, warnings))
+        if began and after is not None:
+            _write_start(began, after)
+        if recorded:
+            _announce(*owners, recorded)
+
+
+def _write_start(began: list[int], after: changes.Snapshot) -> None:
+    """The snapshot the runs that began start from; never replaces one already stored."""
+    marks = ", ".join(["%s"] * len(began))
+    _update(f"id IN ({marks}) AND files_snapshot IS NULL", began, files_snapshot=after.to_json())
+
+
+def _write_record(run_pk: int, outcome: RunFiles, warnings: list[str]) -> bool:
+    return bool(
+        _update(
+            "id = %s AND files_status = %s",
+            [run_pk, StepRun.FilesStatus.PENDING.value],
+            files_status=outcome.status,
+            files_changed=(
+                {
+                    "added": list(outcome.added),
+                    "modified": list(outcome.modified),
+                    "deleted": list(outcome.deleted),
+                }
+                if outcome.status == "recorded"
+                else None
+            ),
+            files_warnings=warnings,
+        )
+    )
+
+
+def _announce(
+    project: Project,
+    session: WorkflowSession,
+    agent: Agent | None,
+    recorded: Iterable[tuple[str, RunFiles, list[str]]],
+) -> None:
+    events.event_record_many(
+        kind=Event.Kind.STEP_FILES_RECORDED,
+        project=project,
+        session=session,
+        agent=agent,
+        payloads=(
+            events.StepFilesRecorded(
+                step_id=step_id,
+                status=outcome.status,
+                added=len(outcome.added),
+                modified=len(outcome.modified),
+                deleted=len(outcome.deleted),
+                warnings=len(warnings),
+            )
+            for step_id, outcome, warnings in recorded
+        ),
+    )
+
+
+# --- Reviewed hand-ins --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReviewedFiles:
+    """The files changed by each step of a reviewed hand-in, looked at before the reviews."""
+
+    by_step: dict[str, RunFiles]
+    run_pks: dict[str, int]
+    after: changes.Snapshot | None
+
+
+def changes_for_review(
+    *, session: WorkflowSession, run_pks: Mapping[str, int], root: Path
+) -> ReviewedFiles | None:
+    """Compare the hand-in's step runs with their start snapshots now, for the reviewer.
+
+    Runs in the caller's thread, outside any transaction: the reviews that follow take far
+    longer. Waits (at most ``REVIEW_WAIT_SECONDS``) for a start snapshot still being taken."""
+    if not enabled() or not run_pks:
+        return None
+    _wait_for(session.pk, REVIEW_WAIT_SECONDS)
+    stored = dict(
+        StepRun.objects.filter(pk__in=run_pks.values()).values_list("pk", "files_snapshot")
+    )
+    by_step: dict[str, RunFiles] = {}
+    after: changes.Snapshot | None = None
+    seen: dict[str, RunFiles] = {}
+    for step_id, pk in run_pks.items():
+        key = repr(stored.get(pk))
+        if key not in seen:
+            seen[key], look = _compare(root, stored.get(pk), want_snapshot=after is None)
+            after = after or look
+        by_step[step_id] = seen[key]
+    return ReviewedFiles(by_step=by_step, run_pks=dict(run_pks), after=after)
+
+
+def record_reviewed(*, session: WorkflowSession, files: ReviewedFiles) -> None:
+    """Inside the transaction that advances a reviewed hand-in: its look before the reviews is
+    the record of its steps, and its end snapshot the start of the next ones."""
+    recorded = []
+    for step_id, outcome in files.by_step.items():
+        if _write_record(files.run_pks[step_id], outcome, list(outcome.warnings)):
+            recorded.append((step_id, outcome, list(outcome.warnings)))
+    if recorded:
+        _announce(session.project, session, session.agent, recorded)
+    if files.after is not None:
+        after, session_pk = files.after, session.pk
+        # Registered before the advance's own on_commit (``session_moved``), so its job takes it.
+        transaction.on_commit(lambda: _carried.__setitem__(session_pk, after))
