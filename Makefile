@@ -60,6 +60,7 @@ bench: $(STAMP) browser
 	$(PY) tests/bench/run_bench.py
 	$(PY) tests/bench/gate_bench.py
 	$(PY) tests/bench/dashboard_bench.py
+	$(PY) tests/bench/tracker_bench.py
 
 ## kill -9 mcpserve at random moments over 1,000 transitions (reviews included) and check every
 ## session, step run, review and event after each restart. Not part of `make test`; pass
