@@ -73,8 +73,8 @@ GIT_RATIO = 3.0
 SEED_BATCH = 2_000
 INCLUDE_ALL = ["decisions", "milestones", "blockers", "tasks", "phase_summary"]
 
-# The per-call cycle, in order; the tracker's names as the seed has them (a clashing name is
-# prefixed on the wire, resolved from tools/list).
+# The per-call cycle, in order; the tracker's names as the seed has them (the wire names,
+# prefixed beside deepwork, come from tools/list).
 TRACKER_TOOLS = (
     "start_workflow",
     "start_phase",
@@ -279,7 +279,7 @@ async def measure_stdio(
         listed = {t.name for t in await client.list_tools()}
         wire = {"get_workflows": "get_workflows"}
         for name in TRACKER_TOOLS:
-            # With deepwork first, a tracker tool whose name deepwork already has is prefixed.
+            # Served after deepwork, whose start_workflow it shares, the tracker's are prefixed.
             wire[name] = f"tracker_{name}" if f"tracker_{name}" in listed else name
         missing = [w for w in wire.values() if w not in listed]
         if missing:
