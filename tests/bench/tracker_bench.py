@@ -533,6 +533,14 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     )
     elapsed, big = timed(lambda: seed_context(project=project, agent=seeder, rows=CONTEXT_ROWS))
     log(f"  seeded in {elapsed:.1f} s")
+    if connection.vendor == "postgresql":
+        # Autovacuum analyses 20k new rows within a minute on a live database; until then the
+        # planner has no statistics and sorts a whole list for its first page.
+        from workflows.models import Decision, Issue, Milestone, Task
+
+        tables = ", ".join(m._meta.db_table for m in (Decision, Milestone, Issue, Task))
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {tables}")
     log(f"get_context server side: {args.context_calls} first pages")
     context = measure_context_server(
         project, str(small.pk), str(big.pk), args.context_calls, args.profile
