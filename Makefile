@@ -65,6 +65,7 @@ bench: $(STAMP) browser
 	$(PY) tests/bench/dag_bench.py
 	$(PY) tests/bench/insights_bench.py
 	$(PY) tests/bench/hosted_bench.py
+	$(PY) tests/bench/tracker_bench.py
 
 ## kill -9 mcpserve at random moments over 1,000 transitions (reviews included) and check every
 ## session, step run, review and event after each restart. Not part of `make test`; pass

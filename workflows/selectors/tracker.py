@@ -13,15 +13,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import (
     Count,
     F,
+    Func,
+    IntegerField,
     OuterRef,
     Prefetch,
     Q,
     QuerySet,
     Subquery,
     Sum,
+    Value,
     Window,
 )
 from django.db.models.functions import RowNumber
@@ -76,20 +80,43 @@ def _cursor(name: str, cursors: Mapping[str, str]) -> int | None:
 
 
 def _page(
-    queryset: QuerySet[Any], name: str, cursors: Mapping[str, str], limit: int
-) -> tuple[list[Any], str | None, int]:
+    queryset: QuerySet[Any], name: str, cursors: Mapping[str, str], limit: int, *fields: str
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of ``fields`` (and ``id``) as dicts. Only the columns shown are read: a row
+    with its task as a model would decode every JSON column of the task (its snapshot among
+    them) for each of the page's rows."""
     after = _cursor(name, cursors)
-    total = queryset.count()
     if after is not None:
         queryset = queryset.filter(pk__lt=after)
-    rows = list(queryset.order_by("-id")[: limit + 1])
+    rows = list(queryset.order_by("-id").values("id", *fields)[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return rows, (str(rows[-1].pk) if more else None), total
+    return rows, (str(rows[-1]["id"]) if more else None)
 
 
-def _who(task: Task) -> str:
-    return task.agent_name or task.agent.agent_id
+COUNT_ALL = Func(Value(1), function="COUNT", output_field=IntegerField())
+
+
+def _totals(workflow: TrackedWorkflow, lists: Mapping[str, QuerySet[Any]]) -> dict[str, int]:
+    """The size of every list in one query (a scalar subquery each), not one query per list."""
+    if not lists:
+        return {}
+    # A plain COUNT (no GROUP BY: the database answers it from the workflow's index), which
+    # is 0 on no rows.
+    sizes = {
+        f"n_{name}": Subquery(rows.order_by().annotate(n=COUNT_ALL).values("n"))
+        for name, rows in lists.items()
+    }
+    found = TrackedWorkflow.objects.filter(pk=workflow.pk).annotate(**sizes)
+    return dict(zip(lists, found.values_list(*sizes).get(), strict=True))
+
+
+# The columns of a log's task that say who did it (``_who``).
+TASK_WHO = ("task_id", "task__name", "task__agent_name", "task__agent__agent_id")
+
+
+def _who(row: Mapping[str, Any], prefix: str = "task__") -> str:
+    return str(row[f"{prefix}agent_name"] or row[f"{prefix}agent__agent_id"])
 
 
 def context_get(
@@ -143,12 +170,26 @@ def context_get(
         tasks = tasks.filter(started_at__gte=since_at)
 
     def logs(model: type[Decision] | type[Issue] | type[Milestone]) -> QuerySet[Any]:
-        queryset = model.objects.filter(workflow=workflow).select_related("task__agent")
+        queryset = model.objects.filter(workflow=workflow)
         if phase is not None or agent is not None:
             queryset = queryset.filter(task__in=tasks.values("pk"))
         if since_at is not None:
             queryset = queryset.filter(created_at__gte=since_at)
         return queryset
+
+    lists: dict[str, QuerySet[Any]] = {}
+    if "decisions" in include:
+        lists["decisions"] = logs(Decision)
+    if "milestones" in include:
+        lists["milestones"] = logs(Milestone)
+    if "blockers" in include:
+        issues = logs(Issue).filter(requires_human_review=True)
+        lists["blockers"] = issues.filter(resolved_at__isnull=True)
+        # Blockers a person has answered since: what they wrote, who and when.
+        lists["resolved_blockers"] = issues.filter(resolved_at__isnull=False)
+    if "tasks" in include:
+        lists["tasks"] = tasks
+    totals = _totals(workflow, lists)
 
     if "phase_summary" in include:
         phases = Phase.objects.filter(workflow=workflow)
@@ -182,105 +223,163 @@ def context_get(
             for p in phases
         ]
     if "decisions" in include:
-        rows, following, total = _page(logs(Decision), "decisions", cursors, limit)
+        rows, following = _page(
+            lists["decisions"],
+            "decisions",
+            cursors,
+            limit,
+            *TASK_WHO,
+            "category",
+            "question",
+            "options_considered",
+            "chosen",
+            "reasoning",
+            "trade_offs",
+            "created_at",
+        )
         answer["decisions"] = [
             {
-                "id": str(d.pk),
-                "task_id": str(d.task_id),
-                "task_name": d.task.name,
-                "agent_name": _who(d.task),
-                "category": d.category,
-                "question": d.question,
-                "options_considered": d.options_considered,
-                "chosen": d.chosen,
-                "reasoning": d.reasoning,
-                "trade_offs": d.trade_offs or None,
-                "created_at": _iso(d.created_at),
+                "id": str(d["id"]),
+                "task_id": str(d["task_id"]),
+                "task_name": d["task__name"],
+                "agent_name": _who(d),
+                "category": d["category"],
+                "question": d["question"],
+                "options_considered": d["options_considered"],
+                "chosen": d["chosen"],
+                "reasoning": d["reasoning"],
+                "trade_offs": d["trade_offs"] or None,
+                "created_at": _iso(d["created_at"]),
             }
             for d in rows
         ]
-        answer["decisions_count"] = total
+        answer["decisions_count"] = totals["decisions"]
         answer["decisions_next_cursor"] = following
     if "milestones" in include:
-        rows, following, total = _page(logs(Milestone), "milestones", cursors, limit)
+        rows, following = _page(
+            lists["milestones"],
+            "milestones",
+            cursors,
+            limit,
+            *TASK_WHO,
+            "message",
+            "progress",
+            "metadata",
+            "created_at",
+        )
         answer["milestones"] = [
             {
-                "id": str(m.pk),
-                "task_id": str(m.task_id),
-                "task_name": m.task.name,
-                "agent_name": _who(m.task),
-                "message": m.message,
-                "progress": m.progress,
-                "metadata": m.metadata,
-                "created_at": _iso(m.created_at),
+                "id": str(m["id"]),
+                "task_id": str(m["task_id"]),
+                "task_name": m["task__name"],
+                "agent_name": _who(m),
+                "message": m["message"],
+                "progress": m["progress"],
+                "metadata": m["metadata"],
+                "created_at": _iso(m["created_at"]),
             }
             for m in rows
         ]
-        answer["milestones_count"] = total
+        answer["milestones_count"] = totals["milestones"]
         answer["milestones_next_cursor"] = following
     if "blockers" in include:
-        blockers = logs(Issue).filter(requires_human_review=True, resolved_at__isnull=True)
-        rows, following, total = _page(blockers, "blockers", cursors, limit)
+        rows, following = _page(
+            lists["blockers"],
+            "blockers",
+            cursors,
+            limit,
+            *TASK_WHO,
+            "type",
+            "description",
+            "resolution",
+            "created_at",
+        )
         answer["blockers"] = [
             {
-                "id": str(i.pk),
-                "task_id": str(i.task_id),
-                "task_name": i.task.name,
-                "agent_name": _who(i.task),
-                "type": i.type,
-                "description": i.description,
-                "resolution": i.resolution,
-                "created_at": _iso(i.created_at),
+                "id": str(i["id"]),
+                "task_id": str(i["task_id"]),
+                "task_name": i["task__name"],
+                "agent_name": _who(i),
+                "type": i["type"],
+                "description": i["description"],
+                "resolution": i["resolution"],
+                "created_at": _iso(i["created_at"]),
             }
             for i in rows
         ]
-        answer["blockers_count"] = total
-        answer["has_blockers"] = total > 0
+        answer["blockers_count"] = totals["blockers"]
+        answer["has_blockers"] = totals["blockers"] > 0
         answer["blockers_next_cursor"] = following
-        # Blockers a person has answered since: what they wrote, who and when.
-        answered = (
-            logs(Issue)
-            .filter(requires_human_review=True, resolved_at__isnull=False)
-            .select_related("resolved_by")
+        username = f"resolved_by__{get_user_model().USERNAME_FIELD}"
+        rows, following = _page(
+            lists["resolved_blockers"],
+            "resolved_blockers",
+            cursors,
+            limit,
+            "task_id",
+            "task__name",
+            "type",
+            "description",
+            "human_resolution",
+            username,
+            "resolved_at",
         )
-        rows, following, total = _page(answered, "resolved_blockers", cursors, limit)
         answer["resolved_blockers"] = [
             {
-                "id": str(i.pk),
-                "task_id": str(i.task_id),
-                "task_name": i.task.name,
-                "type": i.type,
-                "description": i.description,
-                "human_resolution": i.human_resolution,
-                "resolved_by": i.resolved_by.get_username() if i.resolved_by else None,
-                "resolved_at": _iso(i.resolved_at),
+                "id": str(i["id"]),
+                "task_id": str(i["task_id"]),
+                "task_name": i["task__name"],
+                "type": i["type"],
+                "description": i["description"],
+                "human_resolution": i["human_resolution"],
+                "resolved_by": i[username],
+                "resolved_at": _iso(i["resolved_at"]),
             }
             for i in rows
         ]
-        answer["resolved_blockers_count"] = total
+        answer["resolved_blockers_count"] = totals["resolved_blockers"]
         answer["resolved_blockers_next_cursor"] = following
     if "tasks" in include:
-        rows, following, total = _page(tasks.select_related("agent"), "tasks", cursors, limit)
+        rows, following = _page(
+            lists["tasks"],
+            "tasks",
+            cursors,
+            limit,
+            "phase_id",
+            "parent_id",
+            "name",
+            "goal",
+            "status",
+            "caller_type",
+            "agent_name",
+            "agent__agent_id",
+            "summary",
+            "duration_ms",
+            "started_at",
+            "completed_at",
+            "manual_review_needed",
+            "files_changed",
+        )
         answer["tasks"] = [
             {
-                "id": str(t.pk),
-                "phase_id": str(t.phase_id) if t.phase_id else None,
-                "parent_task_id": str(t.parent_id) if t.parent_id else None,
-                "name": t.name,
-                "goal": t.goal,
-                "status": t.status,
-                "caller_type": t.caller_type or None,
-                "agent_name": _who(t),
-                "summary": t.summary or None,
-                "duration_seconds": _seconds(t.duration_ms),
-                "started_at": _iso(t.started_at),
-                "completed_at": _iso(t.completed_at),
-                "manual_review_needed": t.manual_review_needed,
-                "files_changed": t.files_changed or None,
+                "id": str(t["id"]),
+                "phase_id": str(t["phase_id"]) if t["phase_id"] else None,
+                "parent_task_id": str(t["parent_id"]) if t["parent_id"] else None,
+                "name": t["name"],
+                "goal": t["goal"],
+                "status": t["status"],
+                "caller_type": t["caller_type"] or None,
+                "agent_name": _who(t, prefix=""),
+                "summary": t["summary"] or None,
+                "duration_seconds": _seconds(t["duration_ms"]),
+                "started_at": _iso(t["started_at"]),
+                "completed_at": _iso(t["completed_at"]),
+                "manual_review_needed": t["manual_review_needed"],
+                "files_changed": t["files_changed"] or None,
             }
             for t in rows
         ]
-        answer["tasks_count"] = total
+        answer["tasks_count"] = totals["tasks"]
         answer["tasks_next_cursor"] = following
     return answer
 
