@@ -261,3 +261,15 @@ def dag_name(value: Any) -> str:
 
 def dag_description(value: Any) -> str:
     return _text(value, "description", limit=MAX_DESCRIPTION)
+
+
+EXECUTION_TYPES = ("sync", "async")
+
+
+def dag_execution_type(value: Any) -> str:
+    """How the workflow's tool runs it (seed 003): ``async`` unless ``sync`` is asked for."""
+    if value is None:
+        return "async"
+    if value not in EXECUTION_TYPES:
+        raise InvalidInput(f"execution_type must be 'sync' or 'async', not {value!r}")
+    return str(value)
