@@ -20,6 +20,8 @@ from django.utils import timezone
 
 from workflows.errors import InvalidInput
 
+# The key of the project's DAG workflows as a workflow-tools source (seed 003).
+DAG_SOURCE_KEY = "dag"
 DEFAULT_RESPONSIVE_SECONDS = 300.0
 MAX_STEPS = 2000
 MAX_ID = 255

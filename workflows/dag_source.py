@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from workflows.dag import DAG_SOURCE_KEY
 from workflows.models import Agent, Project
 from workflows.selectors.dag import dag_published, dag_run_status
 from workflows.services.dag import dag_cancel, dag_execute
@@ -27,7 +28,8 @@ from workflows.workflow_sources import (
     RunStatus,
 )
 
-DAG_SOURCE_KEY = "dag"
+__all__ = ["DAG_SOURCE_KEY", "DagSource"]
+
 DAG_CATEGORY = "dag"
 
 _STARTED: dict[str, RunState] = {"running": "RUNNING", "completed": "COMPLETED", "failed": "FAILED"}

@@ -256,8 +256,9 @@ DAG_TOOL_SCHEMA: dict[str, Any] = {
 
 
 def dag_published(*, project: Project) -> list[dict[str, Any]]:
-    """Defined workflows that can still be executed (never run yet), newest first, for
-    interfaces that offer each as its own tool (``DAG_TOOL_SCHEMA``). One query."""
+    """Defined workflows that can still be executed (never run yet), oldest first (so, named
+    in this order, the first of several of one name keeps the plain name), for interfaces that
+    offer each as its own tool (``DAG_TOOL_SCHEMA``). One query."""
     return [
         {
             "workflow_id": row["dir_name"],
@@ -273,7 +274,7 @@ def dag_published(*, project: Project) -> list[dict[str, Any]]:
         for row in _defined(project)
         .exclude(sessions__isnull=False)
         .annotate(step_count=Count("steps"), execution_type=KT("definition__execution_type"))
-        .order_by("-created_at", "-id")
+        .order_by("created_at", "id")
         .values(
             "dir_name",
             "name",

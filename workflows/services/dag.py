@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from workflows import events
 from workflows.dag import (
+    DAG_SOURCE_KEY,
     DagPlan,
     DagStep,
     dag_description,
@@ -54,6 +55,7 @@ from workflows.models import (
 )
 from workflows.services.agents import agent_ensure
 from workflows.services.agents import agent_id_clean as _agent_id_clean
+from workflows.services.workflow_tools import workflow_key, workflow_tool_name_release
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -348,6 +350,7 @@ def dag_delete(
             # Its runs and events go with it; the deletion event below keeps the record.
             session.delete()
         job.delete()
+        workflow_tool_name_release(project=project, key=workflow_key(DAG_SOURCE_KEY, workflow_id))
         events.event_record(
             kind=Event.Kind.DAG_DELETED,
             project=project,
@@ -379,6 +382,8 @@ def dag_execute(*, project: Project, workflow_id: str, triggering_agent_id: str)
                 "(define it again to run it again)"
             )
         agent = agent_ensure(project=project, agent_id=triggering_agent_id)
+        # It runs once: its workflow tool is gone for good, and its name free for another.
+        workflow_tool_name_release(project=project, key=workflow_key(DAG_SOURCE_KEY, workflow_id))
         workflow = Workflow.objects.get(job=job)
         shape = _shape(job.pk, job.dir_name)
         session = WorkflowSession.objects.create(
