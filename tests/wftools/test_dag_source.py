@@ -178,7 +178,7 @@ def test_unknown_and_unexecuted_runs_are_told_apart(proj, source):
     wid = define(proj)
     with pytest.raises(NotFound, match=f"Workflow '{wid}' has not been executed yet"):
         source.status(run_id=wid)
-    with pytest.raises(NotFound, match="Unknown run id 'dag-nope': no DAG workflow"):
+    with pytest.raises(NotFound, match="Unknown run id 'dag:dag-nope': no DAG workflow"):
         source.status(run_id="dag-nope")
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from django.db.models import Count, Q
 from django.db.models.fields.json import KT
 
-from workflows.dag import responsive_cutoff
+from workflows.dag import DAG_SOURCE_KEY, responsive_cutoff
 from workflows.errors import NotFound
 from workflows.models import Agent, Job, Project, Step, StepRun, WorkflowSession, WorkflowStep
 from workflows.workflow_sources import RunState, RunStatus
@@ -333,7 +333,10 @@ def dag_run_status(*, project: Project, workflow_id: str) -> RunStatus:
             raise NotFound(
                 f"Workflow {workflow_id!r} has not been executed yet; it has no run to report"
             )
-        raise NotFound(f"Unknown run id {workflow_id!r}: no DAG workflow of this project has it")
+        raise NotFound(
+            f"Unknown run id '{DAG_SOURCE_KEY}:{workflow_id}': no DAG workflow of this project "
+            "has it"
+        )
     runs = list(
         StepRun.objects.filter(session=session)
         .order_by("id")
