@@ -102,16 +102,19 @@ def test_unknown_workflows_and_runs_are_404(project, operator):
 
 
 def test_dag_workflows_are_published_run_and_cancelled(project, operator):
-    from workflows.services import dag
-
-    wid = dag.dag_define(
-        project=project,
-        creator_id="lead",
-        name="Plan",
-        description="Two steps",
-        steps=[{"step_id": "a", "description": "A"}, {"step_id": "b", "description": "B"}],
-        execution_type="sync",
-    ).job.dir_name
+    defined = operator.post(
+        "/api/dag/workflows",
+        {
+            "project": project.pk,
+            "creator_id": "lead",
+            "name": "Plan",
+            "steps": [{"step_id": "a", "description": "A"}, {"step_id": "b", "description": "B"}],
+            "execution_type": "sync",
+        },
+    )
+    assert defined.status_code == 201, defined.content
+    assert defined.json()["workflow"]["execution_type"] == "sync"
+    wid = defined.json()["workflow"]["workflow_id"]
     listed = {item["id"]: item for item in operator.get(url(project)).json()["results"]}
     assert listed[wid]["executionType"] == "sync"
     assert listed[wid]["category"] == "dag"

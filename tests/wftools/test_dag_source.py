@@ -91,6 +91,16 @@ def test_other_projects_workflows_are_not_published(proj, source, tmp_path):
     assert source.workflows() == ()
 
 
+def test_details_tell_the_execution_type(proj):
+    from workflows.selectors.dag import dag_details
+
+    define(proj, name="Later")
+    define(proj, name="Now", execution_type="sync")
+    later, now = Job.objects.order_by("id")
+    assert dag_details(job=later)["execution_type"] == "async"
+    assert dag_details(job=now)["execution_type"] == "sync"
+
+
 def test_a_bad_execution_type_is_refused_and_stores_nothing(proj):
     with pytest.raises(InvalidInput, match="execution_type must be 'sync' or 'async', not 'now'"):
         define(proj, execution_type="now")

@@ -163,6 +163,7 @@ def dag_details(*, job: Job) -> dict[str, Any]:
         "completed_at": _iso(session.completed_at) if session is not None else None,
         "triggered_by": session.agent.agent_id if session is not None else None,
         "failure_reason": session.abort_reason if session is not None else None,
+        "execution_type": (job.definition or {}).get("execution_type") or "async",
         "step_count": len(out_steps),
         "steps": out_steps,
     }
