@@ -778,19 +778,15 @@ def dag_cancel(
     who = f"{USER_PREFIX}{by.get_username()}" if by is not None else agent_id
     with transaction.atomic():
         job = dag_job(project=project, workflow_id=workflow_id)
-        session = (
-            WorkflowSession.objects.select_for_update()
-            .select_related("agent")
-            .filter(job=job)
-            .first()
-        )
+        # The session row alone is locked: its agent's row is its heartbeat's.
+        session = WorkflowSession.objects.select_for_update().filter(job=job).first()
         if session is None:
             raise Conflict(f"Workflow {workflow_id!r} has not been executed yet; no run to cancel")
-        allowed = (job.creator_id, session.agent.agent_id)
-        if by is None and agent_id not in allowed:
+        trigger = Agent.objects.filter(pk=session.agent_id).values_list("agent_id", flat=True).get()
+        if by is None and agent_id not in (job.creator_id, trigger):
             raise InvalidInput(
                 f"Only the workflow's creator ({job.creator_id!r}) or the agent that executed "
-                f"it ({session.agent.agent_id!r}) may cancel its run; {agent_id!r} may not"
+                f"it ({trigger!r}) may cancel its run; {agent_id!r} may not"
             )
         if session.status != RUNNING:
             raise Conflict(
