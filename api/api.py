@@ -622,7 +622,8 @@ def start_published_workflow(
 ) -> Status[dict[str, Any]]:
     """Start a published workflow with `input` (checked against its inputSchema; a refusal
     names the path and the rule). A DeepWork workflow's run is a session on the agent's stack;
-    `result` is its first step, as `start_workflow` answers."""
+    `result` is its first step, as `start_workflow` answers. A DAG workflow is executed (run
+    id `dag:<workflow_id>`); `result` lists the steps delegated and waiting."""
     user = signed_in_user(request)
     return Status(201, run_start(project_id=project_id, body=body, user=user))
 
@@ -647,7 +648,8 @@ def get_published_run(request: HttpRequest, project_id: ProjectId, run_id: Name)
 def cancel_published_run(
     request: HttpRequest, project_id: ProjectId, run_id: Name, body: RunCancelIn
 ) -> dict[str, Any]:
-    """Cancel a running run (a DeepWork session is aborted, recorded as yours)."""
+    """Cancel a running run (a DeepWork session is aborted, a DAG run fails; recorded as
+    yours)."""
     user = signed_in_user(request)
     return run_cancel(project_id=project_id, run_id=run_id, reason=body.reason, user=user)
 

@@ -8,7 +8,7 @@ need ``workflows.drive_session``; a person completing or failing a human step ne
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest
 from ninja import Router, Schema, Status
@@ -50,6 +50,10 @@ class DagDefineIn(Schema):
     name: str = Field(min_length=1, max_length=255)
     description: str | None = Field(default=None, max_length=20_000)
     steps: list[Any] = Field(description="The seed's step objects (see define_workflow).")
+    execution_type: Literal["sync", "async"] | None = Field(
+        default=None,
+        description="How the workflow's own tool (workflow-tools) runs it; async by default.",
+    )
 
 
 class DagExecuteIn(Schema):
@@ -134,6 +138,7 @@ def define_dag_workflow(request: HttpRequest, body: DagDefineIn) -> Status[DagDe
         name=body.name,
         description=body.description,
         steps=body.steps,
+        execution_type=body.execution_type,
     )
     details = DagWorkflowOut.model_validate(selectors.dag_details(job=defined.job))
     return Status(

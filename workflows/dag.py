@@ -20,6 +20,8 @@ from django.utils import timezone
 
 from workflows.errors import InvalidInput
 
+# The key of the project's DAG workflows as a workflow-tools source (seed 003).
+DAG_SOURCE_KEY = "dag"
 DEFAULT_RESPONSIVE_SECONDS = 300.0
 MAX_STEPS = 2000
 MAX_ID = 255
@@ -261,3 +263,15 @@ def dag_name(value: Any) -> str:
 
 def dag_description(value: Any) -> str:
     return _text(value, "description", limit=MAX_DESCRIPTION)
+
+
+EXECUTION_TYPES = ("sync", "async")
+
+
+def dag_execution_type(value: Any) -> str:
+    """How the workflow's tool runs it (seed 003): ``async`` unless ``sync`` is asked for."""
+    if value is None:
+        return "async"
+    if value not in EXECUTION_TYPES:
+        raise InvalidInput(f"execution_type must be 'sync' or 'async', not {value!r}")
+    return str(value)

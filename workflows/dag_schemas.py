@@ -40,6 +40,9 @@ class DagWorkflowOut(BaseModel):
     completed_at: str | None
     triggered_by: str | None
     failure_reason: str | None
+    execution_type: str = Field(
+        "async", description="How its workflow-tools tool runs it: sync or async."
+    )
     step_count: int
     steps: list[DagStepOut]
 

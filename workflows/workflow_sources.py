@@ -5,8 +5,8 @@ A *source* lists its published workflows in the seed's list schema (``PublishedW
 ``id``, ``name``, ``description``, ``category``, ``version``, ``inputSchema``,
 ``executionType``, ``metadata``) and runs them (``start``, ``status``, ``cancel``). Every kind
 of workflow plugs in through ``WorkflowSource``: DeepWork job workflows of a project
-(``workflows.dialects.deepwork_source.DeepWorkSource``) and another server's REST list
-(``RemoteSource`` here); DAG workflows come next the same way.
+(``workflows.dialects.deepwork_source.DeepWorkSource``), its defined multi-agent DAG workflows
+(``workflows.dag_source.DagSource``) and another server's REST list (``RemoteSource`` here).
 
 Everything that arrives from outside is checked here, entry by entry: a definition that
 breaks a rule is skipped with a logged reason naming the entry and the rule, and never takes
@@ -150,11 +150,14 @@ class WorkflowSource(Protocol):
     source that fetches does so in ``refresh``. All calls are sync; ``start``, ``status`` and
     ``cancel`` raise ``SourceError`` subclasses or ``workflows.errors.WorkflowError``.
     ``agent_id`` is the calling agent; ``cancel``'s ``by`` the person cancelling, if any.
+    ``cancel_on_timeout``: whether a ``sync`` run that outlasts the caller's wait (or whose
+    call is cancelled) is cancelled at the source, or keeps running.
     """
 
     key: str
     label: str
     local: bool
+    cancel_on_timeout: bool
 
     def workflows(self) -> Sequence[PublishedWorkflow]: ...
 
@@ -353,6 +356,7 @@ class RemoteSource:
         self.key = source_key(self.url)
         self.label = f"workflow source {self.url}"
         self.local = False
+        self.cancel_on_timeout = True
         self.timeout = timeout
         self.poll_seconds = poll_seconds
         self._backoff = _Backoff(retry_first, retry_most)

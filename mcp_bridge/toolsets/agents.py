@@ -132,6 +132,14 @@ SEED_SCHEMAS: dict[str, dict[str, Any]] = {
                 "description": "An ordered list of steps defining the workflow.",
                 "items": _STEP_ITEM,
             },
+            # Beyond the seed: how the workflow's own tool (workflow-tools toolset) runs it.
+            "execution_type": {
+                "type": "string",
+                "enum": ["sync", "async"],
+                "description": "Optional: how the workflow's tool in the workflow-tools toolset "
+                "runs it: 'sync' waits for every step's result, 'async' (default) answers a "
+                "run_id at once.",
+            },
         },
         "required": ["creator_id", "name", "steps"],
     },
@@ -288,6 +296,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         name: str,
         steps: list[Any],
         description: str | None = None,
+        execution_type: str | None = None,
     ) -> DagDefineResponse:
         """Define a new multi-step workflow whose steps other agents will do. Each step has a
         unique `step_id`, a `description`, and optionally `assigned_role` (any responsive agent
@@ -295,7 +304,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         (step_ids that must complete first; no cycles), and `tool_to_call` with
         `tool_arguments` (an object) for the agent to run. Returns the stored workflow (status
         `pending`) with its `workflow_id`, plus warnings for roles or agents nobody has
-        registered yet. Start it with `execute_workflow`."""
+        registered yet. Start it with `execute_workflow`. With the workflow-tools toolset it
+        is also a tool of its own until it runs; `execution_type` `sync` makes that tool wait
+        for the results (default `async`: it answers a run id)."""
 
         def call() -> DagDefineResponse:
             project = state.project()
@@ -305,6 +316,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 name=name,
                 description=description,
                 steps=steps,
+                execution_type=execution_type,
             )
             details = selectors.dag_details(job=defined.job)
             return DagDefineResponse(

@@ -29,10 +29,11 @@ INSTRUCTIONS = """\
 Every published workflow is also a tool of its own, named `workflow_<name>`, whose description
 gives the workflow's id, category, version and execution type, and whose input schema its
 arguments must match. Calling a DeepWork workflow's tool starts it for you and answers its
-first step, as `start_workflow` does; carry on with `finished_step`. An `async` workflow of
-another server answers a `run_id` at once: follow it with `get_workflow_status`, stop it with
-`cancel_workflow_run`. A `sync` one answers when it is done. `refresh_workflow_tools` re-reads
-the workflows now and says what changed.
+first step, as `start_workflow` does; carry on with `finished_step`. A multi-agent (DAG)
+workflow's tool executes it with you as the triggering agent (it runs once, then its tool is
+gone). An `async` workflow answers a `run_id` at once: follow it with `get_workflow_status`,
+stop it with `cancel_workflow_run`. A `sync` one answers its results when it is done.
+`refresh_workflow_tools` re-reads the workflows now and says what changed.
 """
 
 ENABLED_ENV = "DEEPWORK_WORKFLOW_TOOLS_ENABLED"

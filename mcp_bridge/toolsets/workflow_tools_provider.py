@@ -51,6 +51,7 @@ from mcp_bridge.toolsets.workflow_tools import (
     SourceConfig,
     env_float,
 )
+from workflows.dag_source import DAG_SOURCE_KEY, DagSource
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.dialects.deepwork_source import DeepWorkSource
 from workflows.errors import WorkflowError
@@ -124,6 +125,18 @@ def describe(workflow: PublishedWorkflow, source: WorkflowSource, timeout: float
         how = (
             "Starts this DeepWork workflow for you and answers its first step, as "
             "start_workflow does; continue with finished_step."
+        )
+    elif source.key == DAG_SOURCE_KEY:
+        how = (
+            "Executes this multi-agent workflow (it runs once) as execute_workflow does, with "
+            "you as the triggering agent; its steps are handed to agents by role. "
+            + (
+                f"Answers each step's result when all are done (waiting at most {timeout:g} s, "
+                "with progress notifications; after that the run keeps going and the error "
+                "gives its run_id)."
+                if workflow.execution_type == "sync"
+                else "Answers a run_id at once; follow it with get_workflow_status."
+            )
         )
     elif workflow.execution_type == "sync":
         how = (
@@ -446,13 +459,22 @@ class WorkflowToolsProvider(Provider):
                 await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
                 pause = min(pause * 2, 2.0)
         except TimeoutError:
-            outcome = await self._cancel_quietly(source, remote_id, "timed out")
+            if source.cancel_on_timeout:
+                outcome = await self._cancel_quietly(source, remote_id, "timed out")
+            else:
+                outcome = (
+                    "it keeps running: follow it with get_workflow_status, or stop it with "
+                    "cancel_workflow_run"
+                )
             raise ToolError(
                 f"Workflow {workflow.id} (run {run_id}) did not finish within "
                 f"{self.settings.run_timeout:g} s; {outcome}"
             ) from None
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancel_quietly(source, remote_id, "the call was cancelled"))
+            if source.cancel_on_timeout:
+                await asyncio.shield(
+                    self._cancel_quietly(source, remote_id, "the call was cancelled")
+                )
             raise
         except (SourceError, WorkflowError) as exc:
             raise ToolError(f"Workflow {workflow.id} (run {run_id}): {exc}") from None
@@ -510,6 +532,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         sources.append(
             RemoteSource(config.url, config.token, poll_seconds=settings.source_poll_seconds)
         )
+    sources.append(DagSource(project=state.project, agent=state.agent))
     provider = WorkflowToolsProvider(state, sources, reserved=reserved_names(), settings=settings)
     mcp.add_provider(provider)
     mcp.workflow_tools = provider  # type: ignore[attr-defined]  # for tests
@@ -536,7 +559,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             str,
             Field(
                 description="The run id a workflow tool answered (for a DeepWork workflow: "
-                "begin_step.session_id).",
+                "begin_step.session_id; for a multi-agent one: dag:<workflow_id>).",
                 min_length=1,
                 max_length=600,
             ),
@@ -559,7 +582,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         ],
     ) -> dict[str, Any]:
         """Cancel a running workflow run (a DeepWork session is aborted with your reason; the
-        workflow below it on your stack resumes). Answers the run's status afterwards."""
+        workflow below it on your stack resumes; a multi-agent DAG run fails with your reason,
+        for good). Answers the run's status afterwards."""
         source, local_id = provider.source_for(run_id)
         status = await _status_call(
             source, lambda: source.cancel(run_id=local_id, reason=reason), run_id

@@ -99,3 +99,46 @@ def test_unknown_workflows_and_runs_are_404(project, operator):
     )
     error = assert_error(operator.get(url(project, "/runs/deadbeef")), 404, "not_found")
     assert error["message"] == ("Unknown run id 'deadbeef': no workflow run of this project has it")
+
+
+def test_dag_workflows_are_published_run_and_cancelled(project, operator):
+    defined = operator.post(
+        "/api/dag/workflows",
+        {
+            "project": project.pk,
+            "creator_id": "lead",
+            "name": "Plan",
+            "steps": [{"step_id": "a", "description": "A"}, {"step_id": "b", "description": "B"}],
+            "execution_type": "sync",
+        },
+    )
+    assert defined.status_code == 201, defined.content
+    assert defined.json()["workflow"]["execution_type"] == "sync"
+    wid = defined.json()["workflow"]["workflow_id"]
+    listed = {item["id"]: item for item in operator.get(url(project)).json()["results"]}
+    assert listed[wid]["executionType"] == "sync"
+    assert listed[wid]["category"] == "dag"
+
+    refused = operator.post(url(project, "/runs"), {"workflow_id": wid, "input": {"x": 1}})
+    assert_error(refused, 400, "invalid_input")
+    assert not WorkflowSession.objects.exists()
+    started = operator.post(url(project, "/runs"), {"workflow_id": wid, "input": {}})
+    assert started.status_code == 201, started.content
+    run = started.json()
+    assert (run["run_id"], run["status"]) == (f"dag:{wid}", "RUNNING")
+    assert WorkflowSession.objects.get(session_id=wid).agent.agent_id == "api:alice"
+    assert wid not in {item["id"] for item in operator.get(url(project)).json()["results"]}
+
+    status = operator.get(url(project, f"/runs/dag:{wid}")).json()
+    assert (status["run_id"], status["status"]) == (f"dag:{wid}", "RUNNING")
+    assert status["progress"]["total_steps"] == 2
+    cancelled = operator.post(url(project, f"/runs/dag:{wid}/cancel"), {"reason": "stop"})
+    assert cancelled.status_code == 200, cancelled.content
+    assert (cancelled.json()["status"], cancelled.json()["error"]) == (
+        "CANCELLED",
+        "Cancelled by user:alice: stop",
+    )
+    error = assert_error(operator.get(url(project, "/runs/dag:dag-none")), 404, "not_found")
+    assert error["message"] == (
+        "Unknown run id 'dag:dag-none': no DAG workflow of this project has it"
+    )

@@ -29,6 +29,7 @@ class DeepWorkSource:
     key = DEEPWORK_SOURCE_KEY
     label = "DeepWork jobs"
     local = True
+    cancel_on_timeout = True
 
     def __init__(
         self,

@@ -12,10 +12,12 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Q
+from django.db.models.fields.json import KT
 
-from workflows.dag import responsive_cutoff
+from workflows.dag import DAG_SOURCE_KEY, responsive_cutoff
 from workflows.errors import NotFound
 from workflows.models import Agent, Job, Project, Step, StepRun, WorkflowSession, WorkflowStep
+from workflows.workflow_sources import RunState, RunStatus
 
 # A run's status as the seed names step states.
 WIRE_STEP_STATUS = {
@@ -161,6 +163,7 @@ def dag_details(*, job: Job) -> dict[str, Any]:
         "completed_at": _iso(session.completed_at) if session is not None else None,
         "triggered_by": session.agent.agent_id if session is not None else None,
         "failure_reason": session.abort_reason if session is not None else None,
+        "execution_type": (job.definition or {}).get("execution_type") or "async",
         "step_count": len(out_steps),
         "steps": out_steps,
     }
@@ -237,33 +240,51 @@ def dag_has_assignment(*, agent_pk: int) -> bool:
     ).exists()
 
 
+# The input schema of a DAG workflow's tool: it takes no inputs; the calling agent triggers it
+# unless it names another (as ``execute_workflow``'s ``triggering_agent_id``).
+DAG_TOOL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "triggering_agent_id": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 128,
+            "description": "Optional: the agent ID initiating the execution; you by default.",
+        }
+    },
+    "additionalProperties": False,
+}
+
+
 def dag_published(*, project: Project) -> list[dict[str, Any]]:
-    """Defined workflows that can still be executed (never run yet), newest first, for
-    interfaces that offer each as its own tool. A DAG workflow takes no inputs: its input
-    schema is the one ``execute_workflow`` takes beyond the id (``triggering_agent_id``)."""
+    """Defined workflows that can still be executed (never run yet), oldest first (so, named
+    in this order, the first of several of one name keeps the plain name), for interfaces that
+    offer each as its own tool (``DAG_TOOL_SCHEMA``). One query."""
     return [
         {
             "workflow_id": row["dir_name"],
             "name": row["name"],
             "description": row["common_info"],
             "creator_id": row["creator_id"],
+            "version": row["version"],
             "step_count": row["step_count"],
-            "input_schema": {
-                "type": "object",
-                "properties": {
-                    "triggering_agent_id": {
-                        "type": "string",
-                        "description": "Your unique Agent ID initiating the execution.",
-                    }
-                },
-                "required": ["triggering_agent_id"],
-            },
+            # Defined before workflows had one: async, the default.
+            "execution_type": row["execution_type"] or "async",
+            "input_schema": DAG_TOOL_SCHEMA,
         }
         for row in _defined(project)
         .exclude(sessions__isnull=False)
-        .annotate(step_count=Count("steps"))
-        .order_by("-created_at", "-id")
-        .values("dir_name", "name", "common_info", "creator_id", "step_count")
+        .annotate(step_count=Count("steps"), execution_type=KT("definition__execution_type"))
+        .order_by("created_at", "id")
+        .values(
+            "dir_name",
+            "name",
+            "common_info",
+            "creator_id",
+            "version",
+            "step_count",
+            "execution_type",
+        )
     ]
 
 
@@ -284,3 +305,62 @@ def dag_agents(*, project: Project | None) -> list[dict[str, Any]]:
         .order_by("project__name", "agent_id")
         .values("agent_id", "roles", "heartbeat_at", "load", "project__name")
     ]
+
+
+_RUN_STATES: dict[str, RunState] = {
+    WorkflowSession.Status.RUNNING: "RUNNING",
+    WorkflowSession.Status.COMPLETED: "COMPLETED",
+    WorkflowSession.Status.FAILED: "FAILED",
+}
+
+
+def dag_run_status(*, project: Project, workflow_id: str) -> RunStatus:
+    """A DAG workflow's execution as a workflow-tools run (seed 003); two queries.
+
+    ``progress`` counts completed steps of all steps; ``current_step`` is the first step held
+    by an agent (``in_progress`` lists them all). A completed run's ``result`` maps each step
+    to the result its agent reported. A failed run without a failed step was cancelled: it is
+    ``CANCELLED``, with the reason as ``error``.
+    """
+    session = (
+        WorkflowSession.objects.filter(
+            project=project, session_id=workflow_id, job__source=Job.Source.DEFINED
+        )
+        .only("session_id", "status", "abort_reason", "started_at", "completed_at")
+        .first()
+    )
+    if session is None:
+        if _defined(project).filter(dir_name=workflow_id).exists():
+            raise NotFound(
+                f"Workflow {workflow_id!r} has not been executed yet; it has no run to report"
+            )
+        raise NotFound(
+            f"Unknown run id '{DAG_SOURCE_KEY}:{workflow_id}': no DAG workflow of this project "
+            "has it"
+        )
+    runs = list(
+        StepRun.objects.filter(session=session)
+        .order_by("id")
+        .values_list("step_id", "status", "result")
+    )
+    state = _RUN_STATES[session.status]
+    if state == "FAILED" and not any(status == StepRun.Status.FAILED for _, status, _ in runs):
+        state = "CANCELLED"
+    held = [step_id for step_id, status, _ in runs if status == StepRun.Status.ASSIGNED]
+    done = [step_id for step_id, status, _ in runs if status == StepRun.Status.COMPLETED]
+    running = state == "RUNNING"
+    return RunStatus(
+        run_id=session.session_id,
+        workflow_id=session.session_id,
+        status=state,
+        progress={
+            "completed_steps": len(done),
+            "total_steps": len(runs),
+            "current_step": held[0] if running and held else None,
+            "in_progress": held if running else [],
+        },
+        result={step_id: result for step_id, _, result in runs} if state == "COMPLETED" else None,
+        error=(session.abort_reason or None) if state in ("FAILED", "CANCELLED") else None,
+        started_at=_iso(session.started_at),
+        ended_at=_iso(session.completed_at),
+    )

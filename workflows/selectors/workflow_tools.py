@@ -177,8 +177,12 @@ def session_run_status(*, project: Project, session_id: str) -> RunStatus:
         )
         .first()
     )
-    if session is None:
-        raise NotFound(f"Unknown run id '{session_id}': no workflow run of this project has it")
+    if session is None or session.status not in _STATES:
+        # A multi-agent run's session (running/failed) is served by the DAG source instead.
+        hint = f"; a multi-agent workflow's run id is dag:{session_id}" if session else ""
+        raise NotFound(
+            f"Unknown run id '{session_id}': no workflow run of this project has it{hint}"
+        )
     done = (
         StepRun.objects.filter(session=session, status=StepRun.Status.COMPLETED)
         .values("step_id")

@@ -31,9 +31,11 @@ from django.utils import timezone
 
 from workflows import events
 from workflows.dag import (
+    DAG_SOURCE_KEY,
     DagPlan,
     DagStep,
     dag_description,
+    dag_execution_type,
     dag_name,
     dag_plan,
     json_clean,
@@ -53,6 +55,7 @@ from workflows.models import (
 )
 from workflows.services.agents import agent_ensure
 from workflows.services.agents import agent_id_clean as _agent_id_clean
+from workflows.services.workflow_tools import workflow_key, workflow_tool_name_release
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -184,16 +187,22 @@ def dag_define(
     name: str,
     description: str | None,
     steps: Any,
+    execution_type: str | None = None,
 ) -> Defined:
-    """Store a new workflow after checking it (nothing is stored if any rule is broken)."""
+    """Store a new workflow after checking it (nothing is stored if any rule is broken).
+
+    ``execution_type`` (``async`` unless given) says how its workflow tool runs it (seed 003):
+    ``sync`` waits for the result, ``async`` answers a run id at once."""
     creator_id = agent_id_clean(creator_id)
     name = dag_name(name)
     text = dag_description(description)
     plan = dag_plan(steps)
+    execution = dag_execution_type(execution_type)
     definition = {
         "name": name,
         "description": text,
         "creator_id": creator_id,
+        "execution_type": execution,
         "steps": [
             {
                 "step_id": s.step_id,
@@ -341,6 +350,7 @@ def dag_delete(
             # Its runs and events go with it; the deletion event below keeps the record.
             session.delete()
         job.delete()
+        workflow_tool_name_release(project=project, key=workflow_key(DAG_SOURCE_KEY, workflow_id))
         events.event_record(
             kind=Event.Kind.DAG_DELETED,
             project=project,
@@ -372,6 +382,8 @@ def dag_execute(*, project: Project, workflow_id: str, triggering_agent_id: str)
                 "(define it again to run it again)"
             )
         agent = agent_ensure(project=project, agent_id=triggering_agent_id)
+        # It runs once: its workflow tool is gone for good, and its name free for another.
+        workflow_tool_name_release(project=project, key=workflow_key(DAG_SOURCE_KEY, workflow_id))
         workflow = Workflow.objects.get(job=job)
         shape = _shape(job.pk, job.dir_name)
         session = WorkflowSession.objects.create(
@@ -738,6 +750,71 @@ def dag_report_failure(
             ),
         )
     return Report(workflow_id, step_id, WorkflowSession.Status.FAILED, Advance(status="failed"))
+
+
+def dag_cancel(
+    *,
+    project: Project,
+    workflow_id: str,
+    reason: str,
+    agent_id: str | None = None,
+    by: User | None = None,
+) -> str:
+    """Stop a running execution for good: it fails with ``reason`` (a DAG workflow runs once,
+    so it cannot be resumed). Its creator or the agent that executed it may, or a person
+    (``by``; holding a permission is the caller's check). Returns the reason stored.
+
+    No step fails: a failed execution without a failed step is how a cancelled one is told
+    apart. Steps still held are left as they are; their agents' reports change nothing.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise InvalidInput("A reason is required to cancel a run")
+    json_clean(reason, "reason")
+    if by is None:
+        if agent_id is None:
+            raise InvalidInput("An agent or a person must cancel the run")
+        agent_id = agent_id_clean(agent_id)
+    who = f"{USER_PREFIX}{by.get_username()}" if by is not None else agent_id
+    with transaction.atomic():
+        job = dag_job(project=project, workflow_id=workflow_id)
+        # The session row alone is locked: its agent's row is its heartbeat's.
+        session = WorkflowSession.objects.select_for_update().filter(job=job).first()
+        if session is None:
+            raise Conflict(f"Workflow {workflow_id!r} has not been executed yet; no run to cancel")
+        trigger = Agent.objects.filter(pk=session.agent_id).values_list("agent_id", flat=True).get()
+        if by is None and agent_id not in (job.creator_id, trigger):
+            raise InvalidInput(
+                f"Only the workflow's creator ({job.creator_id!r}) or the agent that executed "
+                f"it ({trigger!r}) may cancel its run; {agent_id!r} may not"
+            )
+        if session.status != RUNNING:
+            raise Conflict(
+                f"Workflow {workflow_id!r} is already {session.status}; nothing to cancel"
+            )
+        stored = f"Cancelled by {who}: {reason}"[:20_000]
+        now = timezone.now()
+        WorkflowSession.objects.filter(pk=session.pk, status=RUNNING).update(
+            status=WorkflowSession.Status.FAILED,
+            completed_at=now,
+            updated_at=now,
+            abort_reason=stored,
+        )
+        events.event_record(
+            kind=Event.Kind.SESSION_FAILED,
+            project=project,
+            session=session,
+            agent=(
+                Agent.objects.filter(project=project, agent_id=agent_id).first()
+                if by is None
+                else None
+            ),
+            by=by,
+            payload=events.SessionFailed(
+                workflow=session.workflow_name, step_id="", error_message=stored
+            ),
+        )
+    return stored
 
 
 def _check_json(value: Any) -> None:

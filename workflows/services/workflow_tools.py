@@ -93,6 +93,12 @@ def workflow_tool_names_assign(
     return names
 
 
+def workflow_tool_name_release(*, project: Project, key: str) -> None:
+    """Free the tool name of a workflow that can never be listed again (a DAG workflow once
+    it ran or was deleted), so a later workflow of the same name gets it without the id."""
+    WorkflowToolName.objects.filter(project=project, workflow_key=key).delete()
+
+
 # --- DeepWork job workflows as a source --------------------------------------------------------
 
 
