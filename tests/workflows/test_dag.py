@@ -372,6 +372,12 @@ def test_a_failure_fails_the_workflow_and_later_reports_change_nothing(proj):
     assert again.already
     assert counts() == before
     assert dag.dag_dispatch(project=proj) == []  # nothing of a failed workflow moves again
+    # swe2 still holds build_2 on paper, but a failed workflow's steps are nobody's work now.
+    swe2 = Agent.objects.get(project=proj, agent_id="swe2")
+    assert statuses(job)["build_2"] == "in_progress"
+    assert selectors.dag_assignments(agent=swe2) == []
+    assert not selectors.dag_has_assignment(agent_pk=swe2.pk)
+    assert {a["agent_id"]: a["load"] for a in selectors.dag_agents(project=proj)}["swe2"] == 0
 
 
 def test_a_lost_agents_step_is_handed_on_and_recorded(proj):

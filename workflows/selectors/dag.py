@@ -176,7 +176,12 @@ def dag_assignments(*, agent: Agent) -> list[dict[str, Any]]:
     One query when it holds none (what a waiting agent polls), three otherwise.
     """
     runs = list(
-        StepRun.objects.filter(assigned_agent=agent, status=StepRun.Status.ASSIGNED)
+        # A failed workflow's held steps are nobody's work any more: its reports change nothing.
+        StepRun.objects.filter(
+            assigned_agent=agent,
+            status=StepRun.Status.ASSIGNED,
+            session__status=WorkflowSession.Status.RUNNING,
+        )
         .order_by("assigned_at", "id")
         .values(
             "pk",
@@ -236,7 +241,9 @@ def dag_assignments(*, agent: Agent) -> list[dict[str, Any]]:
 def dag_has_assignment(*, agent_pk: int) -> bool:
     """Whether the agent holds a step: the one cheap query a waiting agent repeats."""
     return StepRun.objects.filter(
-        assigned_agent_id=agent_pk, status=StepRun.Status.ASSIGNED
+        assigned_agent_id=agent_pk,
+        status=StepRun.Status.ASSIGNED,
+        session__status=WorkflowSession.Status.RUNNING,
     ).exists()
 
 
@@ -301,7 +308,15 @@ def dag_agents(*, project: Project | None) -> list[dict[str, Any]]:
             "project": row["project__name"],
         }
         for row in (Agent.objects.filter(project=project) if project else Agent.objects.all())
-        .annotate(load=Count("dag_runs", filter=Q(dag_runs__status=StepRun.Status.ASSIGNED)))
+        .annotate(
+            load=Count(
+                "dag_runs",
+                filter=Q(
+                    dag_runs__status=StepRun.Status.ASSIGNED,
+                    dag_runs__session__status=WorkflowSession.Status.RUNNING,
+                ),
+            )
+        )
         .order_by("project__name", "agent_id")
         .values("agent_id", "roles", "heartbeat_at", "load", "project__name")
     ]

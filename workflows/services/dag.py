@@ -425,7 +425,10 @@ def dag_execute(*, project: Project, workflow_id: str, triggering_agent_id: str)
 
 def _agents_for(project_id: int, now: datetime) -> list[dict[str, Any]]:
     """Responsive agents with their load (steps held) and when they last finished one."""
-    assigned = Q(dag_runs__status=StepRun.Status.ASSIGNED)
+    assigned = Q(
+        dag_runs__status=StepRun.Status.ASSIGNED,
+        dag_runs__session__status=WorkflowSession.Status.RUNNING,
+    )
     rows = (
         Agent.objects.filter(
             project_id=project_id, takes_dag_steps=True, heartbeat_at__gte=responsive_cutoff(now)
