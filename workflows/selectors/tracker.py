@@ -127,7 +127,7 @@ def _header(
     # A plain COUNT (no GROUP BY: the database answers it from the workflow's index), which
     # is 0 on no rows.
     extra: dict[str, Any] = {
-        f"n_{name}": Subquery(rows.order_by().annotate(n=COUNT_ALL).values("n"))
+        f"n_{name}": Subquery(rows.annotate(n=COUNT_ALL).values("n"))
         for name, rows in lists.items()
     }
     if phase is not None:
@@ -189,13 +189,16 @@ def context_get(
     if since_at is not None:
         tasks = tasks.filter(started_at__gte=since_at)
 
-    def logs(model: type[Decision] | type[Issue] | type[Milestone]) -> QuerySet[Any]:
-        queryset = model.objects.filter(workflow=workflow)
-        if phase is not None or agent is not None:
-            queryset = queryset.filter(task__in=tasks.values("pk"))
-        if since_at is not None:
-            queryset = queryset.filter(created_at__gte=since_at)
-        return queryset
+    # Each list's conditions in one filter() call: every call copies the query, and building
+    # querysets is most of this function's CPU time.
+    selected: dict[str, Any] = {"workflow": workflow}
+    if phase is not None or agent is not None:
+        selected["task__in"] = tasks.values("pk")
+    if since_at is not None:
+        selected["created_at__gte"] = since_at
+
+    def logs(model: type[Decision] | type[Issue] | type[Milestone], **more: Any) -> QuerySet[Any]:
+        return model.objects.filter(**selected, **more)
 
     lists: dict[str, QuerySet[Any]] = {}
     if "decisions" in include:
@@ -203,10 +206,11 @@ def context_get(
     if "milestones" in include:
         lists["milestones"] = logs(Milestone)
     if "blockers" in include:
-        issues = logs(Issue).filter(requires_human_review=True)
-        lists["blockers"] = issues.filter(resolved_at__isnull=True)
+        lists["blockers"] = logs(Issue, requires_human_review=True, resolved_at__isnull=True)
         # Blockers a person has answered since: what they wrote, who and when.
-        lists["resolved_blockers"] = issues.filter(resolved_at__isnull=False)
+        lists["resolved_blockers"] = logs(
+            Issue, requires_human_review=True, resolved_at__isnull=False
+        )
     if "tasks" in include:
         lists["tasks"] = tasks
     header, totals, phase_found = _header(
