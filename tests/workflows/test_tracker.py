@@ -328,6 +328,65 @@ def test_a_person_resolves_a_blocker_once_and_the_agent_sees_who_and_when(projec
     assert event.payload["issue_id"] == str(blocker.pk)
 
 
+def test_get_context_pages_open_and_resolved_blockers_apart(project, agent, workflow):
+    """Both blocker lists come from one query; each keeps its own pages, count and cursor."""
+    from tests.factories import make_user
+    from workflows.selectors.tracker import context_get
+
+    task = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g"
+    ).task
+    issues = [
+        tracker.issue_log(
+            project=project,
+            agent=agent,
+            task_id=str(task.pk),
+            type="other",
+            description=f"d{n}",
+            resolution="r",
+            requires_human_review=n != 6,  # one plain issue, never listed
+        )
+        for n in range(7)
+    ]
+    ada = make_user(username="ada")
+    resolved = [issues[n] for n in (0, 2, 3)]
+    for issue in resolved:
+        tracker.blocker_resolve(issue_id=issue.pk, by=ada, resolution=f"fix {issue.pk}")
+    open_ = [issues[n] for n in (1, 4, 5)]
+
+    def walk(name: str) -> list[int]:
+        seen: list[int] = []
+        cursor: dict[str, str] = {}
+        while True:
+            page = context_get(
+                project=project,
+                workflow_id=str(workflow.pk),
+                include=["blockers"],
+                limit=2,
+                cursor=cursor,
+            )
+            assert page[f"{name}_count"] == 3
+            assert len(page[name]) <= 2
+            seen += [int(row["id"]) for row in page[name]]
+            following = page[f"{name}_next_cursor"]
+            if following is None:
+                return seen
+            cursor = {name: following}
+
+    assert walk("blockers") == sorted((i.pk for i in open_), reverse=True)
+    assert walk("resolved_blockers") == sorted((i.pk for i in resolved), reverse=True)
+    first = context_get(
+        project=project, workflow_id=str(workflow.pk), include=["blockers"], limit=2
+    )
+    assert first["has_blockers"] is True
+    assert [b["description"] for b in first["blockers"]] == ["d5", "d4"]
+    assert [r["human_resolution"] for r in first["resolved_blockers"]] == [
+        f"fix {issues[3].pk}",
+        f"fix {issues[2].pk}",
+    ]
+    assert {r["resolved_by"] for r in first["resolved_blockers"]} == {"ada"}
+
+
 def test_get_context_costs_the_same_queries_for_few_and_many_rows(project, agent, workflow):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

@@ -16,6 +16,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import (
     Count,
+    Exists,
     F,
     Func,
     IntegerField,
@@ -35,7 +36,7 @@ from django.utils.dateparse import parse_datetime
 from workflows import limits
 from workflows.errors import InvalidInput, NotFound
 from workflows.models import Decision, Issue, Milestone, Phase, Project, Task, TrackedWorkflow
-from workflows.services.tracker import workflow_get
+from workflows.services.tracker import not_found, wire_pk
 
 INCLUDES = ("decisions", "milestones", "blockers", "tasks", "phase_summary")
 PAGED = ("decisions", "milestones", "blockers", "resolved_blockers", "tasks")
@@ -79,36 +80,67 @@ def _cursor(name: str, cursors: Mapping[str, str]) -> int | None:
     return int(value)
 
 
+def _after(
+    queryset: QuerySet[Any], name: str, cursors: Mapping[str, str], limit: int
+) -> QuerySet[Any]:
+    """The rows of one page and the one after it (which says whether a next page exists)."""
+    after = _cursor(name, cursors)
+    if after is not None:
+        queryset = queryset.filter(pk__lt=after)
+    return queryset.order_by("-id")[: limit + 1]
+
+
+def _cut(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], str | None]:
+    """A page's rows (from ``_after``) and the cursor of the next page, ``None`` on the last."""
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (str(rows[-1]["id"]) if more else None)
+
+
 def _page(
     queryset: QuerySet[Any], name: str, cursors: Mapping[str, str], limit: int, *fields: str
 ) -> tuple[list[dict[str, Any]], str | None]:
     """One page of ``fields`` (and ``id``) as dicts. Only the columns shown are read: a row
     with its task as a model would decode every JSON column of the task (its snapshot among
     them) for each of the page's rows."""
-    after = _cursor(name, cursors)
-    if after is not None:
-        queryset = queryset.filter(pk__lt=after)
-    rows = list(queryset.order_by("-id").values("id", *fields)[: limit + 1])
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (str(rows[-1]["id"]) if more else None)
+    return _cut(list(_after(queryset, name, cursors, limit).values("id", *fields)), limit)
 
 
 COUNT_ALL = Func(Value(1), function="COUNT", output_field=IntegerField())
 
+# The workflow's own columns in the answer's header.
+HEADER = ("name", "status", "current_phase", "total_phases")
 
-def _totals(workflow: TrackedWorkflow, lists: Mapping[str, QuerySet[Any]]) -> dict[str, int]:
-    """The size of every list in one query (a scalar subquery each), not one query per list."""
-    if not lists:
-        return {}
+
+def _header(
+    *,
+    project: Project,
+    workflow_id: str,
+    lists: Mapping[str, QuerySet[Any]],
+    phase: int | None,
+) -> tuple[dict[str, Any], dict[str, int], bool]:
+    """The workflow's header, the size of every list (a scalar subquery each) and whether
+    the filter's phase exists: one query, however many lists. An unknown id is NotFound."""
+    pk = wire_pk(workflow_id)
+    if pk is None:
+        raise not_found("workflow_id", workflow_id, "workflow")
     # A plain COUNT (no GROUP BY: the database answers it from the workflow's index), which
     # is 0 on no rows.
-    sizes = {
-        f"n_{name}": Subquery(rows.order_by().annotate(n=COUNT_ALL).values("n"))
+    extra: dict[str, Any] = {
+        f"n_{name}": Subquery(rows.annotate(n=COUNT_ALL).values("n"))
         for name, rows in lists.items()
     }
-    found = TrackedWorkflow.objects.filter(pk=workflow.pk).annotate(**sizes)
-    return dict(zip(lists, found.values_list(*sizes).get(), strict=True))
+    if phase is not None:
+        extra["phase_found"] = Exists(Phase.objects.filter(workflow=pk, number=phase))
+    found = (
+        TrackedWorkflow.objects.filter(project=project, pk=pk)
+        .annotate(**extra)
+        .values("id", *HEADER, *extra)
+    )
+    for row in found:
+        totals = {name: row[f"n_{name}"] for name in lists}
+        return row, totals, bool(row.get("phase_found", True))
+    raise not_found("workflow_id", workflow_id, "workflow")
 
 
 # The columns of a log's task that say who did it (``_who``).
@@ -146,21 +178,9 @@ def context_get(
     limits.TRACKER_NAME.check("filter.agent", agent)
     if phase is not None:
         limits.check_range("filter.phase", phase, limits.PHASE_NUMBER_RANGE)
-    workflow = workflow_get(project=project, workflow_id=workflow_id)
-    answer: dict[str, Any] = {
-        "workflow_id": str(workflow.pk),
-        "workflow_name": workflow.name,
-        "workflow_status": workflow.status,
-        "current_phase": workflow.current_phase,
-        "total_phases": workflow.total_phases,
-    }
-    filtered = phase is not None or agent is not None or since is not None
-    if filtered:
-        answer["filters_applied"] = {"phase": phase, "agent": agent, "since": since}
-    if phase is not None and not Phase.objects.filter(workflow=workflow, number=phase).exists():
-        answer["warning"] = f"Phase {phase} not found in workflow"
-        return answer
-
+    # The lists select by the workflow's id before it is known to exist: the header's query
+    # (which counts them) finds out, and on an unknown id nothing else runs.
+    workflow = wire_pk(workflow_id) or 0
     tasks = Task.objects.filter(workflow=workflow)
     if phase is not None:
         tasks = tasks.filter(phase__number=phase)
@@ -169,13 +189,16 @@ def context_get(
     if since_at is not None:
         tasks = tasks.filter(started_at__gte=since_at)
 
-    def logs(model: type[Decision] | type[Issue] | type[Milestone]) -> QuerySet[Any]:
-        queryset = model.objects.filter(workflow=workflow)
-        if phase is not None or agent is not None:
-            queryset = queryset.filter(task__in=tasks.values("pk"))
-        if since_at is not None:
-            queryset = queryset.filter(created_at__gte=since_at)
-        return queryset
+    # Each list's conditions in one filter() call: every call copies the query, and building
+    # querysets is most of this function's CPU time.
+    selected: dict[str, Any] = {"workflow": workflow}
+    if phase is not None or agent is not None:
+        selected["task__in"] = tasks.values("pk")
+    if since_at is not None:
+        selected["created_at__gte"] = since_at
+
+    def logs(model: type[Decision] | type[Issue] | type[Milestone], **more: Any) -> QuerySet[Any]:
+        return model.objects.filter(**selected, **more)
 
     lists: dict[str, QuerySet[Any]] = {}
     if "decisions" in include:
@@ -183,44 +206,64 @@ def context_get(
     if "milestones" in include:
         lists["milestones"] = logs(Milestone)
     if "blockers" in include:
-        issues = logs(Issue).filter(requires_human_review=True)
-        lists["blockers"] = issues.filter(resolved_at__isnull=True)
+        lists["blockers"] = logs(Issue, requires_human_review=True, resolved_at__isnull=True)
         # Blockers a person has answered since: what they wrote, who and when.
-        lists["resolved_blockers"] = issues.filter(resolved_at__isnull=False)
+        lists["resolved_blockers"] = logs(
+            Issue, requires_human_review=True, resolved_at__isnull=False
+        )
     if "tasks" in include:
         lists["tasks"] = tasks
-    totals = _totals(workflow, lists)
+    header, totals, phase_found = _header(
+        project=project, workflow_id=workflow_id, lists=lists, phase=phase
+    )
+    answer: dict[str, Any] = {
+        "workflow_id": str(header["id"]),
+        "workflow_name": header["name"],
+        "workflow_status": header["status"],
+        "current_phase": header["current_phase"],
+        "total_phases": header["total_phases"],
+    }
+    filtered = phase is not None or agent is not None or since is not None
+    if filtered:
+        answer["filters_applied"] = {"phase": phase, "agent": agent, "since": since}
+    if not phase_found:
+        answer["warning"] = f"Phase {phase} not found in workflow"
+        return answer
 
     if "phase_summary" in include:
         phases = Phase.objects.filter(workflow=workflow)
         if phase is not None:
             phases = phases.filter(number=phase)
         done = [Task.Status.SUCCESS, Task.Status.PARTIAL_SUCCESS]
-        phases = phases.annotate(
-            n_total=Count("tasks"),
-            n_completed=Count("tasks", filter=Q(tasks__status__in=done)),
-            n_failed=Count("tasks", filter=Q(tasks__status=Task.Status.FAILED)),
-            n_running=Count("tasks", filter=Q(tasks__status=Task.Status.IN_PROGRESS)),
-            task_ms=Sum("tasks__duration_ms"),
-        ).order_by("number")
+        summary = (
+            phases.values("id", "number", "name", "status", "started_at", "completed_at")
+            .annotate(
+                n_total=Count("tasks"),
+                n_completed=Count("tasks", filter=Q(tasks__status__in=done)),
+                n_failed=Count("tasks", filter=Q(tasks__status=Task.Status.FAILED)),
+                n_running=Count("tasks", filter=Q(tasks__status=Task.Status.IN_PROGRESS)),
+                task_ms=Sum("tasks__duration_ms"),
+            )
+            .order_by("number")
+        )
         # Phases are few (numbers 1-100), so this list is not paged.
         answer["phase_summary"] = [
             {
-                "phase_number": p.number,
-                "phase_name": p.name,
-                "phase_id": str(p.pk),
-                "status": p.status,
+                "phase_number": p["number"],
+                "phase_name": p["name"],
+                "phase_id": str(p["id"]),
+                "status": p["status"],
                 "tasks": {
-                    "total": p.n_total,
-                    "completed": p.n_completed,
-                    "failed": p.n_failed,
-                    "in_progress": p.n_running,
+                    "total": p["n_total"],
+                    "completed": p["n_completed"],
+                    "failed": p["n_failed"],
+                    "in_progress": p["n_running"],
                 },
-                "duration_seconds": _seconds(p.task_ms) or 0,
-                "started_at": _iso(p.started_at),
-                "completed_at": _iso(p.completed_at),
+                "duration_seconds": _seconds(p["task_ms"]) or 0,
+                "started_at": _iso(p["started_at"]),
+                "completed_at": _iso(p["completed_at"]),
             }
-            for p in phases
+            for p in summary
         ]
     if "decisions" in include:
         rows, following = _page(
@@ -283,17 +326,32 @@ def context_get(
         answer["milestones_count"] = totals["milestones"]
         answer["milestones_next_cursor"] = following
     if "blockers" in include:
-        rows, following = _page(
-            lists["blockers"],
-            "blockers",
-            cursors,
-            limit,
-            *TASK_WHO,
-            "type",
-            "description",
-            "resolution",
-            "created_at",
+        # Both pages of issues in one query: each page's ids (with the row after it) as a
+        # subquery, the rows read once and told apart by whether they are resolved.
+        username = f"resolved_by__{get_user_model().USERNAME_FIELD}"
+        issue_rows = list(
+            Issue.objects.filter(
+                Q(pk__in=_after(lists["blockers"], "blockers", cursors, limit).values("id"))
+                | Q(
+                    pk__in=_after(
+                        lists["resolved_blockers"], "resolved_blockers", cursors, limit
+                    ).values("id")
+                )
+            )
+            .order_by("-id")
+            .values(
+                "id",
+                *TASK_WHO,
+                "type",
+                "description",
+                "resolution",
+                "created_at",
+                "human_resolution",
+                username,
+                "resolved_at",
+            )
         )
+        rows, following = _cut([i for i in issue_rows if i["resolved_at"] is None], limit)
         answer["blockers"] = [
             {
                 "id": str(i["id"]),
@@ -310,20 +368,7 @@ def context_get(
         answer["blockers_count"] = totals["blockers"]
         answer["has_blockers"] = totals["blockers"] > 0
         answer["blockers_next_cursor"] = following
-        username = f"resolved_by__{get_user_model().USERNAME_FIELD}"
-        rows, following = _page(
-            lists["resolved_blockers"],
-            "resolved_blockers",
-            cursors,
-            limit,
-            "task_id",
-            "task__name",
-            "type",
-            "description",
-            "human_resolution",
-            username,
-            "resolved_at",
-        )
+        rows, following = _cut([i for i in issue_rows if i["resolved_at"] is not None], limit)
         answer["resolved_blockers"] = [
             {
                 "id": str(i["id"]),
