@@ -25,8 +25,12 @@ class InsightQuery(Schema):
     )
     workflow: Name | None = Field(None, description="Workflow name.")
     agent: Name | None = Field(None, description="Agent id.")
-    dialect: Literal["deepwork", "tracker"] | None = Field(
-        None, description="Only DeepWork sessions, or only tracked workflows."
+    dialect: Literal["deepwork", "deepwork-0.9", "deepwork-0.14", "tracker", "dag"] | None = Field(
+        None,
+        description=(
+            "Only DeepWork sessions (`deepwork`: both generations; `deepwork-0.9` or "
+            "`deepwork-0.14`: one), only tracked workflows, or only multi-agent DAG workflows."
+        ),
     )
     since: dt.date | None = Field(
         None,

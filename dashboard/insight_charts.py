@@ -27,6 +27,7 @@ from pygal.style import Style
 
 from reviews import insights as reviews
 from reviews.insight_tables import WAIT_LABELS, AllWaits, StepTimes, wait_rows
+from workflows.selectors import dag_insights as dag
 from workflows.selectors import insights as work
 from workflows.selectors.insights import InsightFilter
 
@@ -411,9 +412,14 @@ def agent_outcomes_chart(
     return _svg(chart)
 
 
-@memoized
 def tracker_files_chart(data: work.TrackerInsights, filters: InsightFilter) -> SafeString | None:
-    if not any(d.tasks for d in data.days):
+    # Only the figures drawn key the kept chart: the blockers' ages change every second.
+    return _tracker_files_chart(data.days, filters)
+
+
+@memoized
+def _tracker_files_chart(days: list[work.TrackerDay], filters: InsightFilter) -> SafeString | None:
+    if not any(d.tasks for d in days):
         return None
     chart = _base(
         pygal.StackedBar,
@@ -421,11 +427,11 @@ def tracker_files_chart(data: work.TrackerInsights, filters: InsightFilter) -> S
         x_title="Day completed (UTC)",
         y_title="Files",
     )
-    periods = _periods([d.day for d in data.days])
+    periods = _periods([d.day for d in days])
     _time_axis(chart, periods, "completed")
-    added = [d.added for d in data.days]
-    modified = [d.modified for d in data.days]
-    deleted = [d.deleted for d in data.days]
+    added = [d.added for d in days]
+    modified = [d.modified for d in days]
+    deleted = [d.deleted for d in days]
     _whole_numbers(chart, [p.total(added) + p.total(modified) + p.total(deleted) for p in periods])
     url = tracker_url(filters)
     for label, counts in (("Added", added), ("Modified", modified), ("Deleted", deleted)):
@@ -433,25 +439,53 @@ def tracker_files_chart(data: work.TrackerInsights, filters: InsightFilter) -> S
     return _svg(chart)
 
 
-@memoized
 def tracker_decisions_chart(
     data: work.TrackerInsights, filters: InsightFilter
 ) -> SafeString | None:
-    if not data.decisions:
+    return _tracker_decisions_chart(data.decisions, filters)
+
+
+@memoized
+def _tracker_decisions_chart(
+    decisions: list[tuple[str, int]], filters: InsightFilter
+) -> SafeString | None:
+    if not decisions:
         return None
     chart = _base(
         pygal.Bar, title="Decisions per category", x_title="Category", y_title="Decisions"
     )
-    chart.x_labels = [category for category, _ in data.decisions]
-    _whole_numbers(chart, [n for _, n in data.decisions])
+    chart.x_labels = [category for category, _ in decisions]
+    _whole_numbers(chart, [n for _, n in decisions])
     url = tracker_url(filters)
-    chart.add("Decisions", [_link(n, url, category) for category, n in data.decisions])
+    chart.add("Decisions", [_link(n, url, category) for category, n in decisions])
     return _svg(chart)
 
 
-@memoized
+@dataclass(frozen=True)
+class BlockerBar:
+    label: str
+    hours: float  # as drawn, to a tenth of an hour
+    workflow_id: int
+    workflow_name: str
+
+
 def tracker_blockers_chart(data: work.TrackerInsights, filters: InsightFilter) -> SafeString | None:
-    if not data.open_blockers:
+    bars = [
+        BlockerBar(
+            f"#{b.issue_id} {b.description[:40]}",
+            round(b.age_seconds / 3600, 1),
+            b.workflow_id,
+            b.workflow_name,
+        )
+        for b in data.open_blockers
+    ]
+    # Redrawn when an age moves by a tenth of an hour, not on every refresh.
+    return _tracker_blockers_chart(bars)
+
+
+@memoized
+def _tracker_blockers_chart(bars: list[BlockerBar]) -> SafeString | None:
+    if not bars:
         return None
     chart = _base(
         pygal.HorizontalBar,
@@ -459,16 +493,66 @@ def tracker_blockers_chart(data: work.TrackerInsights, filters: InsightFilter) -
         x_title="Hours open",
         y_title="Blocker",
     )
-    chart.x_labels = [f"#{b.issue_id} {b.description[:40]}" for b in data.open_blockers]
+    chart.x_labels = [b.label for b in bars]
     chart.add(
         "Hours open",
         [
             _link(
-                round(b.age_seconds / 3600, 1),
+                b.hours,
                 reverse("dashboard:tracker_workflow", args=[b.workflow_id]),
                 b.workflow_name,
             )
-            for b in data.open_blockers
+            for b in bars
         ],
     )
+    return _svg(chart)
+
+
+def dag_url() -> str:
+    """The DAG workflows list (each workflow's page shows its steps and agents)."""
+    return reverse("dashboard:dag_list")
+
+
+@memoized
+def handoffs_chart(waits: list[dag.HandoffWait], filters: InsightFilter) -> SafeString | None:
+    if not waits:
+        return None
+    chart = _base(
+        pygal.Bar,
+        title="DAG hand-off waits per role",
+        x_title="Role",
+        y_title="Seconds from ready to claimed",
+        style=PERCENTILE_STYLE,
+    )
+    chart.x_labels = [w.role for w in waits]
+    # Each bar opens the workflow that waited longest for that role.
+    for label, values in (
+        ("Median", [w.median_seconds for w in waits]),
+        ("p90", [w.p90_seconds for w in waits]),
+    ):
+        chart.add(
+            label,
+            [
+                _link(value, reverse("dashboard:dag", args=[w.longest_workflow]), w.role)
+                for value, w in zip(values, waits, strict=True)
+            ],
+        )
+    return _svg(chart)
+
+
+@memoized
+def role_load_chart(loads: list[dag.RoleLoad], filters: InsightFilter) -> SafeString | None:
+    if not any(r.open or r.completed or r.failed for r in loads):
+        return None
+    chart = _base(pygal.Bar, title="DAG load per role", x_title="Role", y_title="Steps")
+    chart.x_labels = [r.role for r in loads]
+    _whole_numbers(chart, [max(r.waiting, r.held, r.completed, r.failed) for r in loads])
+    url = dag_url()
+    for label, attr in (
+        ("Waiting for an agent now", "waiting"),
+        ("Held by an agent now", "held"),
+        ("Completed in the range", "completed"),
+        ("Failed in the range", "failed"),
+    ):
+        chart.add(label, [_link(getattr(r, attr), url, r.role) for r in loads])
     return _svg(chart)

@@ -1,7 +1,8 @@
 """The insights pages, their exports, and a session's history as a download.
 
-Four pages share one filter form: activity (sessions per day, per agent), time (per step,
-waiting), reviews (pass rates, criteria, rounds, rulings) and tracker. Each chart sits in a
+Five pages share one filter form: activity (sessions per day, per agent), time (per step,
+waiting), reviews (pass rates, criteria, rounds, rulings), tracker and DAG (hand-off waits,
+load per role). Each chart sits in a
 figure with its data table and links to CSV and JSON of the same table, and to the sessions
 behind it. Every page re-renders live like the rest of the dashboard.
 """
@@ -30,8 +31,10 @@ from reviews.insight_tables import (
     agents_table,
     attempts_table,
     criteria_table,
+    handoffs_table,
     insight_table,
     pass_rates_table,
+    role_load_table,
     rulings_table,
     sessions_table,
     step_times,
@@ -44,6 +47,7 @@ from reviews.insight_tables import (
     waits_table,
 )
 from workflows.errors import InvalidInput, NotFound
+from workflows.selectors import dag_insights as dag
 from workflows.selectors import insights as work
 from workflows.selectors.catalog import project_list, project_not_found
 from workflows.selectors.events import newest_event_id
@@ -184,6 +188,16 @@ def _tracker(filters: InsightFilter) -> list[Panel]:
     ]
 
 
+def _dag(filters: InsightFilter) -> list[Panel]:
+    waits = dag.handoff_waits(filters=filters)
+    loads = dag.role_load(filters=filters)
+    url = charts.dag_url()
+    return [
+        Panel(handoffs_table(waits), charts.handoffs_chart(waits, filters), url),
+        Panel(role_load_table(loads), charts.role_load_chart(loads, filters), url),
+    ]
+
+
 @dataclass(frozen=True)
 class Page:
     slug: str
@@ -197,6 +211,7 @@ PAGES = {
     "time": Page("time", "insights_time", "Time", _time),
     "reviews": Page("reviews", "insights_reviews", "Reviews", _reviews),
     "tracker": Page("tracker", "insights_tracker", "Tracker", _tracker),
+    "dag": Page("dag", "insights_dag", "DAG", _dag),
 }
 
 
@@ -249,6 +264,12 @@ def insights_reviews(request: HttpRequest) -> HttpResponse:
 @watcher_required
 def insights_tracker(request: HttpRequest) -> HttpResponse:
     return _page(request, "tracker")
+
+
+@require_safe
+@watcher_required
+def insights_dag(request: HttpRequest) -> HttpResponse:
+    return _page(request, "dag")
 
 
 def _download(body: str, *, content_type: str, filename: str) -> HttpResponse:

@@ -44,6 +44,7 @@ urlpatterns = [
     path("insights/time/", insight_views.insights_time, name="insights_time"),
     path("insights/reviews/", insight_views.insights_reviews, name="insights_reviews"),
     path("insights/tracker/", insight_views.insights_tracker, name="insights_tracker"),
+    path("insights/dag/", insight_views.insights_dag, name="insights_dag"),
     path(
         "insights/export/<slug:name>.<str:fmt>",
         insight_views.insights_export,

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from reviews import insights as reviews
+from workflows.selectors import dag_insights as dag
 from workflows.selectors import insights as work
 from workflows.selectors.insights import InsightFilter
 
@@ -259,6 +260,62 @@ def tracker_blockers_table(data: work.TrackerInsights) -> InsightTable:
     )
 
 
+def handoffs_table(waits: list[dag.HandoffWait]) -> InsightTable:
+    return InsightTable(
+        "dag-handoffs",
+        "DAG hand-off waits per role (seconds from a step being ready to being claimed)",
+        [
+            "role",
+            "handoffs",
+            "median_seconds",
+            "p90_seconds",
+            "longest_seconds",
+            "longest_workflow",
+            "longest_step",
+        ],
+        [
+            [
+                w.role,
+                w.handoffs,
+                _round(w.median_seconds),
+                _round(w.p90_seconds),
+                _round(w.longest_seconds),
+                w.longest_workflow,
+                w.longest_step,
+            ]
+            for w in waits
+        ],
+    )
+
+
+def role_load_table(loads: list[dag.RoleLoad]) -> InsightTable:
+    return InsightTable(
+        "dag-load",
+        "DAG load per role: steps open now, finished in the range, agents' busy hours",
+        [
+            "role",
+            "waiting_now",
+            "held_now",
+            "completed",
+            "failed",
+            "busy_hours",
+            "agents_with_role",
+        ],
+        [
+            [
+                r.role,
+                r.waiting,
+                r.held,
+                r.completed,
+                r.failed,
+                _round(r.busy_hours, 2),
+                r.agents,
+            ]
+            for r in loads
+        ],
+    )
+
+
 @dataclass(frozen=True)
 class Insight:
     compute: Callable[[InsightFilter], Any]
@@ -294,6 +351,8 @@ INSIGHTS: dict[str, Insight] = {
     "tracker-blockers": Insight(
         lambda f: work.tracker_insights(filters=f), lambda d, f: tracker_blockers_table(d)
     ),
+    "dag-handoffs": Insight(lambda f: dag.handoff_waits(filters=f), lambda d, f: handoffs_table(d)),
+    "dag-load": Insight(lambda f: dag.role_load(filters=f), lambda d, f: role_load_table(d)),
 }
 INSIGHT_NAMES = tuple(INSIGHTS)
 

@@ -301,6 +301,9 @@ class WorkflowSession(models.Model):
             ),
             # Insights: sessions aborted in a date range, per agent.
             models.Index(fields=["status", "completed_at"], name="wf_session_ended_idx"),
+            # Insights: the sessions open during a date range, whatever their outcome (time
+            # per step joins only those to the step runs completed in the range).
+            models.Index(fields=["completed_at"], name="wf_session_done_at_idx"),
         ]
 
     def __str__(self) -> str:
@@ -337,6 +340,9 @@ class StepRun(models.Model):
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="dag_runs"
     )
     assigned_at = models.DateTimeField(null=True, blank=True)
+    # When a DAG step last became ready for an agent (its dependencies done, or taken from a
+    # lost agent): the hand-off wait is from here to ``assigned_at``.
+    ready_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error_message = models.TextField(null=True, blank=True)
     handoffs = models.IntegerField(default=0)
@@ -403,6 +409,12 @@ class StepRun(models.Model):
                 fields=["completed_at"],
                 condition=Q(status="completed"),
                 name="wf_steprun_done_idx",
+            ),
+            # Insights: DAG hand-offs (steps claimed) in a date range.
+            models.Index(
+                fields=["assigned_at"],
+                condition=Q(ready_at__isnull=False),
+                name="wf_steprun_handoff_idx",
             ),
         ]
 

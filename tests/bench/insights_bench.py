@@ -202,11 +202,23 @@ def seed(reseed: bool) -> None:
         now - dt.timedelta(seconds=rng.uniform(0, DAYS * 86400)) for _ in range(SESSIONS)
     )
     sessions = []  # (pk, started, agent pk, status, ended)
+    durations: list[list[dt.timedelta]] = []  # each session's steps' times
     for n, started in enumerate(starts):
         recent = now - started < dt.timedelta(hours=2)
         roll = rng.random()
         status = "active" if recent and roll < 0.5 else "aborted" if roll < 0.12 else "completed"
-        ended = None if status == "active" else started + dt.timedelta(minutes=rng.uniform(1, 90))
+        took = [
+            dt.timedelta(seconds=rng.lognormvariate(4 + index, 0.8)) for index in range(len(STEPS))
+        ]
+        # A session ends with its last step, or (aborted) a while after its last finished one.
+        ended = (
+            None
+            if status == "active"
+            else started + sum(took, dt.timedelta())
+            if status == "completed"
+            else started + sum(took[:-1], dt.timedelta()) + dt.timedelta(minutes=rng.uniform(1, 9))
+        )
+        durations.append(took)
         sessions.append((first_session + n, started, agents[n % AGENTS].pk, status, ended))
 
     with transaction.atomic():
@@ -229,6 +241,10 @@ def seed(reseed: bool) -> None:
             "started_at",
             "updated_at",
             "completed_at",
+            "generation",
+            "conversation_id",
+            "conversation_agent",
+            "inputs",
         ]
         written = writer.write(
             WorkflowSession._meta.db_table,
@@ -253,6 +269,11 @@ def seed(reseed: bool) -> None:
                     started,
                     ended or started,
                     ended,
+                    # A quarter of the sessions are DeepWork 0.14's (the dialect filter).
+                    "0.14" if pk % 4 == 3 else "0.9",
+                    "",
+                    "",
+                    {},
                 )
                 for pk, started, agent, status, ended in sessions
             ),
@@ -261,10 +282,12 @@ def seed(reseed: bool) -> None:
 
         runs = []  # (pk, session pk, step, started, ended, status)
         pk = first_run
-        for session_pk, started, _agent, status, _ended in sessions:
+        for (session_pk, started, _agent, status, _ended), took_each in zip(
+            sessions, durations, strict=True
+        ):
             at = started
             for index, step in enumerate(STEPS):
-                took = dt.timedelta(seconds=rng.lognormvariate(4 + index, 0.8))
+                took = took_each[index]
                 finished = at + took
                 run_status = "completed"
                 if status != "completed" and index == len(STEPS) - 1:
@@ -296,6 +319,10 @@ def seed(reseed: bool) -> None:
                 "quality_attempts",
                 "started_at",
                 "completed_at",
+                "handoffs",
+                "input_values",
+                "files_status",
+                "files_warnings",
             ],
             (
                 (
@@ -310,6 +337,10 @@ def seed(reseed: bool) -> None:
                     0,
                     at,
                     ended,
+                    0,
+                    {},
+                    "pending",
+                    [],
                 )
                 for rpk, spk, step, index, at, ended, status in runs
             ),

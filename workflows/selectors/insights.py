@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connections
 from django.db.models import (
+    Aggregate,
     Count,
     DurationField,
     Expression,
@@ -55,11 +57,23 @@ JSON_SAMPLE_LIMIT = 5000
 
 
 class Dialect:
-    """Which toolset's runs an insight reads: DeepWork sessions or tracked workflows."""
+    """Which runs an insight reads: DeepWork sessions (both generations, or one of them),
+    tracked workflows, or multi-agent DAG workflows."""
 
     DEEPWORK = "deepwork"
+    DEEPWORK_09 = "deepwork-0.9"
+    DEEPWORK_014 = "deepwork-0.14"
     TRACKER = "tracker"
-    CHOICES = ((DEEPWORK, "DeepWork sessions"), (TRACKER, "Tracker workflows"))
+    DAG = "dag"
+    CHOICES = (
+        (DEEPWORK, "DeepWork sessions (0.9 and 0.14)"),
+        (DEEPWORK_09, "DeepWork 0.9 sessions"),
+        (DEEPWORK_014, "DeepWork 0.14 sessions"),
+        (TRACKER, "Tracker workflows"),
+        (DAG, "DAG workflows"),
+    )
+    # The session generation each DeepWork dialect keeps (``WorkflowSession.generation``).
+    GENERATIONS = {DEEPWORK_09: "0.9", DEEPWORK_014: "0.14"}
 
 
 @dataclass(frozen=True)
@@ -101,7 +115,14 @@ class InsightFilter:
         return [self.since + dt.timedelta(days=n) for n in range(count)]
 
     def wants(self, dialect: str) -> bool:
+        if dialect == Dialect.DEEPWORK:
+            return self.dialect in (None, Dialect.DEEPWORK, *Dialect.GENERATIONS)
         return self.dialect in (None, dialect)
+
+    @property
+    def generation(self) -> str | None:
+        """The session generation the dialect keeps, if it keeps only one."""
+        return Dialect.GENERATIONS.get(self.dialect or "")
 
     def session_q(self, prefix: str = "") -> Q:
         """The filter on sessions (``prefix`` reaches them from another model, e.g.
@@ -125,6 +146,8 @@ class InsightFilter:
 
     def _catalog_q(self, prefix: str) -> Q:
         q = Q()
+        if self.generation is not None:
+            q &= Q(**{f"{prefix}generation": self.generation})
         if self.job is not None:
             jobs = Job.objects.filter(Q(name=self.job) | Q(dir_name=self.job)).values("pk")
             q &= Q(**{f"{prefix}job_name": self.job}) | Q(**{f"{prefix}job_id__in": jobs})
@@ -166,22 +189,60 @@ class Percentiles:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class PercentileDisc(Aggregate):
+    """PostgreSQL's ordered-set ``percentile_disc(p)``: the first value whose rank r has
+    r >= p*n (PostgreSQL takes ``ceil(p*n)``), the nearest rank exactly as below. Two of them
+    over the same ordering share one sort."""
+
+    function = "percentile_disc"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+
+    def __init__(self, expression: Expression | F, *, fraction: float, **extra: Any) -> None:
+        super().__init__(expression, fraction=fraction, **extra)
+
+
 def percentiles_by(
     queryset: QuerySet[Any],
     *,
     value: Expression | F,
     group: str | None = None,
-    extra: Sequence[str] = (),
+    extra: Mapping[str, Aggregate] | None = None,
 ) -> dict[Any, Percentiles]:
-    """Median and p90 of ``value`` per ``group`` (one group, ``None``, when not given), in one
-    query: the rows are ranked in the database and only the ranks that hold a percentile come
-    back. The nearest rank r of p in n values is the smallest r with r >= p*n; in integers,
-    2r >= n > 2(r-1) for the median and 10r >= 9n > 10(r-1) for p90."""
+    """Median and p90 of ``value`` per ``group`` (one group, ``None``, when not given), and
+    each ``extra`` aggregate per group, in one query.
+
+    PostgreSQL computes them with ``percentile_disc`` in one pass over the sorted values.
+    Elsewhere (SQLite has no percentile aggregate) the rows are ranked with window functions
+    and only the ranks that hold a percentile come back. Both take the nearest rank r of p in
+    n values: the smallest r with r >= p*n; in integers, 2r >= n > 2(r-1) for the median and
+    10r >= 9n > 10(r-1) for p90."""
+    extra = dict(extra or {})
+    if connections[queryset.db].vendor == "postgresql":
+        output = value.output_field if hasattr(value, "output_field") else None
+        grouped = queryset.values(*([group] if group else [])).order_by() if group else queryset
+        aggregates = {
+            "pct_count": Count("pk"),
+            "pct_median": PercentileDisc(value, fraction=0.5, output_field=output),
+            "pct_p90": PercentileDisc(value, fraction=0.9, output_field=output),
+            **extra,
+        }
+        rows = list(grouped.annotate(**aggregates)) if group else [queryset.aggregate(**aggregates)]
+        return {
+            (row[group] if group else None): Percentiles(
+                count=row["pct_count"],
+                median=row["pct_median"],
+                p90=row["pct_p90"],
+                extra={name: row[name] for name in extra},
+            )
+            for row in rows
+            if row["pct_count"]
+        }
     partition = [F(group)] if group else []
     ranked = queryset.annotate(
         pct_value=value,
         pct_rank=Window(RowNumber(), partition_by=partition, order_by=value.asc()),
         pct_count=Window(Count("pk"), partition_by=partition),
+        **{name: Window(aggregate, partition_by=partition) for name, aggregate in extra.items()},
     ).alias(
         pct_r2=F("pct_rank") * 2,
         pct_r10=F("pct_rank") * 10,
@@ -288,6 +349,23 @@ def busiest_workflow(*, filters: InsightFilter) -> WorkflowChoice | None:
     return None if row is None else WorkflowChoice(row["job_name"], row["workflow_name"])
 
 
+# Slack for the rule below: a session ends in the transaction that finishes its last step,
+# so only clocks could put a run's completion after its session's end.
+SESSION_END_SLACK = dt.timedelta(days=1)
+
+
+def _open_during(prefix: str, filters: InsightFilter) -> Q:
+    """Sessions that may hold a run completed in the range: still open, or ended no earlier
+    than the range's start (less ``SESSION_END_SLACK``). Redundant for the answer, since runs
+    finish before their session does, but it lets the database join only the sessions of the
+    range (wf_session_done_at_idx) instead of every session of the workflow, ever."""
+    try:
+        since = filters.start - SESSION_END_SLACK
+    except OverflowError:
+        return Q()
+    return Q(**{f"{prefix}completed_at__isnull": True}) | Q(**{f"{prefix}completed_at__gte": since})
+
+
 @dataclass(frozen=True)
 class StepTime:
     step_id: str
@@ -308,18 +386,20 @@ def step_times(*, filters: InsightFilter, choice: WorkflowChoice) -> list[StepTi
         job=choice.job,
         workflow=choice.workflow,
         agent_id=filters.agent_id,
+        dialect=filters.dialect,
     )
     runs = StepRun.objects.filter(
         chosen.session_q("session__"),
+        _open_during("session__", filters),
         status=StepRun.Status.COMPLETED,
         completed_at__gte=filters.start,
         completed_at__lt=filters.end,
     )
     ranked = percentiles_by(
-        runs.annotate(entry=Window(Min("entry_index"), partition_by=[F("step_id")])),
+        runs,
         value=duration("completed_at", "started_at"),
         group="step_id",
-        extra=["entry"],
+        extra={"entry": Min("entry_index")},
     )
     times = [
         StepTime(

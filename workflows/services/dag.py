@@ -526,7 +526,7 @@ def _advance(
         )
         for pk, step_id, agent_id, heartbeat in lost:
             if StepRun.objects.filter(pk=pk, status=StepRun.Status.ASSIGNED).update(
-                status=StepRun.Status.READY, assigned_agent=None, assigned_at=None
+                status=StepRun.Status.READY, assigned_agent=None, assigned_at=None, ready_at=now
             ):
                 StepRun.objects.filter(pk=pk).update(handoffs=F("handoffs") + 1)
                 runs[step_id] = (pk, StepRun.Status.READY, None)
@@ -557,7 +557,7 @@ def _advance(
     if became_ready:
         StepRun.objects.filter(
             pk__in=[runs[s][0] for s in became_ready], status=StepRun.Status.PENDING
-        ).update(status=StepRun.Status.READY)
+        ).update(status=StepRun.Status.READY, ready_at=now)
         for step_id in became_ready:
             runs[step_id] = (runs[step_id][0], StepRun.Status.READY, None)
     ready = [s for s in shape.order if s in runs and runs[s][1] == StepRun.Status.READY]
