@@ -519,6 +519,7 @@ def seed(reseed: bool) -> None:
             )
             for n, t in enumerate(tasks[:500])
         )
+        seed_dags(writer, project, agents, rng, now)
         with connection.cursor() as cursor:
             for statement in connection.ops.sequence_reset_sql(
                 no_style(), [WorkflowSession, StepRun]
@@ -529,6 +530,162 @@ def seed(reseed: bool) -> None:
         # a count read an index alone.
         cursor.execute("VACUUM ANALYZE" if connection.vendor == "postgresql" else "ANALYZE")
     log(f"seed: done in {time.perf_counter() - began:.0f} s")
+
+
+DAG_RUNS = 1_000
+DAG_ROLES = ("swe", "review", "docs", "ops", "human")
+
+
+def seed_dags(writer, project, agents, rng, now) -> None:
+    """Multi-agent DAG executions over the year: ``DAG_RUNS`` runs of one defined ten-step
+    plan (a fan-out of eight between a first and a last step), each step waiting a while for
+    an agent of its role. One plan shared by every run keeps the seeding short; the insights
+    read the runs, not how many plans there are."""
+    from django.db.models import Max
+
+    from workflows.models import Step, StepRun, WorkflowSession
+    from workflows.services import dag
+
+    plan = [{"step_id": "start", "description": "Start", "assigned_role": "swe"}]
+    plan += [
+        {
+            "step_id": f"part{n}",
+            "description": "Part",
+            "assigned_role": DAG_ROLES[n % len(DAG_ROLES)],
+            "depends_on": ["start"],
+        }
+        for n in range(8)
+    ]
+    plan.append(
+        {
+            "step_id": "finish",
+            "description": "Finish",
+            "assigned_role": "review",
+            "depends_on": [f"part{n}" for n in range(8)],
+        }
+    )
+    defined = dag.dag_define(
+        project=project, creator_id="bench", name="Bench DAG", description="", steps=plan
+    )
+    job = defined.job
+    workflow = job.workflows.get()
+    steps = {s.step_id: s.pk for s in Step.objects.filter(job=job)}
+    first_session = (WorkflowSession.objects.aggregate(m=Max("pk"))["m"] or 0) + 1
+    first_run = (StepRun.objects.aggregate(m=Max("pk"))["m"] or 0) + 1
+    sessions, runs = [], []
+    for n in range(DAG_RUNS):
+        pk = first_session + n
+        started = now - dt.timedelta(seconds=rng.uniform(3600, DAYS * 86400))
+        at = started
+        stamps = []  # (step, level, ready, assigned, completed)
+        for level, names in enumerate((["start"], [f"part{k}" for k in range(8)], ["finish"])):
+            ends = []
+            for name in names:
+                claimed = at + dt.timedelta(seconds=rng.expovariate(1 / 120))
+                done = claimed + dt.timedelta(seconds=rng.lognormvariate(5, 0.7))
+                stamps.append((name, level, at, claimed, done))
+                ends.append(done)
+            at = max(ends)
+        sessions.append((pk, f"bench-dag-{n}", started, at, agents[n % len(agents)].pk))
+        for name, level, ready, claimed, done in stamps:
+            runs.append((first_run + len(runs), pk, name, level, ready, claimed, done, n))
+    writer.write(
+        WorkflowSession._meta.db_table,
+        [
+            "id",
+            "session_id",
+            "project_id",
+            "agent_id",
+            "job_id",
+            "workflow_id",
+            "job_name",
+            "workflow_name",
+            "goal",
+            "status",
+            "current_entry_index",
+            "current_step_id",
+            "revision",
+            "aborted_by",
+            "started_at",
+            "updated_at",
+            "completed_at",
+            "generation",
+            "conversation_id",
+            "conversation_agent",
+            "inputs",
+        ],  # fmt: skip
+        (
+            (
+                pk,
+                sid,
+                project.pk,
+                agent,
+                job.pk,
+                workflow.pk,
+                job.name,
+                workflow.name,
+                "dag",
+                "completed",
+                0,
+                "",
+                0,
+                "",
+                started,
+                ended,
+                ended,
+                "0.9",
+                "",
+                "",
+                {},
+            )
+            for pk, sid, started, ended, agent in sessions
+        ),  # fmt: skip
+    )
+    written = writer.write(
+        StepRun._meta.db_table,
+        [
+            "id",
+            "session_id",
+            "step_def_id",
+            "step_id",
+            "entry_index",
+            "status",
+            "outputs",
+            "quality_attempts",
+            "started_at",
+            "completed_at",
+            "assigned_agent_id",
+            "assigned_at",
+            "ready_at",
+            "handoffs",
+            "input_values",
+            "files_status",
+            "files_warnings",
+        ],  # fmt: skip
+        (
+            (
+                rpk,
+                spk,
+                steps[name],
+                name,
+                level,
+                "completed",
+                {},
+                0,
+                ready,
+                done,
+                None if name.startswith("part4") else agents[(n + level) % len(agents)].pk,
+                claimed,
+                ready,
+                0,
+                {},
+                "pending",
+                [],
+            )
+            for rpk, spk, name, level, ready, claimed, done, n in runs
+        ),  # fmt: skip
+    )
+    log(f"seed: {DAG_RUNS:,} DAG runs, {written:,} DAG step runs")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -558,7 +715,7 @@ def measure(runs: int) -> list[dict]:
     session = WorkflowSession.objects.filter(status="completed").order_by("-id")[100]
     targets: list[tuple[str, str, dict]] = []
     for scope, query in (("30 days", ""), ("year", year)):
-        for path in ("", "time/", "reviews/", "tracker/"):
+        for path in ("", "time/", "reviews/", "tracker/", "dag/"):
             name = path.strip("/") or "activity"
             targets.append((f"page {name} ({scope})", f"/insights/{path}?{query}", {}))
             if scope == "30 days":
@@ -567,8 +724,14 @@ def measure(runs: int) -> list[dict]:
     for name in INSIGHT_NAMES:
         targets.append((f"CSV {name}", f"/insights/export/{name}.csv", {}))
         targets.append((f"REST {name}", f"/api/insights/{name}", token))
-    for name in ("step-times", "criteria", "agents"):
+    for name in ("step-times", "criteria", "agents", "dag-handoffs"):
         targets.append((f"REST {name} (year)", f"/api/insights/{name}?{year}", token))
+    # One generation of DeepWork sessions (the dialect joins the sessions to the events).
+    for path in ("", "time/"):
+        name = path.strip("/") or "activity"
+        targets.append(
+            (f"page {name} (30 days, 0.14)", f"/insights/{path}?dialect=deepwork-0.14", {})
+        )
     targets.append(("history JSON", f"/sessions/{session.session_id}/history.json", {}))
     targets.append(
         ("REST history Markdown", f"/api/sessions/{session.session_id}/history/markdown", token)

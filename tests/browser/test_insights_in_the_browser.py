@@ -15,11 +15,27 @@ from tests.browser.conftest import create_person, log_in
 from tests.insights.conftest import D1, D3, build_history
 from workflows.events import SessionStarted, event_record
 from workflows.models import WorkflowSession
+from workflows.services import dag
 
 pytestmark = [pytest.mark.browser]
 
 RANGE = f"since={D1.isoformat()}&until={D3.isoformat()}"
 TIMEOUT_MS = 20_000
+
+
+def run_a_dag(history) -> str:
+    project = history.p1
+    dag.dag_agent_register(project=project, agent_id="w", roles=["swe"])
+    steps = [
+        {"step_id": "plan", "description": "Plan", "assigned_role": "swe"},
+        {"step_id": "do", "description": "Do", "assigned_role": "swe", "depends_on": ["plan"]},
+    ]
+    wid = dag.dag_define(
+        project=project, creator_id="c", name="Ship", description="", steps=steps
+    ).job.dir_name
+    dag.dag_execute(project=project, workflow_id=wid, triggering_agent_id="c")
+    dag.dag_report_completion(project=project, workflow_id=wid, step_id="plan", agent_id="w")
+    return wid
 
 
 async def table_rows(page, name: str) -> list[list[str]]:
@@ -98,6 +114,36 @@ async def test_insights_in_the_browser(web_server, browser, history):
     assert [row[1] for row in await table_rows(page, "sessions-per-day")] == ["0", "1", "1"]
     query = f"{RANGE}&agent=a2"
     assert await table_rows(page, "agents") == await exported_rows(page, "agents", query)
+
+    # The dialect splits DeepWork 0.9 from 0.14: s2 (D1) is made a 0.14 session.
+    await database_sync_to_async(WorkflowSession.objects.filter(session_id="s2").update)(
+        generation="0.14"
+    )
+    await page.goto(f"/insights/?{RANGE}")
+    await page.select_option("#insight-dialect", "deepwork-0.14")
+    await page.click("#insight-submit")
+    await page.wait_for_url("**dialect=deepwork-0.14**")
+    assert [row[1] for row in await table_rows(page, "sessions-per-day")] == ["1", "0", "0"]
+    query = f"{RANGE}&dialect=deepwork-0.14"
+    assert await table_rows(page, "sessions-per-day") == await exported_rows(
+        page, "sessions-per-day", query
+    )
+
+    # DAG workflows: a run today, its hand-off waits and load per role (the last 30 days).
+    wid = await database_sync_to_async(run_a_dag)(history)
+    await page.goto("/insights/dag/")
+    await page.wait_for_selector("#live-status[data-state=live]")
+    assert await page.locator("[data-testid=chart] svg[role=img]").count() == 2
+    for name in ("dag-handoffs", "dag-load"):
+        assert await table_rows(page, name) == await exported_rows(page, name, ""), name
+    assert [row[0] for row in await table_rows(page, "dag-handoffs")] == ["swe"]
+    # Both waits were all but nothing (an agent was there): bars too thin to click, so follow
+    # the link the bars carry.
+    link = page.locator(f"#insight-dag-handoffs svg a[*|href='/dag/{wid}/']")
+    assert await link.count() == 2  # median and p90
+    response = await page.goto(f"/dag/{wid}/")
+    assert response is not None and response.ok
+    assert await page.locator("[data-step-id=plan][data-status=completed]").count() == 1
 
     # A bar leads to the sessions behind it: D1's aborted session.
     await page.goto(f"/insights/?{RANGE}")
