@@ -416,6 +416,12 @@ class StepRun(models.Model):
                 condition=Q(ready_at__isnull=False),
                 name="wf_steprun_handoff_idx",
             ),
+            # Insights: DAG steps finished in a date range (load per role).
+            models.Index(
+                fields=["completed_at"],
+                condition=Q(ready_at__isnull=False),
+                name="wf_steprun_dag_done_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -142,7 +142,8 @@ async def test_insights_in_the_browser(web_server, browser, history):
     link = page.locator(f"#insight-dag-handoffs svg a[*|href='/dag/{wid}/']")
     assert await link.count() == 2  # median and p90
     response = await page.goto(f"/dag/{wid}/")
-    assert response is not None and response.ok
+    assert response is not None
+    assert response.ok
     assert await page.locator("[data-step-id=plan][data-status=completed]").count() == 1
 
     # A bar leads to the sessions behind it: D1's aborted session.

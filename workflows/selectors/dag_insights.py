@@ -127,7 +127,11 @@ def role_load(*, filters: InsightFilter) -> list[RoleLoad]:
     if not filters.wants(Dialect.DAG):
         return []
     running = Q(session__status=WorkflowSession.Status.RUNNING)
-    in_range = Q(completed_at__gte=filters.start, completed_at__lt=filters.end)
+    # Every DAG step that ran was ready first: ``ready_at`` picks DAG runs out of all runs
+    # (wf_steprun_dag_done_idx), as the open ones are (wf_steprun_dag_open_idx).
+    in_range = Q(
+        ready_at__isnull=False, completed_at__gte=filters.start, completed_at__lt=filters.end
+    )
     done = Q(status=StepRun.Status.COMPLETED) & in_range
     failed = Q(status=StepRun.Status.FAILED) & in_range
     now_open = running & Q(status__in=[StepRun.Status.READY, StepRun.Status.ASSIGNED])

@@ -135,9 +135,13 @@ class InsightFilter:
         return q
 
     def event_q(self) -> Q:
-        """The filter on events: their own project and agent columns, and their session only
-        for the job and workflow (so an unfiltered count joins nothing)."""
+        """The filter on the events a session writes while it runs (steps finished, review
+        rounds): their own project and agent columns, and their session only for the job,
+        workflow and generation (so an unfiltered count joins nothing); a joined session must
+        have been open during the range, which lets the join read only those."""
         q = self._catalog_q("session__")
+        if q:
+            q &= _open_during("session__", self)
         if self.project_id is not None:
             q &= Q(project_id=self.project_id)
         if self.agent_id is not None:
