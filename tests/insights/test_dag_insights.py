@@ -214,3 +214,17 @@ def test_the_dag_tab_costs_the_same_with_more_workflows_steps_and_roles(run_dag)
         dag.dag_report_completion(project=project, workflow_id=wid, step_id=f"s{n}", agent_id="v")
     assert len(loads(in_range())) == 8  # swe, no role, human and five more roles
     assert counts() == few
+
+
+def test_a_step_taken_from_a_lost_agent_waits_again_from_then(run_dag, monkeypatch):
+    project, _, until = run_dag
+    until(60)  # w holds plan from 60 s
+    clock = Clock(monkeypatch)
+    clock.at(500)  # w has been silent past the responsive limit (300 s)
+    dag.dag_agent_register(project=project, agent_id="x", roles=["swe"])
+    dag.dag_dispatch(project=project)
+    plan = StepRun.objects.select_related("assigned_agent").get(step_id="plan")
+    assert (plan.handoffs, plan.assigned_agent.agent_id) == (1, "x")
+    assert plan.ready_at == plan.assigned_at == T0 + dt.timedelta(seconds=500)
+    # The wait counted is the last one, from being taken back to x claiming it at once.
+    assert waits(in_range()) == [("swe", 1, 0.0, 0.0, 0.0, "plan")]
