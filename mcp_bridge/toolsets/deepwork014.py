@@ -118,7 +118,7 @@ def startup_scan(project_root: Path) -> StartupScan:
     jobs: list[tuple[str, tuple[str, ...], str]] = []
     issues: list[str] = []
     seen: set[str] = set()
-    for job_file in catalog.catalog_scan(project_root=project_root):
+    for job_file in catalog.catalog_scan(project_root=project_root, generation="0.14"):
         if job_file.dir_name in seen:
             continue
         try:

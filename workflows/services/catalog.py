@@ -45,6 +45,9 @@ from workflows.models import Event, Job, JobLoadError, Project, Step, Workflow, 
 logger = logging.getLogger(__name__)
 
 STANDARD_JOBS_DIR = Path(__file__).resolve().parent.parent / "standard_jobs"
+# The standard jobs in DeepWork 0.14's format, served instead under `--generation 0.14`. `both`
+# keeps the 0.9.1 set: a 0.9.1 client cannot run a 0.14-format job, a 0.14 client can run both.
+STANDARD_JOBS_014_DIR = STANDARD_JOBS_DIR.with_name("standard_jobs014")
 ADDITIONAL_FOLDERS_ENV = "DEEPWORK_ADDITIONAL_JOBS_FOLDERS"
 
 
@@ -104,11 +107,16 @@ class CatalogView:
         return None
 
 
-def job_folders(project_root: Path) -> list[tuple[str, Path]]:
+def standard_jobs_dir(generation: str = "both") -> Path:
+    """The standard jobs a server of ``generation`` ("0.9", "0.14" or "both") serves."""
+    return STANDARD_JOBS_014_DIR if generation == "0.14" else STANDARD_JOBS_DIR
+
+
+def job_folders(project_root: Path, generation: str = "both") -> list[tuple[str, Path]]:
     """Folders searched for jobs, in priority order: project, standard, then the env folders."""
     folders: list[tuple[str, Path]] = [
         (Job.Source.PROJECT, project_root / ".deepwork" / "jobs"),
-        (Job.Source.STANDARD, STANDARD_JOBS_DIR),
+        (Job.Source.STANDARD, standard_jobs_dir(generation)),
     ]
     for entry in os.environ.get(ADDITIONAL_FOLDERS_ENV, "").split(":"):
         entry = entry.strip()
@@ -117,10 +125,10 @@ def job_folders(project_root: Path) -> list[tuple[str, Path]]:
     return folders
 
 
-def catalog_scan(*, project_root: Path) -> tuple[JobFile, ...]:
+def catalog_scan(*, project_root: Path, generation: str = "both") -> tuple[JobFile, ...]:
     """List job folders (sub-folders holding a job.yml) in catalog order, without parsing."""
     found: list[JobFile] = []
-    for source, folder in job_folders(project_root):
+    for source, folder in job_folders(project_root, generation):
         try:
             children = sorted(os.scandir(folder), key=lambda entry: entry.path)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
@@ -576,14 +584,16 @@ class Catalog:
     view is served from memory without touching the database.
     """
 
-    def __init__(self, project: Project):
+    def __init__(self, project: Project, generation: str = "both"):
         self.project = project
+        # Which standard jobs this process serves (see ``standard_jobs_dir``).
+        self.generation = generation
         self._lock = threading.Lock()
         self._signature: tuple[JobFile, ...] | None = None
         self._view: CatalogView | None = None
 
     def view(self) -> CatalogView:
-        files = catalog_scan(project_root=Path(self.project.root_path))
+        files = catalog_scan(project_root=Path(self.project.root_path), generation=self.generation)
         with self._lock:
             if files == self._signature and self._view is not None:
                 return self._view
