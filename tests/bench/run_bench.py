@@ -25,6 +25,13 @@ a broken harness does (exit 1), and so does a failed install of the reference (e
 
 The reference is installed once into ``.bench/deepwork-0.9.1`` with the dependency versions 0.9.1
 was released and tested with (``fastmcp==2.14.5``, ``mcp==1.26.0``), and reused afterwards.
+
+A second peer, DeepWork 0.14.0 (``.bench/deepwork-0.14.0``: ``fastmcp==3.2.0``, ``mcp==1.26.0``,
+its lock file's versions), runs a 0.14-format job against ``mcpserve --generation 0.14`` and
+``--generation both``, in the same run and with the same client: cold start, then cycles of
+``get_workflows``, ``start_workflow`` (``session_id`` and ``inputs``), ``finished_step``,
+``go_to_step`` and ``abort_workflow``, each cycle in a fresh conversation. The three servers take
+turns going first. ``--peer 0.9.1|0.14`` runs one peer only.
 """
 
 from __future__ import annotations
