@@ -25,6 +25,7 @@ rest of the catalog.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -199,6 +200,29 @@ def _read(job_file: JobFile) -> bytes:
     if len(raw) > jobdef.MAX_FILE_BYTES:
         raise jobdef.too_large_error(job_file.yml_path)
     return raw
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(job_file: JobFile) -> jobdef.JobDef | Exception:
+    try:
+        return jobdef.parse_job_bytes(
+            _read(job_file), job_dir=Path(job_file.job_dir), yml_path=job_file.yml_path
+        )
+    except Exception as exc:
+        return exc
+
+
+def job_file_parse(job_file: JobFile) -> jobdef.JobDef:
+    """``job_file`` parsed, without the database; raises what the parser raises.
+
+    Remembered per file state (path and stat, as the catalog tells changes), so the scans a
+    0.14 server makes at start-up (its instructions, its ``issue_detected``) parse each file
+    once: YAML parsing is most of their cost.
+    """
+    result = _parsed(job_file)
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def _field_limit(model: type[Job | Step | Workflow], field: str) -> int:
