@@ -305,7 +305,7 @@ class HostedState(ServerState):
     def __init__(self, config: ServerConfig, project: Project) -> None:
         super().__init__(config)
         self._hosted_project = project
-        self._hosted_catalog = Catalog(project)
+        self._hosted_catalog = Catalog(project, generation=config.generation)
 
     def project(self) -> Project:
         return self._hosted_project

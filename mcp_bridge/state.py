@@ -68,7 +68,7 @@ class ServerState:
         with self._lock:
             if self._project is None:
                 self._project = project_ensure(root_path=self.project_root)
-                self._catalog = Catalog(self._project)
+                self._catalog = Catalog(self._project, generation=self.config.generation)
             return self._project
 
     def catalog(self) -> Catalog:

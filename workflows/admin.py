@@ -19,6 +19,8 @@ from deepwork_site.admin_helpers import (
     ReadOnlyInline,
     ReasonPage,
     SessionSearch,
+    admin_link,
+    changelist_link,
     compact_json,
     plural,
     reason_action,
@@ -38,6 +40,7 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
+from workflows.models014 import SessionJob
 from workflows.services.sessions import session_abort
 from workflows.wftools_admin import WorkflowToolFilterAdmin  # noqa: F401  (registers it)
 
@@ -159,6 +162,73 @@ class JobLoadErrorAdmin(ReadOnlyAdmin):
     @admin.display(description="error")
     def short_error(self, obj: JobLoadError) -> str:
         return Truncator(obj.error).chars(120)
+
+
+class SessionJobValidity(admin.SimpleListFilter):
+    title = "definition"
+    parameter_name = "valid"
+
+    def lookups(self, request: HttpRequest, model_admin: admin.ModelAdmin) -> list[tuple[str, str]]:
+        return [("yes", "Loads"), ("no", "Fails to load")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() in ("yes", "no"):
+            return queryset.filter(job__isnull=self.value() == "no")
+        return queryset
+
+
+@admin.register(SessionJob)
+class SessionJobAdmin(ReadOnlyAdmin):
+    """Jobs a DeepWork 0.14 conversation registered for itself (``register_session_job``)."""
+
+    change_select_related = ("project", "job")
+    list_display = [
+        "job_name",
+        "conversation_id",
+        "project",
+        "loads",
+        "short_error",
+        "registered_at",
+    ]
+    list_filter = [SessionJobValidity, "project", "registered_at"]
+    list_select_related = ["project", "job"]
+    search_fields = ["job_name", "conversation_id__exact", "yaml_text"]
+    search_help_text = "A job name, a conversation id (exactly), or words of the job.yml."
+    ordering = ["-registered_at", "-id"]
+    fields = [
+        "project",
+        "conversation_id",
+        "job_name",
+        "registered_at",
+        "parsed_job",
+        "error",
+        "sessions",
+        "yaml_text",
+    ]
+    readonly_fields = ["parsed_job", "sessions"]
+
+    @admin.display(description="loads", boolean=True)
+    def loads(self, obj: SessionJob) -> bool:
+        return obj.job_id is not None
+
+    @admin.display(description="error")
+    def short_error(self, obj: SessionJob) -> str:
+        return Truncator(obj.error).chars(120) or "-"
+
+    @admin.display(description="parsed job")
+    def parsed_job(self, obj: SessionJob) -> str:
+        return admin_link(obj.job)
+
+    @admin.display(description="sessions")
+    def sessions(self, obj: SessionJob) -> str:
+        # The conversation's runs of this job, wherever they are on its stacks.
+        return changelist_link(
+            WorkflowSession,
+            "sessions of this conversation running it",
+            project__id__exact=obj.project_id,
+            conversation_id__exact=obj.conversation_id,
+            job_name__exact=obj.job_name,
+        )
 
 
 # Sessions and their history ----------------------------------------------------------------------

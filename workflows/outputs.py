@@ -24,7 +24,7 @@ class DeclaredOutput:
     required: bool
 
 
-def _check_path(name: str, value: str, root: Path) -> None:
+def check_output_path(name: str, value: str, root: Path) -> None:
     if not value.strip():
         raise InvalidInput(
             f"Output '{name}': the path is empty; give a file path relative to the project root"
@@ -99,7 +99,7 @@ def validate_outputs(
                     f"Output '{name}' is declared as type 'file' and must be a single string "
                     f"path, got {type(value).__name__}"
                 )
-            _check_path(name, value, project_root)
+            check_output_path(name, value, project_root)
         else:
             if not isinstance(value, list):
                 raise InvalidInput(
@@ -116,4 +116,4 @@ def validate_outputs(
                     raise InvalidInput(
                         f"Output '{name}': all paths must be strings, got {type(path).__name__}"
                     )
-                _check_path(name, path, project_root)
+                check_output_path(name, path, project_root)

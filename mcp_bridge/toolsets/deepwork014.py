@@ -112,21 +112,16 @@ class StartupScan:
 def startup_scan(project_root: Path) -> StartupScan:
     """Parse the catalog's job files without the database: a folder name is served by the
     first folder that parses, as in the catalog."""
-    from workflows import jobdef
     from workflows.services import catalog
 
     jobs: list[tuple[str, tuple[str, ...], str]] = []
     issues: list[str] = []
     seen: set[str] = set()
-    for job_file in catalog.catalog_scan(project_root=project_root):
+    for job_file in catalog.catalog_scan(project_root=project_root, generation="0.14"):
         if job_file.dir_name in seen:
             continue
         try:
-            job = jobdef.parse_job_bytes(
-                catalog._read(job_file),
-                job_dir=Path(job_file.job_dir),
-                yml_path=job_file.yml_path,
-            )
+            job = catalog.job_file_parse(job_file)
         except Exception as exc:
             issues.append(
                 f"- **{job_file.dir_name}**: {exc}\n  {dialect.repair_suggestion(job_file.job_dir)}"

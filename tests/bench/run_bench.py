@@ -25,6 +25,13 @@ a broken harness does (exit 1), and so does a failed install of the reference (e
 
 The reference is installed once into ``.bench/deepwork-0.9.1`` with the dependency versions 0.9.1
 was released and tested with (``fastmcp==2.14.5``, ``mcp==1.26.0``), and reused afterwards.
+
+A second peer, DeepWork 0.14.0 (``.bench/deepwork-0.14.0``: ``fastmcp==3.2.0``, ``mcp==1.26.0``,
+its lock file's versions), runs a 0.14-format job against ``mcpserve --generation 0.14`` and
+``--generation both``, in the same run and with the same client: cold start, then cycles of
+``get_workflows``, ``start_workflow`` (``session_id`` and ``inputs``), ``finished_step``,
+``go_to_step`` and ``abort_workflow``, each cycle in a fresh conversation. The three servers take
+turns going first. ``--peer 0.9.1|0.14`` runs one peer only.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import sys
 import tempfile
 import time
 import traceback
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -52,6 +60,10 @@ BENCH_DIR = ROOT / ".bench"
 REF_VENV = BENCH_DIR / "deepwork-0.9.1"
 REF_PINS = {"deepwork": "0.9.1", "fastmcp": "2.14.5", "mcp": "1.26.0"}
 REF_INSTALL_LOG = BENCH_DIR / "deepwork-0.9.1-install.log"
+# The second peer: DeepWork 0.14.0 with the dependency versions of its own lock file.
+REF014_VENV = BENCH_DIR / "deepwork-0.14.0"
+REF014_PINS = {"deepwork": "0.14.0", "fastmcp": "3.2.0", "mcp": "1.26.0"}
+REF014_INSTALL_LOG = BENCH_DIR / "deepwork-0.14.0-install.log"
 RESULTS_JSON = BENCH_DIR / "results.json"
 OUR_PYTHON = ROOT / ".venv" / "bin" / "python"
 CALL_TIMEOUT = 120.0  # seconds; generous, a call this slow is a broken harness anyway
@@ -103,14 +115,14 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _ref_versions() -> dict[str, str] | None:
-    python = REF_VENV / "bin" / "python"
+def _ref_versions(venv: Path = REF_VENV, pins: dict[str, str] = REF_PINS) -> dict[str, str] | None:
+    python = venv / "bin" / "python"
     if not python.exists():
         return None
     probe = (
         "import importlib.metadata as m, json\n"
         "out = {}\n"
-        f"for name in {sorted(REF_PINS)!r}:\n"
+        f"for name in {sorted(pins)!r}:\n"
         "    try:\n"
         "        out[name] = m.version(name)\n"
         "    except m.PackageNotFoundError:\n"
@@ -126,55 +138,60 @@ def _ref_versions() -> dict[str, str] | None:
         return None
 
 
-def ensure_reference() -> dict[str, str]:
-    """Install deepwork 0.9.1 with its pinned deps into .bench/ (or reuse a good install)."""
-    versions = _ref_versions()
-    deepwork_bin = REF_VENV / "bin" / "deepwork"
-    if versions == REF_PINS and deepwork_bin.exists():
-        log(f"reference: reusing {REF_VENV.relative_to(ROOT)} ({_fmt_pins(versions)})")
+def ensure_reference(
+    venv: Path = REF_VENV, pins: dict[str, str] = REF_PINS, install_log: Path = REF_INSTALL_LOG
+) -> dict[str, str]:
+    """Install a deepwork release with its pinned deps into .bench/ (or reuse a good install)."""
+    versions = _ref_versions(venv, pins)
+    deepwork_bin = venv / "bin" / "deepwork"
+    if versions == pins and deepwork_bin.exists():
+        log(f"reference: reusing {venv.relative_to(ROOT)} ({_fmt_pins(versions, pins)})")
         return versions
 
     BENCH_DIR.mkdir(exist_ok=True)
-    if versions is None and REF_VENV.exists():
-        log(f"reference: {REF_VENV.relative_to(ROOT)} is broken; recreating it")
-        shutil.rmtree(REF_VENV)
+    if versions is None and venv.exists():
+        log(f"reference: {venv.relative_to(ROOT)} is broken; recreating it")
+        shutil.rmtree(venv)
     elif versions is not None:
-        log(f"reference: found {_fmt_pins(versions)}, want {_fmt_pins(REF_PINS)}; reinstalling")
+        log(
+            f"reference: found {_fmt_pins(versions, pins)}, want {_fmt_pins(pins, pins)}; "
+            "reinstalling"
+        )
 
-    specs = [f"{name}=={version}" for name, version in REF_PINS.items()]
-    log(f"reference: installing {' '.join(specs)} into {REF_VENV.relative_to(ROOT)} ...")
+    specs = [f"{name}=={version}" for name, version in pins.items()]
+    log(f"reference: installing {' '.join(specs)} into {venv.relative_to(ROOT)} ...")
     steps = []
-    if not (REF_VENV / "bin" / "python").exists():
-        steps.append([sys.executable, "-m", "venv", str(REF_VENV)])
-    pip = [str(REF_VENV / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    if not (venv / "bin" / "python").exists():
+        steps.append([sys.executable, "-m", "venv", str(venv)])
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
     steps.append([*pip, "install", "--quiet", "--upgrade", "pip"])
     steps.append([*pip, "install", *specs])
-    with REF_INSTALL_LOG.open("w") as out:
+    with install_log.open("w") as out:
         for cmd in steps:
             out.write(f"$ {' '.join(cmd)}\n")
             out.flush()
             proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT)
             if proc.returncode != 0:
-                tail = REF_INSTALL_LOG.read_text().splitlines()[-25:]
+                tail = install_log.read_text().splitlines()[-25:]
                 raise InstallError(
                     f"`{' '.join(cmd)}` exited {proc.returncode}.\n"
                     "The pinned reference (" + " ".join(specs) + ") could not be installed, so "
                     "there is nothing to compare against. Last lines of "
-                    f"{REF_INSTALL_LOG.relative_to(ROOT)}:\n    " + "\n    ".join(tail)
+                    f"{install_log.relative_to(ROOT)}:\n    " + "\n    ".join(tail)
                 )
-    versions = _ref_versions()
-    if versions != REF_PINS or not deepwork_bin.exists():
+    versions = _ref_versions(venv, pins)
+    if versions != pins or not deepwork_bin.exists():
         raise InstallError(
-            f"after installing, {REF_VENV.relative_to(ROOT)} has "
-            f"{_fmt_pins(versions or {})}, not {_fmt_pins(REF_PINS)}; see "
-            f"{REF_INSTALL_LOG.relative_to(ROOT)}"
+            f"after installing, {venv.relative_to(ROOT)} has "
+            f"{_fmt_pins(versions or {}, pins)}, not {_fmt_pins(pins, pins)}; see "
+            f"{install_log.relative_to(ROOT)}"
         )
-    log(f"reference: installed ({_fmt_pins(versions)})")
+    log(f"reference: installed ({_fmt_pins(versions, pins)})")
     return versions
 
 
-def _fmt_pins(versions: dict[str, Any]) -> str:
-    return ", ".join(f"{name} {versions.get(name)}" for name in sorted(REF_PINS))
+def _fmt_pins(versions: dict[str, Any], pins: dict[str, str] = REF_PINS) -> str:
+    return ", ".join(f"{name} {versions.get(name)}" for name in sorted(pins))
 
 
 # --------------------------------------------------------------------------------------------
@@ -540,6 +557,242 @@ def _last(samples: dict[str, list[float]]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
+# Second peer: DeepWork 0.14.0 on a 0.14-format fixture
+# --------------------------------------------------------------------------------------------
+
+JOB14_NAME = "bench14"
+TOOLS14 = ("get_workflows", "start_workflow", "finished_step", "go_to_step", "abort_workflow")
+TARGETS14: dict[str, tuple[float, str]] = {
+    "cold_start": (1.0, "<="),
+    **dict.fromkeys(TOOLS14, (1.0, "<=")),
+}
+LABELS14 = {
+    "cold_start": "cold start (spawn -> tools/list)",
+    **{tool: tool for tool in TOOLS14},
+    **{f"{tool}_cpu": f"{tool}, server CPU" for tool in TOOLS14},
+}
+# Our two ways of speaking 0.14, each compared with the 0.14.0 reference.
+OURS14 = {"ours14": "0.14", "oursboth": "both"}
+
+
+def _job14_yaml() -> str:
+    """A 0.14-format job in the style of the digest's example: typed arguments, a start input,
+    common info, post-workflow instructions; no reviews and no process requirements, so
+    neither server runs a quality gate."""
+    lines = [
+        "# yaml-language-server: $schema=.deepwork/job.schema.json",
+        f"name: {JOB14_NAME}",
+        'summary: "Gather, draft and publish (0.14 format)"',
+        "step_arguments:",
+        "  - name: topic",
+        '    description: "What the job is about"',
+        "    type: string",
+    ]
+    for step in STEPS:
+        lines += [
+            f"  - name: {step}.md",
+            f'    description: "What {step} produced"',
+            "    type: file_path",
+        ]
+    lines += [
+        "workflows:",
+        f"  {WORKFLOW_NAME}:",
+        '    summary: "Gather, draft and publish"',
+        '    common_job_info_provided_to_all_steps_at_runtime: "A benchmark job. Keep it short."',
+        '    post_workflow_instructions: "Tell the user where the result is."',
+        "    steps:",
+    ]
+    for i, step in enumerate(STEPS):
+        lines += [
+            f"      - name: {step}",
+            "        instructions: |",
+            f"          Do the {step} part of the job and write `out/{step}.md`.",
+            "        inputs:",
+            "          topic: {}",
+        ]
+        if i:
+            lines.append(f"          {STEPS[i - 1]}.md: {{}}")
+        lines += ["        outputs:", f"          {step}.md: {{}}"]
+    return "\n".join(lines) + "\n"
+
+
+def make_project14(root: Path) -> Path:
+    job_dir = root / ".deepwork" / "jobs" / JOB14_NAME
+    job_dir.mkdir(parents=True)
+    (job_dir / "job.yml").write_text(_job14_yaml())
+    out = root / "out"
+    out.mkdir()
+    for step in STEPS:
+        (out / f"{step}.md").write_text(f"# {step}\n\nDone.\n")
+    # 0.14 asks git which outputs changed (for .deepreview rules); give both servers a repo.
+    git = ["git", "-C", str(root), "-c", "user.name=bench", "-c", "user.email=bench@invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "fixture"], check=True)
+    return root
+
+
+def make_servers14(base: Path, ours_root: Path, template: Server) -> dict[str, Server]:
+    """Ours in --generation 0.14 and both (sharing the migrated database of ``template``),
+    and DeepWork 0.14.0."""
+    servers = {
+        key: Server(
+            key=key,
+            label=f"ours --generation {generation}",
+            command=template.command,
+            args=[*template.args, "--generation", generation],
+            env=template.env,
+            log_file=base / f"{key}.stderr.log",
+        )
+        for key, generation in OURS14.items()
+    }
+    servers["ref14"] = Server(
+        key="ref14",
+        label="deepwork 0.14.0",
+        command=str(REF014_VENV / "bin" / "deepwork"),
+        args=["serve"],
+        env={},
+        log_file=base / "ref14.stderr.log",
+    )
+    return servers
+
+
+async def _cycle14(
+    client,
+    label: str,
+    out: dict[str, list[float]] | None,
+    pid: int | None = None,
+) -> None:
+    # A fresh conversation per cycle, as an agent's new conversation would be.
+    sid = uuid.uuid4().hex
+    first = f"{STEPS[0]}.md"
+    steps = [
+        ("get_workflows", {}),
+        (
+            "start_workflow",
+            {
+                "goal": "Benchmark the server",
+                "job_name": JOB14_NAME,
+                "workflow_name": WORKFLOW_NAME,
+                "session_id": sid,
+                "inputs": {"topic": "benchmarks"},
+            },
+        ),
+        (
+            "finished_step",
+            {
+                "outputs": {first: f"out/{first}"},
+                "session_id": sid,
+                "work_summary": "Gathered.",
+            },
+        ),
+        ("go_to_step", {"step_id": STEPS[0], "session_id": sid}),
+        ("abort_workflow", {"explanation": "Benchmark cycle done", "session_id": sid}),
+    ]
+    for tool, args in steps:
+        cpu_before = server_cpu(pid)
+        elapsed, data = await timed_call(client, tool, args)
+        cpu_after = server_cpu(pid)
+        _check14(label, tool, data)
+        if out is not None:
+            out[tool].append(elapsed)
+            if cpu_before is not None and cpu_after is not None and cpu_after >= cpu_before:
+                out[f"{tool}_cpu"].append(cpu_after - cpu_before)
+
+
+def _check14(label: str, tool: str, data: dict) -> None:
+    def step_is(d: dict, name: str) -> bool:
+        return (d.get("begin_step") or {}).get("step_id") == name
+
+    ok = {
+        "get_workflows": lambda d: (
+            any(j.get("name") == JOB14_NAME for j in d.get("jobs", [])) and not d.get("errors")
+        ),
+        "start_workflow": lambda d: (
+            step_is(d, STEPS[0]) and d["begin_step"]["step_inputs"][0].get("value") == "benchmarks"
+        ),
+        "finished_step": lambda d: d.get("status") == "next_step" and step_is(d, STEPS[1]),
+        "go_to_step": lambda d: step_is(d, STEPS[0]) and d.get("invalidated_steps") == list(STEPS),
+        "abort_workflow": lambda d: (
+            d.get("aborted_workflow") == f"{JOB14_NAME}/{WORKFLOW_NAME}" and d.get("stack") == []
+        ),
+    }[tool]
+    if not ok(data):
+        raise HarnessError(f"{label}: unexpected {tool} answer: {json.dumps(data)[:500]}")
+
+
+async def measure_per_call14(
+    servers: dict[str, Server], projects: dict[str, Path], iterations: int, warmup: int
+) -> dict[str, dict[str, list[float]]]:
+    samples = {
+        key: {name: [] for tool in TOOLS14 for name in (tool, f"{tool}_cpu")} for key in servers
+    }
+    async with contextlib.AsyncExitStack() as stack:
+        clients, pids = {}, {}
+        for key in servers:
+            before = _children()
+            clients[key] = await stack.enter_async_context(servers[key].client(projects[key]))
+            spawned = _children() - before
+            pids[key] = spawned.pop() if len(spawned) == 1 else None
+        for _ in range(warmup):
+            for key, client in clients.items():
+                await _cycle14(client, servers[key].label, None)
+        step = max(1, iterations // 4)
+        keys = list(servers)
+        for i in range(iterations):
+            # Rotate who goes first, so no server always follows the same one.
+            order = keys[i % len(keys) :] + keys[: i % len(keys)]
+            for key in order:
+                await _cycle14(clients[key], servers[key].label, samples[key], pids[key])
+            if (i + 1) % step == 0:
+                log(f"  0.14 cycles {i + 1}/{iterations}")
+    return samples
+
+
+def build_rows14(raw: dict[str, dict[str, list[float]]], ours_key: str) -> list[dict[str, Any]]:
+    rows = []
+    for metric, label in LABELS14.items():
+        ours, ref = raw[ours_key].get(metric), raw["ref14"].get(metric)
+        if not ours or not ref:
+            continue
+        s_ours, s_ref = summarize(ours), summarize(ref)
+        ratio = s_ours["p50_ms"] / s_ref["p50_ms"] if s_ref["p50_ms"] else float("inf")
+        row: dict[str, Any] = {
+            "metric": metric,
+            "label": label,
+            "ours": s_ours,
+            "ref": s_ref,
+            "ratio_p50": ratio,
+            "target": None,
+            "verdict": "info",
+        }
+        if metric in TARGETS14:
+            bound, op = TARGETS14[metric]
+            passed = ratio < bound if op == "<" else ratio <= bound
+            row["target"] = f"ratio {op} {bound:g}"
+            row["verdict"] = "PASS" if passed else "FAIL"
+        rows.append(row)
+    return rows
+
+
+async def run14(args: argparse.Namespace, base: Path, template: Server) -> dict[str, Any]:
+    servers = make_servers14(base, args.ours_root.resolve(), template)
+    projects = {key: make_project14(base / key / "one_job14") for key in servers}
+    raw: dict[str, dict[str, list[float]]] = {key: {} for key in servers}
+    started = time.perf_counter()
+    log(f"0.14 peer: cold start, {args.cold_runs} fresh spawns per server (rotating order)")
+    cold, protocol = await measure_cold_start(servers, projects, args.cold_runs)
+    for key in servers:
+        raw[key]["cold_start"] = cold[key]
+    if args.only != "cold-start":
+        log(f"0.14 peer: {args.warmup} warm-up + {args.iterations} cycles per server")
+        per_call = await measure_per_call14(servers, projects, args.iterations, args.warmup)
+        for key in servers:
+            raw[key].update(per_call[key])
+    return _measured(raw, protocol, started, servers)
+
+
+# --------------------------------------------------------------------------------------------
 # Statistics and report
 # --------------------------------------------------------------------------------------------
 
@@ -600,15 +853,15 @@ def _ms(value: float) -> str:
     return f"{value:.2f}"
 
 
-def render_table(rows: list[dict[str, Any]]) -> str:
+def render_table(rows: list[dict[str, Any]], ref: str = "0.9.1") -> str:
     header = [
         "metric",
         "n",
         "ours p50",
         "ours p95",
-        "0.9.1 p50",
-        "0.9.1 p95",
-        "ours/0.9.1",
+        f"{ref} p50",
+        f"{ref} p95",
+        f"ours/{ref}",
         "target",
         "result",
     ]
@@ -637,7 +890,7 @@ def render_table(rows: list[dict[str, Any]]) -> str:
 
     rule = "  ".join("-" * w for w in widths)
     out = [line(header), rule, *(line(r) for r in body)]
-    out.append("(times in ms; ratio = ours p50 / 0.9.1 p50)")
+    out.append(f"(times in ms; ratio = ours p50 / {ref} p50)")
     return "\n".join(out)
 
 
@@ -660,6 +913,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="measure everything (default) or only the cold start",
     )
     parser.add_argument(
+        "--peer",
+        choices=["all", "0.9.1", "0.14"],
+        default="all",
+        help="compare with deepwork 0.9.1, with deepwork 0.14.0 (ours in --generation 0.14 "
+        "and both, on a 0.14-format job), or both peers (default)",
+    )
+    parser.add_argument(
         "--ours-root",
         type=Path,
         default=ROOT,
@@ -678,7 +938,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
+    """Each asked-for peer's measurements: ``{"0.9.1": ..., "0.14": ...}``."""
     servers = make_servers(base, args.ours_root.resolve())
+    out: dict[str, Any] = {}
+    if args.peer in ("all", "0.9.1"):
+        out["0.9.1"] = await run091(args, base, servers)
+    if args.peer in ("all", "0.14"):
+        out["0.14"] = await run14(args, base, servers["ours"])
+    return out
+
+
+async def run091(
+    args: argparse.Namespace, base: Path, servers: dict[str, Server]
+) -> dict[str, Any]:
     log(f"fixtures: building 1-job and {MANY_JOBS}-job projects under {base}")
     fixtures = build_fixtures(base, list(servers))
     raw: dict[str, dict[str, list[float]]] = {key: {} for key in servers}
@@ -726,7 +998,7 @@ def _measured(
 
 
 def _protocols(protocol: dict[str, dict[str, str]]) -> str:
-    names = {"ours": "ours", "ref": "0.9.1"}
+    names = {"ours": "ours", "ref": "0.9.1", "ref14": "0.14.0"}
     return ", ".join(
         f"{names.get(key, key)} {p.get('legacy')}/{p.get('auto')}" for key, p in protocol.items()
     )
@@ -748,22 +1020,28 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as exc:
         log(f"error: run this with {OUR_PYTHON} (the FastMCP client comes from there): {exc}")
         return 1
-    try:
-        ref_versions = ensure_reference()
-    except InstallError as exc:
-        log(f"\nERROR: the reference DeepWork 0.9.1 install failed.\n{exc}")
-        return 2
+    references: dict[str, dict[str, str]] = {}
+    installs = {
+        "0.9.1": (REF_VENV, REF_PINS, REF_INSTALL_LOG),
+        "0.14": (REF014_VENV, REF014_PINS, REF014_INSTALL_LOG),
+    }
+    for peer, (venv, pins, install_log) in installs.items():
+        if args.peer not in ("all", peer):
+            continue
+        try:
+            references[peer] = ensure_reference(venv, pins, install_log)
+        except InstallError as exc:
+            log(f"\nERROR: the reference DeepWork {pins['deepwork']} install failed.\n{exc}")
+            return 2
 
     base = Path(tempfile.mkdtemp(prefix="deepwork-bench-"))
     try:
         measured = asyncio.run(run(args, base))
     except Exception as exc:
         traceback.print_exc()
-        for name in ("ours.stderr.log", "ref.stderr.log"):
-            path = base / name
-            if path.exists():
-                tail = path.read_text(errors="replace").splitlines()[-15:]
-                log(f"--- last lines of {name} ---\n" + "\n".join(tail))
+        for path in sorted(base.glob("*.stderr.log")):
+            tail = path.read_text(errors="replace").splitlines()[-15:]
+            log(f"--- last lines of {path.name} ---\n" + "\n".join(tail))
         log(f"\nERROR: the benchmark harness failed: {type(exc).__name__}: {exc}")
         log(f"(fixtures and server logs kept in {base})")
         return 1
@@ -772,13 +1050,21 @@ def main(argv: list[str] | None = None) -> int:
     else:
         shutil.rmtree(base, ignore_errors=True)
 
-    rows = build_rows(measured["raw"])
     import fastmcp
 
+    # Each table: (peer, ours key, heading label, rows).
+    tables: list[tuple[str, str, str, list[dict[str, Any]]]] = []
+    if "0.9.1" in measured:
+        tables.append(("0.9.1", "ours", "ours", build_rows(measured["0.9.1"]["raw"])))
+    if "0.14" in measured:
+        for key, generation in OURS14.items():
+            rows14 = build_rows14(measured["0.14"]["raw"], key)
+            tables.append(("0.14", key, f"ours --generation {generation}", rows14))
     report = {
         "created": datetime.now(UTC).isoformat(),
         "quick": args.quick,
         "only": args.only,
+        "peer": args.peer,
         "settings": {
             "cold_runs": args.cold_runs,
             "iterations": args.iterations,
@@ -801,29 +1087,50 @@ def main(argv: list[str] | None = None) -> int:
             "git_head": _git_head(args.ours_root.resolve()),
             "fastmcp": fastmcp.__version__,
         },
-        "reference": ref_versions,
-        "negotiated_protocol": measured["protocol"],
-        "servers": measured["servers"],
+        "reference": references.get("0.9.1"),
+        "references": references,
         "targets": {k: f"ours/0.9.1 p50 {op} {b:g}" for k, (b, op) in TARGETS.items()},
-        "rows": rows,
-        "raw_seconds": measured["raw"],
+        "targets_014": {k: f"ours/0.14.0 p50 {op} {b:g}" for k, (b, op) in TARGETS14.items()},
+        "peers": {
+            peer: {
+                "negotiated_protocol": m["protocol"],
+                "servers": m["servers"],
+                "raw_seconds": m["raw"],
+            }
+            for peer, m in measured.items()
+        },
+        "tables": [
+            {"peer": peer, "ours": key, "label": label, "rows": rows}
+            for peer, key, label, rows in tables
+        ],
         "total_seconds": time.perf_counter() - t0,
     }
+    if "0.9.1" in measured:  # the keys earlier results.json files had
+        report["rows"] = tables[0][3]
+        report["negotiated_protocol"] = measured["0.9.1"]["protocol"]
+        report["servers"] = measured["0.9.1"]["servers"]
+        report["raw_seconds"] = measured["0.9.1"]["raw"]
     BENCH_DIR.mkdir(exist_ok=True)
     RESULTS_JSON.write_text(json.dumps(report, indent=2) + "\n")
 
-    print()
-    print(
-        f"deepwork-server (HEAD {report['ours']['git_head']}) vs deepwork 0.9.1 "
-        f"({_fmt_pins(ref_versions)}); client fastmcp {fastmcp.__version__}, legacy handshake; "
-        f"negotiated protocol (legacy/auto): {_protocols(measured['protocol'])}"
-    )
-    print(render_table(rows))
+    all_rows: list[dict[str, Any]] = []
+    for peer, _key, label, rows in tables:
+        pins = REF_PINS if peer == "0.9.1" else REF014_PINS
+        ref_name = f"deepwork {pins['deepwork']}"
+        print()
+        print(
+            f"{label} (HEAD {report['ours']['git_head']}) vs {ref_name} "
+            f"({_fmt_pins(references[peer], pins)}); client fastmcp {fastmcp.__version__}, "
+            f"legacy handshake; negotiated protocol (legacy/auto): "
+            f"{_protocols(measured[peer]['protocol'])}"
+        )
+        print(render_table(rows, ref=pins["deepwork"]))
+        all_rows += [{**row, "label": f"{row['label']} [{label} vs {ref_name}]"} for row in rows]
     before, after = load_before[0], report["machine"]["loadavg_after"][0]
     print(f"load average (1 min) before/after: {before:.2f}/{after:.2f} on {os.cpu_count()} CPUs")
-    failed = [row["label"] for row in rows if row["verdict"] == "FAIL"]
+    failed = [row["label"] for row in all_rows if row["verdict"] == "FAIL"]
     print(
-        f"\n{sum(r['verdict'] == 'PASS' for r in rows)} targets met, {len(failed)} missed"
+        f"\n{sum(r['verdict'] == 'PASS' for r in all_rows)} targets met, {len(failed)} missed"
         + (f" ({', '.join(failed)})" if failed else "")
         + f"; total {report['total_seconds']:.0f} s; results in {RESULTS_JSON.relative_to(ROOT)}"
     )

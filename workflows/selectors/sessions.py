@@ -25,7 +25,7 @@ _STACK_SQL = (
     f"SELECT job_name, workflow_name, current_step_id FROM {_SESSIONS} "
     "WHERE agent_id = %s AND status = %s ORDER BY id"
 )
-# What a transition of the session row itself needs (``_claim``, the answer, the event), in
+# What a transition of the session row itself needs (``claim_session``, the answer, the event), in
 # the model's field order, as ``Model.from_db`` wants it.
 _HEAD = {
     "id",

@@ -49,7 +49,7 @@ def active_091(*, project: Project, agent: Agent, session_id: str | None) -> Act
         session=session,
         job=session.job,
         steps=tuple(entry),
-        instructions=sessions._entry_instructions(session.job, entry),
+        instructions=sessions.read_entry_instructions(session.job, entry),
     )
     return Active(
         session=session,
@@ -70,8 +70,8 @@ def active_014(*, project: Project, conversation_id: str, agent_id: str | None) 
         agent_id=agent_id,
         missing=sessions014.NO_ACTIVE,
     )
-    workflow = sessions014._workflow_of(session)
-    step = sessions014._current(session, workflow)
+    workflow = sessions014.runtime_workflow_of(session)
+    step = sessions014.current_rt_step(session, workflow)
     run = StepRun.objects.filter(
         session=session, step_id=step.key, status=StepRun.Status.ACTIVE
     ).first()
@@ -80,7 +80,7 @@ def active_014(*, project: Project, conversation_id: str, agent_id: str | None) 
         workflow,
         step,
         run.input_values if run is not None else {},
-        sessions014._body(session.job, workflow, step),
+        sessions014.step_body(session.job, workflow, step),
         Path(project.root_path),
     )
     return Active(
@@ -131,7 +131,7 @@ def validate_014(
         agent_id=agent_id,
         missing=sessions014.NO_ACTIVE_FINISH,
     )
-    step = sessions014._current(session, sessions014._workflow_of(session))
+    step = sessions014.current_rt_step(session, sessions014.runtime_workflow_of(session))
     try:
         checkpoint = sessions014.step014_checkpoint(
             project=project, conversation_id=conversation_id, agent_id=agent_id, outputs=outputs

@@ -25,6 +25,7 @@ rest of the catalog.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -45,6 +46,9 @@ from workflows.models import Event, Job, JobLoadError, Project, Step, Workflow, 
 logger = logging.getLogger(__name__)
 
 STANDARD_JOBS_DIR = Path(__file__).resolve().parent.parent / "standard_jobs"
+# The standard jobs in DeepWork 0.14's format, served instead under `--generation 0.14`. `both`
+# keeps the 0.9.1 set: a 0.9.1 client cannot run a 0.14-format job, a 0.14 client can run both.
+STANDARD_JOBS_014_DIR = STANDARD_JOBS_DIR.with_name("standard_jobs014")
 ADDITIONAL_FOLDERS_ENV = "DEEPWORK_ADDITIONAL_JOBS_FOLDERS"
 
 
@@ -104,11 +108,16 @@ class CatalogView:
         return None
 
 
-def job_folders(project_root: Path) -> list[tuple[str, Path]]:
+def standard_jobs_dir(generation: str = "both") -> Path:
+    """The standard jobs a server of ``generation`` ("0.9", "0.14" or "both") serves."""
+    return STANDARD_JOBS_014_DIR if generation == "0.14" else STANDARD_JOBS_DIR
+
+
+def job_folders(project_root: Path, generation: str = "both") -> list[tuple[str, Path]]:
     """Folders searched for jobs, in priority order: project, standard, then the env folders."""
     folders: list[tuple[str, Path]] = [
         (Job.Source.PROJECT, project_root / ".deepwork" / "jobs"),
-        (Job.Source.STANDARD, STANDARD_JOBS_DIR),
+        (Job.Source.STANDARD, standard_jobs_dir(generation)),
     ]
     for entry in os.environ.get(ADDITIONAL_FOLDERS_ENV, "").split(":"):
         entry = entry.strip()
@@ -117,10 +126,10 @@ def job_folders(project_root: Path) -> list[tuple[str, Path]]:
     return folders
 
 
-def catalog_scan(*, project_root: Path) -> tuple[JobFile, ...]:
+def catalog_scan(*, project_root: Path, generation: str = "both") -> tuple[JobFile, ...]:
     """List job folders (sub-folders holding a job.yml) in catalog order, without parsing."""
     found: list[JobFile] = []
-    for source, folder in job_folders(project_root):
+    for source, folder in job_folders(project_root, generation):
         try:
             children = sorted(os.scandir(folder), key=lambda entry: entry.path)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
@@ -191,6 +200,29 @@ def _read(job_file: JobFile) -> bytes:
     if len(raw) > jobdef.MAX_FILE_BYTES:
         raise jobdef.too_large_error(job_file.yml_path)
     return raw
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(job_file: JobFile) -> jobdef.JobDef | Exception:
+    try:
+        return jobdef.parse_job_bytes(
+            _read(job_file), job_dir=Path(job_file.job_dir), yml_path=job_file.yml_path
+        )
+    except Exception as exc:
+        return exc
+
+
+def job_file_parse(job_file: JobFile) -> jobdef.JobDef:
+    """``job_file`` parsed, without the database; raises what the parser raises.
+
+    Remembered per file state (path and stat, as the catalog tells changes), so the scans a
+    0.14 server makes at start-up (its instructions, its ``issue_detected``) parse each file
+    once: YAML parsing is most of their cost.
+    """
+    result = _parsed(job_file)
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def _field_limit(model: type[Job | Step | Workflow], field: str) -> int:
@@ -576,14 +608,16 @@ class Catalog:
     view is served from memory without touching the database.
     """
 
-    def __init__(self, project: Project):
+    def __init__(self, project: Project, generation: str = "both"):
         self.project = project
+        # Which standard jobs this process serves (see ``standard_jobs_dir``).
+        self.generation = generation
         self._lock = threading.Lock()
         self._signature: tuple[JobFile, ...] | None = None
         self._view: CatalogView | None = None
 
     def view(self) -> CatalogView:
-        files = catalog_scan(project_root=Path(self.project.root_path))
+        files = catalog_scan(project_root=Path(self.project.root_path), generation=self.generation)
         with self._lock:
             if files == self._signature and self._view is not None:
                 return self._view

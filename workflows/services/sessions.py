@@ -86,7 +86,7 @@ class StepCheckpoint:
 INSTRUCTIONS_MAX_BYTES = 1024 * 1024
 
 
-def _read_instructions(job: Job, step: Step) -> str:
+def read_step_instructions(job: Job, step: Step) -> str:
     job_dir = Path(job.job_dir).resolve()
     path = (job_dir / step.instructions_file).resolve()
     if not path.is_relative_to(job_dir):
@@ -114,9 +114,11 @@ def _read_instructions(job: Job, step: Step) -> str:
         ) from None
 
 
-def _entry_instructions(job: Job, entry: list[Step]) -> tuple[StepInstructions, ...]:
+def read_entry_instructions(job: Job, entry: list[Step]) -> tuple[StepInstructions, ...]:
     """Each step's instructions, read before any transaction opens."""
-    return tuple(StepInstructions(step.step_id, _read_instructions(job, step)) for step in entry)
+    return tuple(
+        StepInstructions(step.step_id, read_step_instructions(job, step)) for step in entry
+    )
 
 
 def _begun(
@@ -153,7 +155,7 @@ def _column(name: str) -> Field[Any, Any]:
     return field
 
 
-def _claim(session: WorkflowSession, **changes: object) -> None:
+def claim_session(session: WorkflowSession, **changes: object) -> None:
     """Compare-and-set the session forward; raise ``Conflict`` if another call got there first.
 
     ``changes`` are plain values for the session's own columns (no expressions, no instances).
@@ -194,7 +196,7 @@ def _new_session_id() -> str:
     return secrets.token_hex(4)
 
 
-def _resolve_workflow(job: Job, workflow_name: str) -> Workflow:
+def resolve_workflow(job: Job, workflow_name: str) -> Workflow:
     workflows = list(job.workflows.order_by("position"))
     for workflow in workflows:
         if workflow.name == workflow_name:
@@ -249,12 +251,12 @@ def session_start(
             "0.14 way (pass session_id to start_workflow, on a server run with --generation "
             "0.14 or both)"
         )
-    workflow = _resolve_workflow(job, workflow_name)
+    workflow = resolve_workflow(job, workflow_name)
     entries = workflow_entries(workflow=workflow)
     if not entries:
         raise JobBroken(f"Workflow '{workflow.name}' has no steps")
     first = entries[0]
-    instructions = _entry_instructions(job, first)
+    instructions = read_entry_instructions(job, first)
 
     for _ in range(5):
         try:
@@ -371,14 +373,14 @@ def step_advance(
     outputs, notes = checkpoint.outputs, checkpoint.notes
     next_index = session.current_entry_index + 1
     next_entry = None if next_index >= len(entries) else entries[next_index]
-    instructions = () if next_entry is None else _entry_instructions(job, next_entry)
+    instructions = () if next_entry is None else read_entry_instructions(job, next_entry)
     now = timezone.now()
 
     with transaction.atomic():
         if next_entry is None:
-            _claim(session, status=WorkflowSession.Status.COMPLETED, completed_at=now)
+            claim_session(session, status=WorkflowSession.Status.COMPLETED, completed_at=now)
         else:
-            _claim(
+            claim_session(
                 session,
                 current_entry_index=next_index,
                 current_step_id=next_entry[0].step_id,
@@ -459,7 +461,7 @@ def session_abort(
     aborted_step = session.current_step_id
     now = timezone.now()
     with transaction.atomic():
-        _claim(
+        claim_session(
             session,
             status=WorkflowSession.Status.ABORTED,
             abort_reason=explanation,
@@ -519,9 +521,9 @@ def session_go_to_step(
             f"{session.current_entry_index}). Use finished_step to advance forward."
         )
     entry = entries[target]
-    instructions = _entry_instructions(session.job, entry)
+    instructions = read_entry_instructions(session.job, entry)
     with transaction.atomic():
-        _claim(session, current_entry_index=target, current_step_id=entry[0].step_id)
+        claim_session(session, current_entry_index=target, current_step_id=entry[0].step_id)
         discarded = StepRun.objects.filter(
             session=session,
             entry_index__gte=target,

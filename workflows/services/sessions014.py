@@ -29,12 +29,12 @@ from workflows.errors import InvalidInput, JobBroken, NotFound
 from workflows.files import read_regular_text
 from workflows.jobdef014 import RtStep, RtWorkflow, runtime_workflow
 from workflows.models import Agent, Event, Job, Project, SessionJob, Step, StepRun, WorkflowSession
-from workflows.outputs import _check_path
+from workflows.outputs import check_output_path
 from workflows.results import Stack
 from workflows.selectors import stack_for_agent
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import CatalogView
-from workflows.services.sessions import _claim, _read_instructions, _resolve_workflow
+from workflows.services.sessions import claim_session, read_step_instructions, resolve_workflow
 
 GENERATION = WorkflowSession.Generation.DEEPWORK_014
 
@@ -192,7 +192,7 @@ DELEGATION = (
 )
 
 
-def _body(job: Job, workflow: RtWorkflow, step: RtStep) -> str:
+def step_body(job: Job, workflow: RtWorkflow, step: RtStep) -> str:
     if step.sub_workflow is not None:
         name, other_job = step.sub_workflow
         return DELEGATION.format(job=other_job or workflow.job_name, workflow=name)
@@ -200,7 +200,7 @@ def _body(job: Job, workflow: RtWorkflow, step: RtStep) -> str:
         return step.instructions
     # A 0.9.1-format job: its instructions file, read as the 0.9.1 engine reads it.
     step_row = Step(step_id=step.key, instructions_file=step.instructions_file or "")
-    return _read_instructions(job, step_row)
+    return read_step_instructions(job, step_row)
 
 
 def _merged_outputs(session: WorkflowSession) -> dict[str, Value]:
@@ -247,11 +247,11 @@ def _start_run(
     )
 
 
-def _workflow_of(session: WorkflowSession) -> RtWorkflow:
+def runtime_workflow_of(session: WorkflowSession) -> RtWorkflow:
     return runtime_workflow(session.job.definition, session.workflow_name)
 
 
-def _current(session: WorkflowSession, workflow: RtWorkflow) -> RtStep:
+def current_rt_step(session: WorkflowSession, workflow: RtWorkflow) -> RtStep:
     index = session.current_entry_index
     if index >= len(workflow.steps) or workflow.steps[index].key != session.current_step_id:
         raise JobBroken(f"Current step not found: {session.current_step_id}")
@@ -304,12 +304,12 @@ def session014_start(
     job = _find_job(
         project=project, catalog=catalog, conversation_id=conversation_id, job_name=job_name
     )
-    workflow_row = _resolve_workflow(job, workflow_name)
+    workflow_row = resolve_workflow(job, workflow_name)
     workflow = runtime_workflow(job.definition, workflow_row.name)
     if not workflow.steps:
         raise JobBroken(f"Workflow '{workflow.name}' has no steps")
     first = workflow.steps[0]
-    body = _body(job, workflow, first)
+    body = step_body(job, workflow, first)
 
     with transaction.atomic():
         agent = conversation_stack_agent(
@@ -399,7 +399,7 @@ def validate014_outputs(*, step: RtStep, outputs: dict[str, Value], project_root
                 )
             continue
         for path in [value] if isinstance(value, str) else value:
-            _check_path(name, path, project_root)
+            check_output_path(name, path, project_root)
 
 
 def step014_checkpoint(
@@ -419,8 +419,8 @@ def step014_checkpoint(
         agent_id=agent_id,
         missing=NO_ACTIVE_FINISH,
     )
-    workflow = _workflow_of(session)
-    step = _current(session, workflow)
+    workflow = runtime_workflow_of(session)
+    step = current_rt_step(session, workflow)
     validate014_outputs(step=step, outputs=outputs, project_root=Path(project.root_path))
     return Checkpoint014(
         project=project,
@@ -447,13 +447,13 @@ def step014_advance(
     project = checkpoint.project
     index = session.current_entry_index + 1
     following = workflow.steps[index] if index < len(workflow.steps) else None
-    body = None if following is None else _body(session.job, workflow, following)
+    body = None if following is None else step_body(session.job, workflow, following)
     now = timezone.now()
     with transaction.atomic():
         if following is None:
-            _claim(session, status=WorkflowSession.Status.COMPLETED, completed_at=now)
+            claim_session(session, status=WorkflowSession.Status.COMPLETED, completed_at=now)
         else:
-            _claim(session, current_entry_index=index, current_step_id=following.key)
+            claim_session(session, current_entry_index=index, current_step_id=following.key)
         if on_claimed is not None:
             on_claimed()
         StepRun.objects.filter(
@@ -505,10 +505,10 @@ def session014_abort(
     session = session014_top(
         project=project, conversation_id=conversation_id, agent_id=agent_id, missing=NO_ACTIVE
     )
-    step_name = _workflow_of(session).steps[session.current_entry_index].name
+    step_name = runtime_workflow_of(session).steps[session.current_entry_index].name
     now = timezone.now()
     with transaction.atomic():
-        _claim(
+        claim_session(
             session,
             status=WorkflowSession.Status.ABORTED,
             abort_reason=explanation,
@@ -544,7 +544,7 @@ def session014_go_to_step(
     session = session014_top(
         project=project, conversation_id=conversation_id, agent_id=agent_id, missing=NO_ACTIVE
     )
-    workflow = _workflow_of(session)
+    workflow = runtime_workflow_of(session)
     target = workflow.index_of(step_name)
     if target is None:
         available = ", ".join(s.name for s in workflow.steps)
@@ -558,10 +558,10 @@ def session014_go_to_step(
             f"{session.current_entry_index}). Use finished_step to advance forward."
         )
     step = workflow.steps[target]
-    body = _body(session.job, workflow, step)
+    body = step_body(session.job, workflow, step)
     invalidated = tuple(s.name for s in workflow.steps[target:])
     with transaction.atomic():
-        _claim(session, current_entry_index=target, current_step_id=step.key)
+        claim_session(session, current_entry_index=target, current_step_id=step.key)
         StepRun.objects.filter(
             session=session,
             entry_index__gte=target,
