@@ -8,6 +8,7 @@ agent, start time), then the logs of those tasks; ``since`` applies to the logs'
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import (
     Count,
     F,
+    Field,
     OuterRef,
     Prefetch,
     Q,
@@ -137,15 +139,18 @@ TASKS_SQL = (
 )
 
 
+@functools.cache
 def _issues_sql() -> str:
     """Both pages of issues in one query: each page's ids (with the row after it) as a
     subquery, the rows read once and told apart by whether they are resolved."""
     user = get_user_model()
-    username = user._meta.get_field(user.USERNAME_FIELD).column
+    username = user._meta.get_field(user.USERNAME_FIELD)
+    assert isinstance(username, Field)  # a concrete column, not a relation
     return (
         f"SELECT i.id, {WHO_COLUMNS.format(a='i')}, i.type, i.description, i.resolution, "
-        f"i.created_at, i.human_resolution, u.{username}, i.resolved_at FROM {ISSUE} i "
-        f"{TASK_JOIN.format(a='i')} LEFT JOIN {user._meta.db_table} u ON u.id = i.resolved_by_id "
+        f"i.created_at, i.human_resolution, u.{username.column}, i.resolved_at FROM {ISSUE} i "
+        f"{TASK_JOIN.format(a='i')} LEFT JOIN {user._meta.db_table} u "
+        f"ON u.{user._meta.pk.column} = i.resolved_by_id "
         f"WHERE i.id IN (SELECT x.id FROM {ISSUE} x WHERE {{open}} ORDER BY x.id DESC LIMIT %s) "
         f"OR i.id IN (SELECT y.id FROM {ISSUE} y WHERE {{resolved}} ORDER BY y.id DESC "
         "LIMIT %s) ORDER BY i.id DESC"
