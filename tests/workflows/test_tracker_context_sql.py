@@ -44,7 +44,7 @@ def history(project, agent) -> dict[str, Any]:
     loose = start("loose", 180)
     for minute, task in enumerate((build, draw, nested, loose)):
         tid = str(task.pk)
-        rows = [
+        rows: list[Decision | Milestone | Issue] = [
             tracker.decision_log(
                 project=project,
                 agent=agent,
@@ -172,9 +172,9 @@ def test_every_value_reads_back_as_the_models_hold_it(project, agent, history):
         }
     assert {d["agent_name"] for d in answer["decisions"]} == {"drawer", agent.agent_id}
     for shown in answer["milestones"]:
-        row = Milestone.objects.get(pk=shown["id"])
-        assert (shown["progress"], shown["metadata"]) == (row.progress, row.metadata)
-        assert shown["created_at"] == row.created_at.isoformat()
+        milestone = Milestone.objects.get(pk=shown["id"])
+        assert (shown["progress"], shown["metadata"]) == (milestone.progress, milestone.metadata)
+        assert shown["created_at"] == milestone.created_at.isoformat()
     assert shown["created_at"] == "2026-03-01T12:30:00.250000+00:00"  # the oldest, read last
     nested = next(t for t in answer["tasks"] if t["name"] == "nested")
     build = next(t for t in answer["tasks"] if t["name"] == "build")
