@@ -95,7 +95,8 @@ def _cursor(name: str, cursors: Mapping[str, str]) -> int | None:
 # times what the database takes to answer on a workflow of any size, and get_context reads up to
 # six on every call; so its statements are written out here, portable between SQLite and
 # PostgreSQL (no FILTER clause, booleans and LIMIT as both take them), and their rows decoded
-# by hand. The conditions are those the ORM built before, and so is the answer, byte for byte.
+# by hand into what the models would read (tests/workflows/test_tracker_context_sql.py holds
+# every filter and value to the models' own).
 
 WORKFLOW = TrackedWorkflow._meta.db_table
 PHASE = Phase._meta.db_table
@@ -105,7 +106,7 @@ ISSUE = Issue._meta.db_table
 MILESTONE = Milestone._meta.db_table
 AGENT = Agent._meta.db_table
 LOG_TABLES = {"decisions": DECISION, "milestones": MILESTONE}
-# Of each page, the columns of the log's task that say which task and who ran it.
+# A log's task and who ran it (the task's agent_name, else its agent's id).
 TASK_JOIN = f"JOIN {TASK} t ON t.id = {{a}}.task_id JOIN {AGENT} a ON a.id = t.agent_id"
 WHO_COLUMNS = "{a}.task_id, t.name, t.agent_name, a.agent_id"
 

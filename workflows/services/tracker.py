@@ -757,8 +757,8 @@ def _log_insert(
     """Insert one log row against the project's task ``task_id``, or NotFound.
 
     The task's workflow is read by the INSERT itself (``INSERT ... SELECT`` from the task's
-    row): one statement, so one round trip to PostgreSQL where a read and then a write were
-    two, and no window between them. Returns the row as ``objects.create`` would."""
+    row): one statement, so one round trip to PostgreSQL instead of a read and a write, and no
+    moment between them. Returns the row as ``objects.create`` would."""
     pk = wire_pk(task_id)
     if pk is None:
         raise not_found("task_id", task_id, "task")
