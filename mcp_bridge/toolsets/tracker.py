@@ -78,7 +78,11 @@ def _text(data: dict[str, Any]) -> str:
 
 
 def answer(data: dict[str, Any]) -> ToolResult:
-    return ToolResult(content=[TextContent(type="text", text=_text(data))], structured_content=data)
+    # Built without validation: ``data`` is plain JSON values already (the services' and
+    # selectors' own dicts), which ToolResult's constructor would copy through pydantic again.
+    return ToolResult.model_construct(
+        content=[TextContent(type="text", text=_text(data))], structured_content=data
+    )
 
 
 def error(code: str, message: str) -> ToolResult:
