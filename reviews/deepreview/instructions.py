@@ -42,7 +42,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from reviews.deepreview.config import ReviewTask
@@ -240,7 +240,10 @@ def remove_stale_files(project_root: Path, *, now: float | None = None) -> None:
 
 
 def write_instruction_files(
-    tasks: Sequence[ReviewTask], project_root: Path
+    tasks: Sequence[ReviewTask],
+    project_root: Path,
+    *,
+    review_id: Callable[[ReviewTask, Path], str] | None = None,
 ) -> list[tuple[ReviewTask, str]]:
     """Write a file per task not yet passed; returns (task, review id) for those written.
 
@@ -251,9 +254,9 @@ def write_instruction_files(
         _remove_stale_at(dir_fd, None)
         with _dir_lock(dir_fd, exclusive=False):
             for task in tasks:
-                review_id = compute_review_id(task, project_root)
-                if _is_passed_at(dir_fd, review_id):
+                task_id = (review_id or compute_review_id)(task, project_root)
+                if _is_passed_at(dir_fd, task_id):
                     continue
-                write_text_at(dir_fd, f"{review_id}.md", build_instruction_file(task, review_id))
-                written.append((task, review_id))
+                write_text_at(dir_fd, f"{task_id}.md", build_instruction_file(task, task_id))
+                written.append((task, task_id))
     return written
