@@ -3,22 +3,57 @@
 The one ``.deepreview`` pipeline of ``reviews.deepreview.tools`` run with 0.14's dialect
 (digest §5.6-§5.8): its messages, explicit ``files`` dropping catch-all rules (every include
 pattern made only of ``*`` and ``/``), and tasks listed in 0.14's agent format
-(``Review <dir>/<rule>``, ``deepwork:reviewer``).
+(``Review <dir>/<rule>``, ``deepwork:reviewer``), rules from DeepSchemas beside the
+``.deepreview`` ones (``reviews.deepreview.deepschema``) and 0.14's review ids (content only).
 Like the 0.9.1 tools these never raise: every failure is a message.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from reviews.deepreview import tools
 from reviews.deepreview.config import ReviewRule, ReviewTask
-from reviews.deepreview.instructions import describe_scope
+from reviews.deepreview.deepschema import load_deepschema_rules
+from reviews.deepreview.discovery import ParseFailure, load_all_rules
+from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_id_014, describe_scope
 from reviews.deepreview.tools import ReviewDialect, is_catch_all
-from reviews.gate014 import REVIEWER, Task014, format_tasks
 
 NO_CONFIG = "No .deepreview configuration files or DeepSchema definitions found."
+REVIEWER = "deepwork:reviewer"
+
+
+@dataclass(frozen=True)
+class Task014:
+    """One review the agent is to run: its description line and its instructions file."""
+
+    description: str
+    review_id: str
+    agent: str
+    scope: str  # the reviewed files, or "inline content"
+
+
+def format_tasks(tasks: Sequence[Task014]) -> str:
+    """The agent list 0.14's formatter prints (digest §5.6)."""
+    if not tasks:
+        return "No review tasks to execute."
+    lines = [
+        "Invoke the following list of Agents in parallel.",
+        "IMPORTANT: Do NOT read the prompt files yourself. Pass the prompt field directly to "
+        "each agent — the @file references are expanded automatically.",
+        "",
+    ]
+    for task in tasks:
+        lines += [
+            f"description: {task.description}",
+            f"\tsubagent_type: {task.agent}",
+            f'\tprompt: "@{INSTRUCTIONS_DIR}/{task.review_id}.md"',
+            "",
+        ]
+    return "\n".join(lines) + "\n"
+
 
 __all__ = ["DIALECT_014", "get_configured_reviews", "get_review_instructions", "is_catch_all"]
 
@@ -42,11 +77,24 @@ def _format(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> st
     return format_tasks([as_task014(task, rid, project_root) for task, rid in written])
 
 
+def load_rules_014(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
+    """The project's ``.deepreview`` rules, then its DeepSchema rules."""
+    rules, failures = load_all_rules(project_root)
+    schema_rules, schema_failures = load_deepschema_rules(project_root)
+    return rules + schema_rules, failures + schema_failures
+
+
+def _review_id(task: ReviewTask, project_root: Path) -> str:
+    return compute_review_id_014(task, project_root)
+
+
 DIALECT_014 = ReviewDialect(
     no_valid_rules="No valid review rules found.",
     no_config=NO_CONFIG,
     drop_catch_all_for_files=True,
     format_tasks=_format,
+    load_rules=load_rules_014,
+    review_id=_review_id,
 )
 
 

@@ -66,6 +66,7 @@ HASH_BYTES = 16 * 1024 * 1024
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _DOTS = re.compile(r"\.{2,}")
+_UNSAFE_014 = re.compile(r"[/\\\x00-\x1f\x7f]")
 _LOCK_NAME = ".lock"
 _TMP_SUFFIX = ".tmp"
 
@@ -103,6 +104,52 @@ def _content_hash(task: ReviewTask, project_root: Path) -> str:
     return digest.hexdigest()[:12]
 
 
+def _path_014(path: str) -> str:
+    # 0.14 turns only "/" into "-" (a space or "[" stays). The rest keeps ids usable as one
+    # file name that mark_review_as_passed accepts: no "\\", NUL, control character or "..".
+    return _DOTS.sub(".", _UNSAFE_014.sub("-", path))
+
+
+def _content_hash_014(files: Sequence[str], project_root: Path, inline: str | None) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        try:
+            with open_project_file(root=project_root, relative=path) as handle:
+                info = os.fstat(handle.fileno())
+                data = handle.read(HASH_BYTES)
+        except (OSError, ValueError):
+            digest.update(b"MISSING")
+            continue
+        digest.update(data)
+        if info.st_size > HASH_BYTES:
+            # Past the bounded read, size and mtime stand in for the rest (0.14 reads it all).
+            digest.update(f"\0{info.st_size}\0{info.st_mtime_ns}".encode())
+    if inline is not None:
+        digest.update(b"\x00INLINE\x00" + inline.encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:12]
+
+
+def compute_review_id_014(
+    task: ReviewTask, project_root: Path, *, inline: str | None = None
+) -> str:
+    """DeepWork 0.14's review id: the rule, the files and a hash of their contents only.
+
+    ``<rule>--<paths>--<hash>``: the rule name made filename-safe; the sorted paths with ``/``
+    as ``-`` joined by ``_AND_`` (``<N>_files`` past 100 characters, ``inline`` for a string
+    value); the first 12 hex digits of a SHA-256 over the files' bytes in path order (an
+    unreadable file counts as ``MISSING``), then for a string value NUL ``INLINE`` NUL and the
+    value. Neither the rule's instructions nor the session are in it: the same rule on the
+    same content has the same id in every workflow and in ``get_review_instructions``.
+    """
+    rule_part = _safe(task.rule_name)[:MAX_PART_LENGTH]
+    if inline is not None:
+        paths = "inline"
+    else:
+        joined = "_AND_".join(_path_014(path) for path in sorted(task.files_to_review))
+        paths = joined if len(joined) <= MAX_PART_LENGTH else f"{len(task.files_to_review)}_files"
+    return f"{rule_part}--{paths}--{_content_hash_014(task.files_to_review, project_root, inline)}"
+
+
 def compute_review_id(task: ReviewTask, project_root: Path) -> str:
     rule_part = _safe(task.rule_name)[:MAX_PART_LENGTH]
     return f"{rule_part}--{_paths_part(task.files_to_review)}--{_content_hash(task, project_root)}"
@@ -116,6 +163,18 @@ def describe_scope(task: ReviewTask) -> str:
 def build_instruction_file(task: ReviewTask, review_id: str) -> str:
     out = [f"# Review: {task.rule_name} — {describe_scope(task)}", ""]
     out += ["## Review Instructions", "", task.rule.instructions.strip(), ""]
+    if task.rule.reference_files:
+        out += [
+            "## Reference Files",
+            "",
+            "Read these alongside the files under review; they are not under review.",
+            "",
+            *(
+                f"- @{path}" + (f" — {description}" if description else "")
+                for path, description in task.rule.reference_files
+            ),
+            "",
+        ]
     out += ["## Files to Review", "", *(f"- @{path}" for path in task.files_to_review), ""]
     if task.additional_files:
         out += [

@@ -244,6 +244,7 @@ def get_configured_reviews(
             "defining_file": str(failure.path),
         }
         for failure in failures
+        if failure.kind == "deepreview"
     ]
     return listing
 
