@@ -19,6 +19,7 @@ from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.deepschema import load_deepschema_rules
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
 from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_id_014, describe_scope
+from reviews.deepreview.instructions014 import render_014
 from reviews.deepreview.tools import ReviewDialect, is_catch_all
 
 NO_CONFIG = "No .deepreview configuration files or DeepSchema definitions found."
@@ -95,6 +96,7 @@ DIALECT_014 = ReviewDialect(
     format_tasks=_format,
     load_rules=load_rules_014,
     review_id=_review_id,
+    render=render_014,
 )
 
 

@@ -28,6 +28,7 @@ from reviews.deepreview.instructions import (
     is_passed,
     write_instruction_files,
 )
+from reviews.deepreview.instructions014 import render_014
 from reviews.deepreview.matching import build_tasks
 from reviews.deepreview.tools import confine_files
 from reviews.deepreview014 import (
@@ -120,34 +121,6 @@ def _with_preamble(preamble: str, text: str) -> str:
     return f"{preamble}\n\n{text}" if preamble else text
 
 
-def _inline_file(rule: ReviewRule, value: str, review_id: str, source: str) -> str:
-    return "\n".join(
-        [
-            f"# Review: {rule.name} — inline content",
-            "",
-            "## Review Instructions",
-            "",
-            rule.instructions.strip(),
-            "",
-            "## Content to Review",
-            "",
-            value,
-            "",
-            "## After Review",
-            "",
-            "Once the review is done and nothing it found still needs fixing, record the pass "
-            "by calling the `mark_review_as_passed` tool with this id:",
-            "",
-            f'- `review_id`: `"{review_id}"`',
-            "",
-            "---",
-            "",
-            f"This review was requested by the policy at `{source}`.",
-            "",
-        ]
-    )
-
-
 def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task014]]:
     """Write the instruction files of every review not yet passed: (the tasks to run, the
     tasks already marked as passed)."""
@@ -230,7 +203,9 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
             passed.append(as_task(task, review_id))
     tasks += [
         as_task(task, review_id)
-        for task, review_id in write_instruction_files(file_tasks, root, review_id=_review_id)
+        for task, review_id in write_instruction_files(
+            file_tasks, root, review_id=_review_id, render=render_014
+        )
     ]
     for rule, value in inline:
         review_id = compute_review_id_014(ReviewTask(rule, ()), root, inline=value)
@@ -246,7 +221,9 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
         project_write_text(
             root=root,
             relative=f"{INSTRUCTIONS_DIR}/{review_id}.md",
-            text=_inline_file(rule, value, review_id, source),
+            text=render_014(
+                ReviewTask(rule, (), source_location=source), review_id, root, inline=value
+            ),
         )
         tasks.append(task14)
     for task in project_tasks:
@@ -255,7 +232,9 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
             passed.append(as_task014(task, review_id, root))
     tasks += [
         as_task014(task, review_id, root)
-        for task, review_id in write_instruction_files(project_tasks, root, review_id=_review_id)
+        for task, review_id in write_instruction_files(
+            project_tasks, root, review_id=_review_id, render=render_014
+        )
     ]
     return tasks, passed
 

@@ -163,18 +163,6 @@ def describe_scope(task: ReviewTask) -> str:
 def build_instruction_file(task: ReviewTask, review_id: str) -> str:
     out = [f"# Review: {task.rule_name} — {describe_scope(task)}", ""]
     out += ["## Review Instructions", "", task.rule.instructions.strip(), ""]
-    if task.rule.reference_files:
-        out += [
-            "## Reference Files",
-            "",
-            "Read these alongside the files under review; they are not under review.",
-            "",
-            *(
-                f"- @{path}" + (f" — {description}" if description else "")
-                for path, description in task.rule.reference_files
-            ),
-            "",
-        ]
     out += ["## Files to Review", "", *(f"- @{path}" for path in task.files_to_review), ""]
     if task.additional_files:
         out += [
@@ -303,6 +291,7 @@ def write_instruction_files(
     project_root: Path,
     *,
     review_id: Callable[[ReviewTask, Path], str] | None = None,
+    render: Callable[[ReviewTask, str, Path], str] | None = None,
 ) -> list[tuple[ReviewTask, str]]:
     """Write a file per task not yet passed; returns (task, review id) for those written.
 
@@ -316,6 +305,11 @@ def write_instruction_files(
                 task_id = (review_id or compute_review_id)(task, project_root)
                 if _is_passed_at(dir_fd, task_id):
                     continue
-                write_text_at(dir_fd, f"{task_id}.md", build_instruction_file(task, task_id))
+                text = (
+                    render(task, task_id, project_root)
+                    if render
+                    else build_instruction_file(task, task_id)
+                )
+                write_text_at(dir_fd, f"{task_id}.md", text)
                 written.append((task, task_id))
     return written

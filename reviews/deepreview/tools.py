@@ -67,6 +67,8 @@ def is_catch_all(rule: ReviewRule) -> bool:
 RuleLoader = Callable[[Path], tuple[list[ReviewRule], list[ParseFailure]]]
 TaskFormatter = Callable[[Sequence[tuple[ReviewTask, str]], Path], str]
 ReviewIdFn = Callable[[ReviewTask, Path], str]
+# (task, review id, project root) -> the instruction file's text; None: 0.9.1's layout.
+Renderer = Callable[[ReviewTask, str, Path], str]
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class ReviewDialect:
     format_tasks: TaskFormatter
     load_rules: RuleLoader = load_all_rules
     review_id: ReviewIdFn = compute_review_id
+    render: Renderer | None = None
 
 
 def _format_091(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> str:
@@ -198,7 +201,9 @@ def _review_instructions(
         return NO_MATCHES
 
     try:
-        written = write_instruction_files(tasks, project_root, review_id=dialect.review_id)
+        written = write_instruction_files(
+            tasks, project_root, review_id=dialect.review_id, render=dialect.render
+        )
     except OSError as exc:
         return f"Review error: Error writing instruction files: {exc}"
 

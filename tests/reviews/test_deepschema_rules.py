@@ -86,8 +86,23 @@ def test_014_review_instructions_and_listing_include_schema_rules(tmp_path: Path
     ids = re.findall(r"review_instructions/(.+)\.md", text)
     assert ids[1].startswith("notes-DeepSchema-Compliance--docs-a.md--")
     instructions = (tmp_path / f".deepwork/tmp/review_instructions/{ids[1]}.md").read_text()
-    assert "## Reference Files\n" in instructions
-    assert "- @.deepwork/schemas/notes/guide.md — How we write notes\n" in instructions
+    # 0.14's layout: the file under review, then the schema's references, inlined.
+    headings = [line for line in instructions.splitlines() if line.startswith(("# R", "##"))]
+    assert headings == [
+        "# Review: notes DeepSchema Compliance — docs/a.md",
+        "## Project Root",
+        "## Review Instructions",
+        "## Relevant File Contents",
+        "### docs/a.md",
+        "### .deepwork/schemas/notes/guide.md",
+        "### .deepwork/schemas/notes/notes.schema.json",
+        "## Files to Review",
+        "## After Review",
+    ]
+    assert f"relative to the project root `{tmp_path}`" in instructions
+    assert "### docs/a.md\n\nFile under review\n\n```markdown\n# a\n```\n" in instructions
+    assert "How we write notes\n\n```markdown\nBe brief.\n```\n" in instructions
+    assert "JSON Schema for notes\n\n```json\n" in instructions
     assert "`.deepwork/schemas/notes/deepschema.yml:0`" in instructions
     assert get_configured_reviews(
         project_root=tmp_path, only_rules_matching_files=["docs/a.md"]
