@@ -9,27 +9,37 @@ the schema's summary and instructions, its requirements with the RFC 2119 readin
 examples; its ``references`` and ``json_schema_path`` files are handed to the reviewer as
 reference files.
 
-A schema that cannot be used is reported as a parse failure of kind ``deepschema`` (shown in the
-warning block of ``get_review_instructions``, not listed by ``get_configured_reviews``); a
-missing reference file is reported the same way but leaves the rest of the rule in force.
+A schema's ``parent_deep_schemas`` (named schemas) lend it their requirements, listed before
+its own, and their ``json_schema_path`` when it has none. Files are checked against a JSON
+schema of the format (``reviews/deepschema_schema.json``). A schema that cannot be used is
+reported as a parse failure of kind ``deepschema`` (shown in the warning block of
+``get_review_instructions``, not listed by ``get_configured_reviews``); a missing reference
+file is reported the same way but leaves the rest of the rule in force.
 
 Only schemas inside the project are read (0.14 also ships stock schemas with its package; this
 server ships none), each file through ``workflows.files`` like ``.deepreview`` files.
 
-Where 0.14.0 differs on purpose: an anonymous schema in a sub-folder applies to its sibling
+Unlike 0.14.0, on purpose: an anonymous schema in a sub-folder applies to its sibling
 file there (0.14.0 looks for the file name at the project root, so such a schema never matches),
-and the instructions name the file rather than leaving a ``{file_path}`` placeholder in them.
+the instructions name the file rather than leaving a ``{file_path}`` placeholder in them, and
+an inherited ``json_schema_path`` is found beside the schema that declares it (0.14.0 looks for
+it beside the inheriting one).
 """
 
 from __future__ import annotations
 
+import functools
 import io
+import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from jsonschema import Draft7Validator
+from jsonschema.exceptions import best_match
 from wcmatch import glob
 
 from reviews.deepreview.config import ConfigError, ReviewRule, _read_text
@@ -41,19 +51,7 @@ ANONYMOUS_PREFIX = ".deepschema."
 ANONYMOUS_SUFFIX = ".yml"
 FAILURE_KIND = "deepschema"
 
-KEYS = frozenset(
-    {
-        "summary",
-        "instructions",
-        "matchers",
-        "requirements",
-        "json_schema_path",
-        "verification_bash_command",
-        "parent_deep_schemas",
-        "examples",
-        "references",
-    }
-)
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "deepschema_schema.json"
 
 REQUIREMENTS_POLICY = (
     "Check the file against each requirement below, read as RFC 2119 requirements. A MUST "
@@ -86,75 +84,87 @@ def _load(path: Path, project_root: Path) -> dict[str, Any]:
         raise SchemaError(f"invalid YAML: {exc}") from None
     if data is None:
         return {}
-    if not isinstance(data, dict):
-        raise SchemaError("the file must hold a mapping of DeepSchema keys")
-    unknown = sorted(str(key) for key in data if key not in KEYS)
-    if unknown:
+    error = best_match(_validator().iter_errors(data))
+    if error is not None:
+        loc = " -> ".join(str(part) for part in error.path) if error.path else "root"
         raise SchemaError(
-            f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(KEYS))}"
+            f"Schema validation failed for {path}: Validation error at {loc}: {error.message}"
         )
     return data
 
 
+@functools.cache
+def _validator() -> Draft7Validator:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    Draft7Validator.check_schema(schema)
+    return Draft7Validator(schema)
+
+
 def _text(data: Mapping[str, Any], key: str) -> str:
-    value = data.get(key)
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise SchemaError(f"'{key}' must be a string")
-    return value.strip()
-
-
-def _requirements(data: Mapping[str, Any]) -> list[tuple[str, str]]:
-    value = data.get("requirements") or {}
-    if not isinstance(value, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    ):
-        raise SchemaError("'requirements' must map requirement names to statements")
-    return [(name, statement.strip()) for name, statement in value.items()]
-
-
-def _string_list(data: Mapping[str, Any], key: str) -> list[str]:
-    value = data.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-        raise SchemaError(f"'{key}' must be a list of non-empty strings")
-    return list(value)
+    return str(data.get(key) or "").strip()
 
 
 def _entries(data: Mapping[str, Any], key: str) -> list[tuple[str, str]]:
-    """``examples`` / ``references``: a list of ``{path, description?}``."""
-    value = data.get(key) or []
-    entries = []
-    if isinstance(value, list):
-        for item in value:
-            if not (isinstance(item, dict) and isinstance(item.get("path"), str) and item["path"]):
-                break
-            description = item.get("description") or ""
-            if not isinstance(description, str):
-                break
-            entries.append((item["path"], description.strip()))
-        else:
-            return entries
-    raise SchemaError(f"'{key}' must be a list of {{path, description}} entries")
+    """``examples`` / ``references``: (path, description) pairs."""
+    return [
+        (item["path"], str(item.get("description") or "").strip()) for item in data.get(key) or []
+    ]
 
 
-def _reference(base: Path, path: str, project_root: Path) -> tuple[str | None, str | None]:
-    """(project-relative path, None) for a usable reference file, else (None, the problem)."""
+@dataclass(frozen=True)
+class _Schema:
+    name: str
+    file: Path
+    data: Mapping[str, Any]
+
+
+def _reference(
+    base: Path, path: str, project_root: Path, what: str
+) -> tuple[str | None, str | None]:
+    """(project-relative path, None) for a usable file, else (None, the problem)."""
     target = Path(os.path.normpath(base / path))
     try:
-        # Through links too: the reviewer is pointed at it, and must not be led out.
+        # Through links too: the reviewer is handed this file, and must not be led out.
         target.resolve().relative_to(project_root.resolve())
         rel = target.relative_to(project_root).as_posix()
     except (ValueError, OSError, RuntimeError):
-        return None, f"references entry '{path}' is outside the project (resolved to {target})"
+        return None, f"{what} entry '{path}' is outside the project (resolved to {target})"
     if not target.is_file():
-        return None, f"references entry '{path}' not found (resolved to {target})"
+        return None, f"{what} entry '{path}' not found (resolved to {target})"
     return rel, None
 
 
-def _instructions(
-    opening: str, data: Mapping[str, Any], requirements: list[tuple[str, str]]
-) -> str:
+def _inherited(
+    schema: _Schema, named: Mapping[str, _Schema], failures: list[ParseFailure]
+) -> tuple[dict[str, str], _Schema | None]:
+    """Requirements from ``parent_deep_schemas`` (depth first, parents before the schema
+    itself, which may restate one; a schema seen twice counts once, so a cycle ends) and the
+    last ``json_schema_path`` found in that order."""
+    requirements: dict[str, str] = {}
+    json_holder: _Schema | None = None
+    seen: set[str] = set()
+
+    def visit(current: _Schema) -> None:
+        nonlocal json_holder
+        seen.add(current.name)
+        for parent_name in current.data.get("parent_deep_schemas") or []:
+            parent = named.get(parent_name)
+            if parent is None:
+                failures.append(
+                    _failure(current.file, f"parent DeepSchema '{parent_name}' not found")
+                )
+            elif parent_name not in seen:
+                visit(parent)
+        for name, statement in (current.data.get("requirements") or {}).items():
+            requirements[name] = statement.strip()
+        if current.data.get("json_schema_path"):
+            json_holder = current
+
+    visit(schema)
+    return requirements, json_holder
+
+
+def _instructions(opening: str, data: Mapping[str, Any], requirements: Mapping[str, str]) -> str:
     parts = [opening]
     summary = _text(data, "summary")
     if summary:
@@ -163,7 +173,7 @@ def _instructions(
     if guidance:
         parts.append(f"How to treat files of this kind:\n{guidance}")
     parts.append(REQUIREMENTS_POLICY)
-    parts.append("\n".join(f"- **{name}**: {statement}" for name, statement in requirements))
+    parts.append("\n".join(f"- **{name}**: {text}" for name, text in requirements.items()))
     examples = _entries(data, "examples")
     if examples:
         parts.append(
@@ -177,35 +187,49 @@ def _instructions(
 
 
 def _rule(
+    schema: _Schema,
     *,
-    name: str,
     opening: str,
     include: list[str],
-    schema_file: Path,
     project_root: Path,
-    data: Mapping[str, Any],
-    requirements: list[tuple[str, str]],
+    named: Mapping[str, _Schema],
     failures: list[ParseFailure],
-) -> ReviewRule:
+) -> ReviewRule | None:
+    requirements, json_holder = _inherited(schema, named, failures)
+    if not requirements or not include:
+        return None
+    # (declaring schema file, path, description, key): a problem is reported where it is.
+    wanted = [
+        (schema.file, path, description, "references")
+        for path, description in _entries(schema.data, "references")
+    ]
+    if json_holder is not None:
+        wanted.append(
+            (
+                json_holder.file,
+                json_holder.data["json_schema_path"],
+                f"JSON Schema for {schema.name}",
+                "json_schema_path",
+            )
+        )
     references: list[tuple[str, str]] = []
-    wanted = _entries(data, "references")
-    schema_path = _text(data, "json_schema_path")
-    if schema_path:
-        wanted.append((schema_path, f"JSON Schema for {name}"))
-    for path, description in wanted:
-        rel, problem = _reference(schema_file.parent, path, project_root)
+    for declared_in, path, description, what in wanted:
+        rel, problem = _reference(declared_in.parent, path, project_root, what)
         if rel is None:
-            failures.append(_failure(schema_file, problem or path))
+            failure = _failure(declared_in, problem or path)
+            # An inherited file's problem is the parent's, reported once.
+            if failure not in failures:
+                failures.append(failure)
         else:
             references.append((rel, description))
     return ReviewRule(
-        name=f"{name} DeepSchema Compliance",
-        description=f"DeepSchema compliance review for {name}",
+        name=f"{schema.name} DeepSchema Compliance",
+        description=f"DeepSchema compliance review for {schema.name}",
         include=tuple(include),
         exclude=(),
         strategy="individual",
-        instructions=_instructions(opening, data, requirements),
-        source_file=schema_file,
+        instructions=_instructions(opening, schema.data, requirements),
+        source_file=schema.file,
         # Matchers are relative to the project root, whatever folder the schema sits in.
         source_dir=project_root,
         source_line=0,
@@ -213,39 +237,22 @@ def _rule(
     )
 
 
-def _named(project_root: Path, failures: list[ParseFailure]) -> list[ReviewRule]:
+def _named_schemas(project_root: Path, failures: list[ParseFailure]) -> dict[str, _Schema]:
     folder = project_root / SCHEMAS_DIR
     try:
         entries = sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
     except OSError:
-        return []
-    rules = []
+        return {}
+    named: dict[str, _Schema] = {}
     for entry in entries:
         schema_file = entry / SCHEMA_FILENAME
         if not schema_file.is_file():
             continue
         try:
-            data = _load(schema_file, project_root)
-            requirements = _requirements(data)
-            matchers = _string_list(data, "matchers")
-            if not requirements or not matchers:
-                continue
-            rules.append(
-                _rule(
-                    name=entry.name,
-                    opening=f"The file under review is an instance of the `{entry.name}` "
-                    "DeepSchema.",
-                    include=matchers,
-                    schema_file=schema_file,
-                    project_root=project_root,
-                    data=data,
-                    requirements=requirements,
-                    failures=failures,
-                )
-            )
+            named[entry.name] = _Schema(entry.name, schema_file, _load(schema_file, project_root))
         except SchemaError as exc:
             failures.append(_failure(schema_file, str(exc)))
-    return rules
+    return named
 
 
 def _anonymous_files(project_root: Path) -> list[Path]:
@@ -262,37 +269,39 @@ def _anonymous_files(project_root: Path) -> list[Path]:
     return sorted(found)
 
 
-def _anonymous(project_root: Path, failures: list[ParseFailure]) -> list[ReviewRule]:
-    rules = []
+def load_deepschema_rules(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
+    """Rules of the named schemas (by folder name), then of the anonymous ones (by path)."""
+    failures: list[ParseFailure] = []
+    named = _named_schemas(project_root, failures)
+    rules = [
+        _rule(
+            schema,
+            opening=f"The file under review is an instance of the `{name}` DeepSchema.",
+            include=list(schema.data.get("matchers") or []),
+            project_root=project_root,
+            named=named,
+            failures=failures,
+        )
+        for name, schema in named.items()
+    ]
     for schema_file in _anonymous_files(project_root):
         target = schema_file.name[len(ANONYMOUS_PREFIX) : -len(ANONYMOUS_SUFFIX)]
         target_rel = (schema_file.parent / target).relative_to(project_root).as_posix()
         try:
-            data = _load(schema_file, project_root)
-            requirements = _requirements(data)
-            if not requirements:
-                continue
-            rules.append(
-                _rule(
-                    name=target,
-                    opening=f"The file under review, `{target_rel}`, has requirements of its "
-                    "own that it must meet.",
-                    # Escaped: the file's own name is the pattern, brackets and all.
-                    include=[glob.escape(target_rel)],
-                    schema_file=schema_file,
-                    project_root=project_root,
-                    data=data,
-                    requirements=requirements,
-                    failures=failures,
-                )
-            )
+            schema = _Schema(target, schema_file, _load(schema_file, project_root))
         except SchemaError as exc:
             failures.append(_failure(schema_file, str(exc)))
-    return rules
-
-
-def load_deepschema_rules(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
-    """Rules of the named schemas (by folder name), then of the anonymous ones (by path)."""
-    failures: list[ParseFailure] = []
-    rules = _named(project_root, failures) + _anonymous(project_root, failures)
-    return rules, failures
+            continue
+        rules.append(
+            _rule(
+                schema,
+                opening=f"The file under review, `{target_rel}`, has requirements of its own "
+                "that it must meet.",
+                # Escaped: the file's own name is the pattern, brackets and all.
+                include=[glob.escape(target_rel)],
+                project_root=project_root,
+                named=named,
+                failures=failures,
+            )
+        )
+    return [rule for rule in rules if rule is not None], failures

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from reviews.deepreview import get_configured_reviews as configured_091
 from reviews.deepreview import get_review_instructions as review_091
-from reviews.deepreview.deepschema import load_deepschema_rules
+from reviews.deepreview.deepschema import REQUIREMENTS_POLICY, load_deepschema_rules
 from reviews.deepreview014 import get_configured_reviews, get_review_instructions
 from tests.reviews import rule, write, write_rules
 
@@ -147,9 +147,9 @@ def test_schema_problems_are_warnings_never_parse_error_rules(tmp_path: Path) ->
     errors = [f.error for f in failures]
     assert errors[0].startswith(f"{folder / 'broken/deepschema.yml'}: invalid YAML:")
     assert errors[1] == (
-        f"{folder / 'odd/deepschema.yml'}: unknown key(s) bogus; allowed: examples, "
-        "instructions, json_schema_path, matchers, parent_deep_schemas, references, "
-        "requirements, summary, verification_bash_command"
+        f"{folder / 'odd/deepschema.yml'}: Schema validation failed for "
+        f"{folder / 'odd/deepschema.yml'}: Validation error at root: Additional properties are "
+        "not allowed ('bogus' was unexpected)"
     )
     assert errors[2] == (
         f"{folder / 'refs/deepschema.yml'}: references entry 'missing.md' not found "
@@ -190,3 +190,49 @@ def test_dialects_differ_in_wording_and_catch_all_rules_only(tmp_path: Path) -> 
     assert get_review_instructions(project_root=tmp_path, files=["a.md"], platform=None).startswith(
         "No valid review rules found. Parse errors:\n  - "
     )
+
+
+def test_parents_lend_requirements_and_json_schema(tmp_path: Path) -> None:
+    folder = _schemas(tmp_path)
+    write(
+        folder,
+        "child/deepschema.yml",
+        textwrap.dedent(
+            """\
+            summary: Child notes
+            matchers: ["child/*.md"]
+            parent_deep_schemas: [notes, child, nowhere]
+            verification_bash_command: ["true"]
+            requirements:
+              short: "Child notes MUST be short."
+              own: "It MUST name its parent."
+            """
+        ),
+    )
+    write(folder, "bad_type/deepschema.yml", "verification_bash_command: 'true'\n")
+    rules, failures = load_deepschema_rules(tmp_path)
+    child = next(r for r in rules if r.name == "child DeepSchema Compliance")
+    # The parent's first, a restated one in its place with the child's wording.
+    assert child.instructions.split(REQUIREMENTS_POLICY)[1].strip().splitlines() == [
+        "- **dated**: Each note MUST carry a date.",
+        "- **short**: Child notes MUST be short.",
+        "- **own**: It MUST name its parent.",
+    ]
+    # The parent's JSON schema, found beside the parent; its references stay its own.
+    assert child.reference_files == (
+        (".deepwork/schemas/notes/notes.schema.json", "JSON Schema for child"),
+    )
+    assert [f.error for f in failures] == [
+        f"{folder / 'bad_type/deepschema.yml'}: Schema validation failed for "
+        f"{folder / 'bad_type/deepschema.yml'}: Validation error at verification_bash_command: "
+        "'true' is not of type 'array'",
+        f"{folder / 'child/deepschema.yml'}: parent DeepSchema 'nowhere' not found",
+    ]
+
+    (folder / "notes/notes.schema.json").unlink()
+    _rules, failures = load_deepschema_rules(tmp_path)
+    missing = [f.error for f in failures if "json_schema_path" in f.error]
+    assert missing == [
+        f"{folder / 'notes/deepschema.yml'}: json_schema_path entry 'notes.schema.json' not "
+        f"found (resolved to {folder / 'notes/notes.schema.json'})"
+    ]
