@@ -9,6 +9,7 @@ which ``get_review_instructions`` shares.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -57,9 +58,10 @@ def task_ids(text: str) -> list[str]:
     return re.findall(r'prompt: "@\.deepwork/tmp/review_instructions/(.+)\.md"', text)
 
 
-async def test_project_rules_review_changed_outputs_only(project: Path) -> None:
+@pytest.mark.parametrize("generation", ["0.14", "both"])
+async def test_project_rules_review_changed_outputs_only(project: Path, generation: str) -> None:
     args = {"outputs": OUTPUTS, "session_id": "S", "work_summary": "cited all"}
-    async with Driver(project, "--generation", "0.14") as agent:
+    async with Driver(project, "--generation", generation) as agent:
         await agent.call(
             "start_workflow",
             {
@@ -100,11 +102,23 @@ async def test_project_rules_review_changed_outputs_only(project: Path) -> None:
         assert "- **sourced**: Every note MUST name a source." in schema_task
         assert "`.deepwork/schemas/notes/deepschema.yml:0`" in schema_task
 
-        # get_review_instructions names the same review by the same id, so its pass counts.
         listed = await agent.client.call_tool(
             "get_review_instructions", {"files": ["notes.md"]}, raise_on_error=False
         )
-        assert f"notes_rule--notes.md--{content}" in task_ids(listed.content[0].text)
+        if generation == "0.14":
+            # The 0.14 tool names the same review by the same id, so its pass counts.
+            assert f"notes_rule--notes.md--{content}" in task_ids(listed.content[0].text)
+            rules = await agent.client.call_tool(
+                "get_configured_reviews", {"only_rules_matching_files": ["notes.md"]}
+            )
+            # The catch-all rule is left out when filtering; the DeepSchema rule is listed.
+            assert [(r["name"], r["defining_file"]) for r in json.loads(rules.content[0].text)] == [
+                ("notes_rule", ".deepreview:1"),
+                ("notes DeepSchema Compliance", ".deepwork/schemas/notes/deepschema.yml:0"),
+            ]
+        else:
+            # In "both" the tool answers the 0.9.1 way, with 0.9.1's ids (rule text hashed).
+            assert f"notes_rule--notes.md--{content}" not in task_ids(listed.content[0].text)
         for review_id in ids:
             text = (
                 (await agent.client.call_tool("mark_review_as_passed", {"review_id": review_id}))
