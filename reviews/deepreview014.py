@@ -18,7 +18,7 @@ from reviews.deepreview import tools
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.deepschema import load_deepschema_rules
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
-from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_id_014, describe_scope
+from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_id_014
 from reviews.deepreview.instructions014 import render_014
 from reviews.deepreview.tools import ReviewDialect, is_catch_all
 
@@ -70,7 +70,7 @@ def as_task014(task: ReviewTask, review_id: str, project_root: Path) -> Task014:
         f"Review {rule_prefix(task.rule, project_root)}{task.rule_name}",
         review_id,
         task.agent_name or REVIEWER,
-        describe_scope(task),
+        ", ".join(task.files_to_review),
     )
 
 

@@ -184,17 +184,12 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
     passed: list[Task014] = []
 
     def as_task(task: ReviewTask, review_id: str) -> Task014:
-        if (
-            task.rule.source_line == 0
-            and task.rule.source_file == Path(checkpoint.session.job.job_dir) / "job.yml"
-        ):
-            return Task014(
-                f"Review {prefix}{task.rule_name}",
-                review_id,
-                task.agent_name or REVIEWER,
-                ", ".join(task.files_to_review),
-            )
-        return as_task014(task, review_id, root)
+        return Task014(
+            f"Review {prefix}{task.rule_name}",
+            review_id,
+            task.agent_name or REVIEWER,
+            ", ".join(task.files_to_review),
+        )
 
     # 0.14's order: the step's file reviews, its string reviews, then the project's rules.
     for task in file_tasks:
