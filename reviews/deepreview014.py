@@ -92,6 +92,7 @@ def _review_id(task: ReviewTask, project_root: Path) -> str:
 DIALECT_014 = ReviewDialect(
     no_valid_rules="No valid review rules found.",
     no_config=NO_CONFIG,
+    all_passed=None,
     drop_catch_all_for_files=True,
     format_tasks=_format,
     load_rules=load_rules_014,

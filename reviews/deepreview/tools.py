@@ -75,12 +75,14 @@ Renderer = Callable[[ReviewTask, str, Path], str]
 class ReviewDialect:
     """What differs between DeepWork generations in the one review pipeline below.
 
-    ``format_tasks`` renders the written (task, review id) pairs, including the case where
-    every matching review had already passed (an empty list).
+    ``format_tasks`` renders the written (task, review id) pairs; when every matching review
+    had already passed, ``all_passed`` is the whole answer, or with None the formatter gets
+    the empty list (and parse warnings still come first).
     """
 
     no_valid_rules: str
     no_config: str
+    all_passed: str | None
     # With explicit files, rules that match everything would review whatever was named;
     # 0.14 leaves them out then, 0.9.1 does not.
     drop_catch_all_for_files: bool
@@ -91,12 +93,13 @@ class ReviewDialect:
 
 
 def _format_091(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> str:
-    return format_for_claude(written) if written else ALL_PASSED
+    return format_for_claude(written)
 
 
 DIALECT_091 = ReviewDialect(
     no_valid_rules="No valid .deepreview rules found.",
     no_config=NO_CONFIG,
+    all_passed=ALL_PASSED,
     drop_catch_all_for_files=False,
     format_tasks=_format_091,
 )
@@ -206,6 +209,8 @@ def _review_instructions(
         )
     except OSError as exc:
         return f"Review error: Error writing instruction files: {exc}"
+    if not written and dialect.all_passed is not None:
+        return dialect.all_passed
 
     output = dialect.format_tasks(written, project_root)
     if failures:

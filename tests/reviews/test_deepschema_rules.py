@@ -9,6 +9,7 @@ from pathlib import Path
 from reviews.deepreview import get_configured_reviews as configured_091
 from reviews.deepreview import get_review_instructions as review_091
 from reviews.deepreview.deepschema import REQUIREMENTS_POLICY, load_deepschema_rules
+from reviews.deepreview.tools import mark_review_as_passed
 from reviews.deepreview014 import get_configured_reviews, get_review_instructions
 from tests.reviews import rule, write, write_rules
 
@@ -236,3 +237,22 @@ def test_parents_lend_requirements_and_json_schema(tmp_path: Path) -> None:
         f"{folder / 'notes/deepschema.yml'}: json_schema_path entry 'notes.schema.json' not "
         f"found (resolved to {folder / 'notes/notes.schema.json'})"
     ]
+
+
+def test_all_passed_answers_of_each_dialect(tmp_path: Path) -> None:
+    write_rules(tmp_path, {"md": rule(["*.md"])})
+    write(tmp_path, "sub/.deepreview", "bad: [\n")
+    write(tmp_path, "a.md")
+    for review in (review_091, get_review_instructions):
+        for review_id in re.findall(
+            r"review_instructions/(.+)\.md",
+            review(project_root=tmp_path, files=["a.md"], platform=None),
+        ):
+            mark_review_as_passed(project_root=tmp_path, review_id=review_id)
+    # 0.9.1 answers just that; 0.14 lists no tasks, after its parse warnings.
+    assert review_091(project_root=tmp_path, files=["a.md"], platform=None) == (
+        "All matching reviews have already passed for the current file contents."
+    )
+    again = get_review_instructions(project_root=tmp_path, files=["a.md"], platform=None)
+    assert again.startswith("Warning: Some .deepreview files could not be parsed:\n")
+    assert again.endswith("\n\nNo review tasks to execute.")
