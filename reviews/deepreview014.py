@@ -1,142 +1,119 @@
 """``get_review_instructions`` and ``get_configured_reviews`` as DeepWork 0.14 answers them.
 
-The same ``.deepreview`` pipeline as 0.9.1's tools (``reviews.deepreview``) with 0.14's
-differences (digest §5.6-§5.8): explicit ``files`` drop catch-all rules (every include pattern
-made only of ``*`` and ``/``), tasks are listed in 0.14's agent format (``Review <dir>/<rule>``,
-``deepwork:reviewer``), and its messages. DeepSchema-generated rules are not part of this.
+The one ``.deepreview`` pipeline of ``reviews.deepreview.tools`` run with 0.14's dialect
+(digest §5.6-§5.8): its messages, explicit ``files`` dropping catch-all rules (every include
+pattern made only of ``*`` and ``/``), and tasks listed in 0.14's agent format
+(``Review <dir>/<rule>``, ``deepwork:reviewer``), rules from DeepSchemas beside the
+``.deepreview`` ones (``reviews.deepreview.deepschema``) and 0.14's review ids (content only).
 Like the 0.9.1 tools these never raise: every failure is a message.
 """
 
 from __future__ import annotations
 
-import logging
-import os
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from reviews.deepreview.changes import GitError, get_changed_files
-from reviews.deepreview.config import ReviewRule
-from reviews.deepreview.discovery import load_all_rules
-from reviews.deepreview.instructions import describe_scope, write_instruction_files
-from reviews.deepreview.matching import (
-    build_tasks,
-    file_matches_rule,
-    rel_source_dir,
-    source_location,
-)
-from reviews.deepreview.tools import (
-    DEFAULT_PLATFORM,
-    NO_CHANGES,
-    NO_MATCHES,
-    SUPPORTED_PLATFORMS,
-    _failure_lines,
-    confine_files,
-)
-from reviews.gate014 import REVIEWER, Task014, format_tasks
-
-logger = logging.getLogger(__name__)
+from reviews.deepreview import tools
+from reviews.deepreview.config import ReviewRule, ReviewTask
+from reviews.deepreview.deepschema import load_deepschema_rules
+from reviews.deepreview.discovery import ParseFailure, load_all_rules
+from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_id_014
+from reviews.deepreview.instructions014 import render_014
+from reviews.deepreview.tools import ReviewDialect, is_catch_all
 
 NO_CONFIG = "No .deepreview configuration files or DeepSchema definitions found."
+REVIEWER = "deepwork:reviewer"
 
 
-def is_catch_all(rule: ReviewRule) -> bool:
-    return bool(rule.include) and all(set(p) <= {"*", "/"} for p in rule.include)
+@dataclass(frozen=True)
+class Task014:
+    """One review the agent is to run: its description line and its instructions file."""
+
+    description: str
+    review_id: str
+    agent: str
+    scope: str  # the reviewed files, or "inline content"
 
 
-def _prefix(rule: ReviewRule, project_root: Path) -> str:
-    rel = rel_source_dir(rule, project_root)
-    return f"{Path(rel).name}/" if rel else ""
+def format_tasks(tasks: Sequence[Task014]) -> str:
+    """The agent list 0.14's formatter prints (digest §5.6)."""
+    if not tasks:
+        return "No review tasks to execute."
+    lines = [
+        "Invoke the following list of Agents in parallel.",
+        "IMPORTANT: Do NOT read the prompt files yourself. Pass the prompt field directly to "
+        "each agent — the @file references are expanded automatically.",
+        "",
+    ]
+    for task in tasks:
+        lines += [
+            f"description: {task.description}",
+            f"\tsubagent_type: {task.agent}",
+            f'\tprompt: "@{INSTRUCTIONS_DIR}/{task.review_id}.md"',
+            "",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["DIALECT_014", "get_configured_reviews", "get_review_instructions", "is_catch_all"]
+
+
+def rule_prefix(rule: ReviewRule, project_root: Path) -> str:
+    """``<dir>/`` of the file defining the rule, or nothing when it sits at the root."""
+    folder = rule.source_file.parent
+    return "" if folder == project_root else f"{folder.name}/"
+
+
+def as_task014(task: ReviewTask, review_id: str, project_root: Path) -> Task014:
+    return Task014(
+        f"Review {rule_prefix(task.rule, project_root)}{task.rule_name}",
+        review_id,
+        task.agent_name or REVIEWER,
+        ", ".join(task.files_to_review),
+    )
+
+
+def _format(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> str:
+    return format_tasks([as_task014(task, rid, project_root) for task, rid in written])
+
+
+def load_rules_014(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
+    """The project's ``.deepreview`` rules, then its DeepSchema rules."""
+    rules, failures = load_all_rules(project_root)
+    schema_rules, schema_failures = load_deepschema_rules(project_root)
+    return rules + schema_rules, failures + schema_failures
+
+
+def _review_id(task: ReviewTask, project_root: Path) -> str:
+    return compute_review_id_014(task, project_root)
+
+
+DIALECT_014 = ReviewDialect(
+    no_valid_rules="No valid review rules found.",
+    no_config=NO_CONFIG,
+    all_passed=None,
+    drop_catch_all_for_files=True,
+    format_tasks=_format,
+    load_rules=load_rules_014,
+    review_id=_review_id,
+    render=render_014,
+)
 
 
 def get_review_instructions(
     *, project_root: Path, files: list[str] | None, platform: str | None
 ) -> str:
-    try:
-        return _review_instructions(Path(os.path.abspath(project_root)), files, platform)
-    except Exception as exc:
-        logger.exception("Review pipeline failed")
-        return f"Review error: {exc}"
-
-
-def _review_instructions(project_root: Path, files: list[str] | None, platform: str | None) -> str:
-    platform = platform or DEFAULT_PLATFORM
-    if platform not in SUPPORTED_PLATFORMS:
-        return (
-            f"Review error: Unsupported platform: '{platform}'. "
-            f"Supported platforms: {', '.join(SUPPORTED_PLATFORMS)}"
-        )
-    rules, failures = load_all_rules(project_root)
-    if not rules:
-        if failures:
-            return f"No valid review rules found. Parse errors:\n{_failure_lines(failures)}"
-        return NO_CONFIG
-    if files is not None:
-        changed, rejected = confine_files(files, project_root)
-        if rejected:
-            return (
-                "Review error: Only files inside the project can be reviewed; rejected: "
-                + "; ".join(rejected)
-            )
-        rules = [rule for rule in rules if not is_catch_all(rule)]
-    else:
-        try:
-            changed = get_changed_files(project_root)
-        except GitError as exc:
-            return f"Review error: Git error: {exc}"
-    if not changed:
-        return NO_CHANGES
-    tasks = build_tasks(changed, rules, project_root, platform)
-    if not tasks:
-        return NO_MATCHES
-    try:
-        written = write_instruction_files(tasks, project_root)
-    except OSError as exc:
-        return f"Review error: Error writing instruction files: {exc}"
-    output = format_tasks(
-        [
-            Task014(
-                f"Review {_prefix(task.rule, project_root)}{task.rule_name}",
-                review_id,
-                task.agent_name or REVIEWER,
-                describe_scope(task),
-            )
-            for task, review_id in written
-        ]
+    return tools.get_review_instructions(
+        project_root=project_root, files=files, platform=platform, dialect=DIALECT_014
     )
-    if failures:
-        output = (
-            "Warning: Some .deepreview files could not be parsed:\n"
-            f"{_failure_lines(failures)}\n\n{output}"
-        )
-    return output
 
 
 def get_configured_reviews(
     *, project_root: Path, only_rules_matching_files: list[str] | None
 ) -> list[dict[str, str]]:
-    project_root = Path(os.path.abspath(project_root))
-    rules, failures = load_all_rules(project_root)
-    if only_rules_matching_files is not None:
-        wanted, _rejected = confine_files(only_rules_matching_files, project_root)
-        rules = [
-            rule
-            for rule in rules
-            if not is_catch_all(rule)
-            and any(file_matches_rule(path, rule, project_root) for path in wanted)
-        ]
-    listing = [
-        {
-            "name": rule.name,
-            "description": rule.description,
-            "defining_file": source_location(rule, project_root),
-        }
-        for rule in rules
-    ]
-    listing += [
-        {
-            "name": f"PARSE_ERROR:{failure.path}",
-            "description": failure.error,
-            "defining_file": str(failure.path),
-        }
-        for failure in failures
-    ]
-    return listing
+    return tools.get_configured_reviews(
+        project_root=project_root,
+        only_rules_matching_files=only_rules_matching_files,
+        dialect=DIALECT_014,
+    )

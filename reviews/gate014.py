@@ -3,34 +3,44 @@
 No reviewer runs inside the server. ``finished_step`` first validates ``file_path`` outputs
 against their argument's ``json_schema``; then each review block of a submitted output (the
 output's own, then its argument's), and the step's ``process_requirements`` when a
-``work_summary`` came with file outputs, become review tasks. Each task's instructions are
+``work_summary`` came with file outputs, become review tasks; so do the project's
+``.deepreview`` and DeepSchema rules over the submitted output files git reports as changed
+(digest §5.2 step 6), after the step's own. Each task's instructions are
 written under ``.deepwork/tmp/review_instructions/<review_id>.md``; a task whose id already has
-a ``.passed`` marker (``mark_review_as_passed``) is skipped, and ids hash the reviewed content,
-so editing a reviewed file asks for its review again. No task left: the gate passes.
+a ``.passed`` marker (``mark_review_as_passed``) is skipped, and ids are 0.14's (rule, files and
+a hash of their content only), so editing a reviewed file asks for its review again, while a
+pass holds across workflows and for ``get_review_instructions``. No task left: the gate passes.
 
 Everything here reads and writes files only, so it runs outside any transaction.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reviews.deepreview.changes import GitError, get_changed_files
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
-    compute_review_id,
+    compute_review_id_014,
     is_passed,
     write_instruction_files,
+)
+from reviews.deepreview.instructions014 import render_014
+from reviews.deepreview.matching import build_tasks
+from reviews.deepreview.tools import confine_files
+from reviews.deepreview014 import (
+    REVIEWER,
+    Task014,
+    as_task014,
+    format_tasks,
+    load_rules_014,
 )
 from workflows.files import project_write_text
 from workflows.jobdef014 import RtArg
 from workflows.services.sessions014 import Checkpoint014, Value, schema_feedback
-
-REVIEWER = "deepwork:reviewer"
 
 GATE_HEAD = "Quality reviews are required before this step can advance."
 HOW_TO_RUN = """\
@@ -44,16 +54,6 @@ points to an instruction file — read it and follow the review instructions.
 For any failing reviews, if you believe the issue is invalid, then you can call \
 `mark_review_as_passed` on it. Otherwise, you should act on any feedback from the review to \
 fix the issues. Once done, call `finished_step` again to see if you will pass now."""
-
-
-@dataclass(frozen=True)
-class Task014:
-    """One review the agent is to run: its description line and its instructions file."""
-
-    description: str
-    review_id: str
-    agent: str
-    scope: str  # the reviewed files, or "inline content"
 
 
 def _paths(value: Value) -> list[str]:
@@ -121,34 +121,6 @@ def _with_preamble(preamble: str, text: str) -> str:
     return f"{preamble}\n\n{text}" if preamble else text
 
 
-def _inline_file(rule: ReviewRule, value: str, review_id: str, source: str) -> str:
-    return "\n".join(
-        [
-            f"# Review: {rule.name} — inline content",
-            "",
-            "## Review Instructions",
-            "",
-            rule.instructions.strip(),
-            "",
-            "## Content to Review",
-            "",
-            value,
-            "",
-            "## After Review",
-            "",
-            "Once the review is done and nothing it found still needs fixing, record the pass "
-            "by calling the `mark_review_as_passed` tool with this id:",
-            "",
-            f'- `review_id`: `"{review_id}"`',
-            "",
-            "---",
-            "",
-            f"This review was requested by the policy at `{source}`.",
-            "",
-        ]
-    )
-
-
 def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task014]]:
     """Write the instruction files of every review not yet passed: (the tasks to run, the
     tasks already marked as passed)."""
@@ -207,35 +179,31 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
                 source_location=source,
             )
         )
+    project_tasks = _project_rule_tasks(root, file_outputs)
     tasks: list[Task014] = []
     passed: list[Task014] = []
-    for task in file_tasks:
-        review_id = compute_review_id(task, root)
-        if is_passed(root, review_id):
-            passed.append(
-                Task014(
-                    f"Review {prefix}{task.rule_name}",
-                    review_id,
-                    task.agent_name or REVIEWER,
-                    ", ".join(task.files_to_review),
-                )
-            )
-    for task, review_id in write_instruction_files(file_tasks, root):
-        tasks.append(
-            Task014(
-                f"Review {prefix}{task.rule_name}",
-                review_id,
-                task.agent_name or REVIEWER,
-                ", ".join(task.files_to_review),
-            )
+
+    def as_task(task: ReviewTask, review_id: str) -> Task014:
+        return Task014(
+            f"Review {prefix}{task.rule_name}",
+            review_id,
+            task.agent_name or REVIEWER,
+            ", ".join(task.files_to_review),
         )
+
+    # 0.14's order: the step's file reviews, its string reviews, then the project's rules.
+    for task in file_tasks:
+        review_id = compute_review_id_014(task, root)
+        if is_passed(root, review_id):
+            passed.append(as_task(task, review_id))
+    tasks += [
+        as_task(task, review_id)
+        for task, review_id in write_instruction_files(
+            file_tasks, root, review_id=_review_id, render=render_014
+        )
+    ]
     for rule, value in inline:
-        digest = hashlib.sha256(
-            f"{rule.name}\x00{rule.instructions}\x00INLINE\x00{value}".encode(
-                "utf-8", "surrogateescape"
-            )
-        ).hexdigest()[:12]
-        review_id = f"{rule.name}--inline--{digest}"
+        review_id = compute_review_id_014(ReviewTask(rule, ()), root, inline=value)
         task14 = Task014(
             f"Review {prefix}{rule.name}",
             review_id,
@@ -248,11 +216,47 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
         project_write_text(
             root=root,
             relative=f"{INSTRUCTIONS_DIR}/{review_id}.md",
-            text=_inline_file(rule, value, review_id, source),
+            text=render_014(
+                ReviewTask(rule, (), source_location=source), review_id, root, inline=value
+            ),
         )
         tasks.append(task14)
-    # Files first, then inline values, as 0.14 orders them.
+    for task in project_tasks:
+        review_id = compute_review_id_014(task, root)
+        if is_passed(root, review_id):
+            passed.append(as_task014(task, review_id, root))
+    tasks += [
+        as_task014(task, review_id, root)
+        for task, review_id in write_instruction_files(
+            project_tasks, root, review_id=_review_id, render=render_014
+        )
+    ]
     return tasks, passed
+
+
+def _review_id(task: ReviewTask, root: Path) -> str:
+    return compute_review_id_014(task, root)
+
+
+def _project_rule_tasks(root: Path, file_outputs: Mapping[str, Value]) -> list[ReviewTask]:
+    """Tasks of the project's ``.deepreview`` and DeepSchema rules over the submitted output
+    files that git reports as changed (none when git fails); catch-all rules included."""
+    # As git names them: project-relative and normalised (an output may be "./notes.md").
+    submitted, _outside = confine_files(
+        [p for value in file_outputs.values() for p in _paths(value)], root
+    )
+    if not submitted:
+        return []
+    # Rules first: asking git costs several processes (~16 ms), a walk for rule files ~2 ms,
+    # and most projects have no rules at all.
+    rules, _failures = load_rules_014(root)
+    if not rules:
+        return []
+    try:
+        changed = [path for path in get_changed_files(root) if path in submitted]
+    except GitError:
+        return []
+    return build_tasks(changed, rules, root, "claude") if changed else []
 
 
 def _process_text(checkpoint: Checkpoint014, preamble: str) -> str:
@@ -284,26 +288,6 @@ def _process_text(checkpoint: Checkpoint014, preamble: str) -> str:
         ]
     )
     return _with_preamble(preamble, body)
-
-
-def format_tasks(tasks: Sequence[Task014]) -> str:
-    """The agent list 0.14's formatter prints (digest §5.6)."""
-    if not tasks:
-        return "No review tasks to execute."
-    lines = [
-        "Invoke the following list of Agents in parallel.",
-        "IMPORTANT: Do NOT read the prompt files yourself. Pass the prompt field directly to "
-        "each agent — the @file references are expanded automatically.",
-        "",
-    ]
-    for task in tasks:
-        lines += [
-            f"description: {task.description}",
-            f"\tsubagent_type: {task.agent}",
-            f'\tprompt: "@{INSTRUCTIONS_DIR}/{task.review_id}.md"',
-            "",
-        ]
-    return "\n".join(lines) + "\n"
 
 
 def gate_feedback(tasks: Sequence[Task014]) -> str:

@@ -61,6 +61,8 @@ class ReviewRule:
     agent: Mapping[str, str] | None = None
     all_changed_filenames: bool = False
     unchanged_matching_files: bool = False
+    # (project-relative path, description) of files the reviewer should read alongside.
+    reference_files: tuple[tuple[str, str], ...] = ()
 
     def agent_for(self, platform: str) -> str | None:
         return self.agent.get(platform) if self.agent else None

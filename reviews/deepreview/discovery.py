@@ -39,6 +39,9 @@ class ParseFailure:
 
     path: Path
     error: str
+    # "deepreview" for a rules file; "deepschema" for a DeepSchema (0.14), whose failures are
+    # warnings only and never listed as PARSE_ERROR rules.
+    kind: str = "deepreview"
 
 
 def find_deepreview_files(project_root: Path) -> list[Path]:

@@ -42,7 +42,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from reviews.deepreview.config import ReviewTask
@@ -66,6 +66,7 @@ HASH_BYTES = 16 * 1024 * 1024
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _DOTS = re.compile(r"\.{2,}")
+_UNSAFE_014 = re.compile(r"[/\\\x00-\x1f\x7f]")
 _LOCK_NAME = ".lock"
 _TMP_SUFFIX = ".tmp"
 
@@ -101,6 +102,52 @@ def _content_hash(task: ReviewTask, project_root: Path) -> str:
         if info.st_size > HASH_BYTES:
             digest.update(b"\0" + str(info.st_mtime_ns).encode())
     return digest.hexdigest()[:12]
+
+
+def _path_014(path: str) -> str:
+    # 0.14 turns only "/" into "-" (a space or "[" stays). The rest keeps ids usable as one
+    # file name that mark_review_as_passed accepts: no "\\", NUL, control character or "..".
+    return _DOTS.sub(".", _UNSAFE_014.sub("-", path))
+
+
+def _content_hash_014(files: Sequence[str], project_root: Path, inline: str | None) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        try:
+            with open_project_file(root=project_root, relative=path) as handle:
+                info = os.fstat(handle.fileno())
+                data = handle.read(HASH_BYTES)
+        except (OSError, ValueError):
+            digest.update(b"MISSING")
+            continue
+        digest.update(data)
+        if info.st_size > HASH_BYTES:
+            # Past the bounded read, size and mtime stand in for the rest (0.14 reads it all).
+            digest.update(f"\0{info.st_size}\0{info.st_mtime_ns}".encode())
+    if inline is not None:
+        digest.update(b"\x00INLINE\x00" + inline.encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()[:12]
+
+
+def compute_review_id_014(
+    task: ReviewTask, project_root: Path, *, inline: str | None = None
+) -> str:
+    """DeepWork 0.14's review id: the rule, the files and a hash of their contents only.
+
+    ``<rule>--<paths>--<hash>``: the rule name made filename-safe; the sorted paths with ``/``
+    as ``-`` joined by ``_AND_`` (``<N>_files`` past 100 characters, ``inline`` for a string
+    value); the first 12 hex digits of a SHA-256 over the files' bytes in path order (an
+    unreadable file counts as ``MISSING``), then for a string value NUL ``INLINE`` NUL and the
+    value. Neither the rule's instructions nor the session are in it: the same rule on the
+    same content has the same id in every workflow and in ``get_review_instructions``.
+    """
+    rule_part = _safe(task.rule_name)[:MAX_PART_LENGTH]
+    if inline is not None:
+        paths = "inline"
+    else:
+        joined = "_AND_".join(_path_014(path) for path in sorted(task.files_to_review))
+        paths = joined if len(joined) <= MAX_PART_LENGTH else f"{len(task.files_to_review)}_files"
+    return f"{rule_part}--{paths}--{_content_hash_014(task.files_to_review, project_root, inline)}"
 
 
 def compute_review_id(task: ReviewTask, project_root: Path) -> str:
@@ -240,7 +287,11 @@ def remove_stale_files(project_root: Path, *, now: float | None = None) -> None:
 
 
 def write_instruction_files(
-    tasks: Sequence[ReviewTask], project_root: Path
+    tasks: Sequence[ReviewTask],
+    project_root: Path,
+    *,
+    review_id: Callable[[ReviewTask, Path], str] | None = None,
+    render: Callable[[ReviewTask, str, Path], str] | None = None,
 ) -> list[tuple[ReviewTask, str]]:
     """Write a file per task not yet passed; returns (task, review id) for those written.
 
@@ -251,9 +302,14 @@ def write_instruction_files(
         _remove_stale_at(dir_fd, None)
         with _dir_lock(dir_fd, exclusive=False):
             for task in tasks:
-                review_id = compute_review_id(task, project_root)
-                if _is_passed_at(dir_fd, review_id):
+                task_id = (review_id or compute_review_id)(task, project_root)
+                if _is_passed_at(dir_fd, task_id):
                     continue
-                write_text_at(dir_fd, f"{review_id}.md", build_instruction_file(task, review_id))
-                written.append((task, review_id))
+                text = (
+                    render(task, task_id, project_root)
+                    if render
+                    else build_instruction_file(task, task_id)
+                )
+                write_text_at(dir_fd, f"{task_id}.md", text)
+                written.append((task, task_id))
     return written

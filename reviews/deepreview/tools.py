@@ -9,14 +9,16 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from reviews.deepreview.changes import GitError, get_changed_files
-from reviews.deepreview.config import ReviewTask
+from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
 from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
+    compute_review_id,
     describe_scope,
     mark_passed,
     write_instruction_files,
@@ -55,6 +57,52 @@ def format_for_claude(task_ids: Sequence[tuple[ReviewTask, str]]) -> str:
             "",
         ]
     return "\n".join(lines)
+
+
+def is_catch_all(rule: ReviewRule) -> bool:
+    """A rule every file matches: each include pattern is made only of ``*`` and ``/``."""
+    return bool(rule.include) and all(set(p) <= {"*", "/"} for p in rule.include)
+
+
+RuleLoader = Callable[[Path], tuple[list[ReviewRule], list[ParseFailure]]]
+TaskFormatter = Callable[[Sequence[tuple[ReviewTask, str]], Path], str]
+ReviewIdFn = Callable[[ReviewTask, Path], str]
+# (task, review id, project root) -> the instruction file's text; None: 0.9.1's layout.
+Renderer = Callable[[ReviewTask, str, Path], str]
+
+
+@dataclass(frozen=True)
+class ReviewDialect:
+    """What differs between DeepWork generations in the one review pipeline below.
+
+    ``format_tasks`` renders the written (task, review id) pairs; when every matching review
+    had already passed, ``all_passed`` is the whole answer, or with None the formatter gets
+    the empty list (and parse warnings still come first).
+    """
+
+    no_valid_rules: str
+    no_config: str
+    all_passed: str | None
+    # With explicit files, rules that match everything would review whatever was named;
+    # 0.14 leaves them out then, 0.9.1 does not.
+    drop_catch_all_for_files: bool
+    format_tasks: TaskFormatter
+    load_rules: RuleLoader = load_all_rules
+    review_id: ReviewIdFn = compute_review_id
+    render: Renderer | None = None
+
+
+def _format_091(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> str:
+    return format_for_claude(written)
+
+
+DIALECT_091 = ReviewDialect(
+    no_valid_rules="No valid .deepreview rules found.",
+    no_config=NO_CONFIG,
+    all_passed=ALL_PASSED,
+    drop_catch_all_for_files=False,
+    format_tasks=_format_091,
+)
 
 
 def _project_relative(path: str, root: Path, real_root: Path) -> str:
@@ -101,18 +149,24 @@ def confine_files(files: Iterable[str], project_root: Path) -> tuple[list[str], 
 
 
 def get_review_instructions(
-    *, project_root: Path, files: list[str] | None, platform: str | None
+    *,
+    project_root: Path,
+    files: list[str] | None,
+    platform: str | None,
+    dialect: ReviewDialect = DIALECT_091,
 ) -> str:
     """Run the review pipeline and return the Task list (or an informational/error message)."""
     try:
-        return _review_instructions(Path(os.path.abspath(project_root)), files, platform)
+        return _review_instructions(Path(os.path.abspath(project_root)), files, platform, dialect)
     except Exception as exc:
         # The tool contract is "never raises"; anything unforeseen still becomes a message.
         logger.exception("Review pipeline failed")
         return f"Review error: {exc}"
 
 
-def _review_instructions(project_root: Path, files: list[str] | None, platform: str | None) -> str:
+def _review_instructions(
+    project_root: Path, files: list[str] | None, platform: str | None, dialect: ReviewDialect
+) -> str:
     platform = platform or DEFAULT_PLATFORM
     if platform not in SUPPORTED_PLATFORMS:
         return (
@@ -120,11 +174,11 @@ def _review_instructions(project_root: Path, files: list[str] | None, platform: 
             f"Supported platforms: {', '.join(SUPPORTED_PLATFORMS)}"
         )
 
-    rules, failures = load_all_rules(project_root)
+    rules, failures = dialect.load_rules(project_root)
     if not rules:
         if failures:
-            return f"No valid .deepreview rules found. Parse errors:\n{_failure_lines(failures)}"
-        return NO_CONFIG
+            return f"{dialect.no_valid_rules} Parse errors:\n{_failure_lines(failures)}"
+        return dialect.no_config
 
     if files is not None:
         changed, rejected = confine_files(files, project_root)
@@ -135,6 +189,8 @@ def _review_instructions(project_root: Path, files: list[str] | None, platform: 
                 "Review error: Only files inside the project can be reviewed; rejected: "
                 + "; ".join(rejected)
             )
+        if dialect.drop_catch_all_for_files:
+            rules = [rule for rule in rules if not is_catch_all(rule)]
     else:
         try:
             changed = get_changed_files(project_root)
@@ -148,13 +204,15 @@ def _review_instructions(project_root: Path, files: list[str] | None, platform: 
         return NO_MATCHES
 
     try:
-        written = write_instruction_files(tasks, project_root)
+        written = write_instruction_files(
+            tasks, project_root, review_id=dialect.review_id, render=dialect.render
+        )
     except OSError as exc:
         return f"Review error: Error writing instruction files: {exc}"
-    if not written:
-        return ALL_PASSED
+    if not written and dialect.all_passed is not None:
+        return dialect.all_passed
 
-    output = format_for_claude(written)
+    output = dialect.format_tasks(written, project_root)
     if failures:
         output = (
             "Warning: Some .deepreview files could not be parsed:\n"
@@ -164,18 +222,22 @@ def _review_instructions(project_root: Path, files: list[str] | None, platform: 
 
 
 def get_configured_reviews(
-    *, project_root: Path, only_rules_matching_files: list[str] | None
+    *,
+    project_root: Path,
+    only_rules_matching_files: list[str] | None,
+    dialect: ReviewDialect = DIALECT_091,
 ) -> list[dict[str, str]]:
     """Rules in discovery order, optionally only those covering a file; parse errors appended."""
     project_root = Path(os.path.abspath(project_root))
-    rules, failures = load_all_rules(project_root)
+    rules, failures = dialect.load_rules(project_root)
     if only_rules_matching_files is not None:
         # Unusable paths simply match nothing here; this tool lists rules, it reviews nothing.
         wanted, _rejected = confine_files(only_rules_matching_files, project_root)
         rules = [
             rule
             for rule in rules
-            if any(file_matches_rule(path, rule, project_root) for path in wanted)
+            if not (dialect.drop_catch_all_for_files and is_catch_all(rule))
+            and any(file_matches_rule(path, rule, project_root) for path in wanted)
         ]
     listing = [
         {
@@ -192,6 +254,7 @@ def get_configured_reviews(
             "defining_file": str(failure.path),
         }
         for failure in failures
+        if failure.kind == "deepreview"
     ]
     return listing
 

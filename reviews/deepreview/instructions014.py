@@ -1,0 +1,157 @@
+"""A review's instruction file in DeepWork 0.14's layout (digest §5.5).
+
+Sections, each present only when it has content: the title with the scope, the project root
+(reviewers may run in another checkout), the review instructions, the relevant file contents
+(for an ``individual`` review the file under review first, then the rule's reference files,
+inlined), the files or the string value to review, the unchanged matching files, the whole change
+set, how to record the pass with the review id, and the rule's source.
+
+Inlining is bounded (``MAX_INLINED_FILES`` files, ``MAX_INLINED_BYTES`` in all): past that a
+file is cut or only named, so a huge reference never makes a huge instruction file. Files are
+read through ``workflows.files`` (inside the project, regular files only).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from reviews.deepreview.config import ReviewTask
+from reviews.deepreview.instructions import describe_scope
+from workflows.files import read_project_file
+
+MAX_INLINED_FILES = 20
+MAX_INLINED_BYTES = 256 * 1024
+
+FILE_UNDER_REVIEW = "File under review"
+
+_LANGUAGES = {
+    ".yml": "yaml",
+    ".yaml": "yaml",
+    ".json": "json",
+    ".md": "markdown",
+    ".py": "python",
+    ".sh": "bash",
+    ".toml": "toml",
+}
+_BACKTICKS = re.compile(r"`{3,}")
+
+
+def _language(path: str) -> str:
+    return _LANGUAGES.get(PurePosixPath(path).suffix.lower(), "text")
+
+
+def _fence(text: str) -> str:
+    # A longer fence than any run of backticks inside, so the content cannot close it.
+    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _decode(data: bytes, *, cut: bool) -> str:
+    """UTF-8 text; a cut may have split the last character, which is then left out."""
+    for drop in range(4 if cut else 1):
+        try:
+            return data[: len(data) - drop].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            error = exc
+    raise error
+
+
+def _relevant_files(task: ReviewTask, project_root: Path) -> list[str]:
+    entries: list[tuple[str, str]] = []
+    if task.rule.strategy == "individual":
+        entries += [(path, FILE_UNDER_REVIEW) for path in task.files_to_review]
+    entries += list(task.rule.reference_files)
+    if not entries:
+        return []
+    out = ["## Relevant File Contents", ""]
+    budget = MAX_INLINED_BYTES
+    omitted: list[str] = []
+    for index, (path, description) in enumerate(entries):
+        if index >= MAX_INLINED_FILES or budget <= 0:
+            omitted.append(path)
+            continue
+        out += [f"### {path}", ""]
+        if description:
+            out += [description, ""]
+        try:
+            read = read_project_file(root=project_root, relative=path, limit=budget)
+            text = _decode(read.data, cut=read.truncated)
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            out += [f"(could not inline {path}: {reason})", ""]
+            continue
+        budget -= len(read.data)
+        fence = _fence(text)
+        out += [f"{fence}{_language(path)}", text.rstrip("\n"), fence, ""]
+        if read.truncated:
+            out += [
+                f"(cut after {len(read.data)} of {read.size} bytes: the inlined contents are "
+                f"capped at {MAX_INLINED_BYTES} bytes in all; read the file for the rest)",
+                "",
+            ]
+    if omitted:
+        out += [
+            f"Not inlined (over the limit of {MAX_INLINED_FILES} files or "
+            f"{MAX_INLINED_BYTES} bytes); read them if you need them:",
+            "",
+            *(f"- @{path}" for path in omitted),
+            "",
+        ]
+    return out
+
+
+def _listed(heading: str, note: str, lines: Sequence[str]) -> list[str]:
+    return [heading, "", note, "", *lines, ""] if lines else []
+
+
+def render_014(
+    task: ReviewTask, review_id: str, project_root: Path, *, inline: str | None = None
+) -> str:
+    """The instruction file of ``task``; ``inline`` is the value of a string output."""
+    scope = "inline content" if inline is not None else describe_scope(task)
+    out = [f"# Review: {task.rule_name} — {scope}", ""]
+    out += [
+        "## Project Root",
+        "",
+        f"**Every path in this file is relative to the project root `{project_root}`: build "
+        "absolute paths from it, not from your working directory, which may be another "
+        "checkout of the project.**",
+        "",
+    ]
+    out += ["## Review Instructions", "", task.rule.instructions.strip(), ""]
+    out += _relevant_files(task, project_root)
+    if inline is not None:
+        out += ["## Content to Review", "", inline, ""]
+    else:
+        out += ["## Files to Review", "", *(f"- @{path}" for path in task.files_to_review), ""]
+    out += _listed(
+        "## Unchanged Matching Files",
+        "These files fall under the same rule but were not changed. They are here as "
+        "background only; review the files listed above.",
+        [f"- @{path}" for path in task.additional_files],
+    )
+    out += _listed(
+        "## All Changed Files",
+        "For orientation, this is the whole change set. Only the files under review are in "
+        "scope for this review.",
+        [f"- {path}" for path in task.all_changed_filenames],
+    )
+    out += [
+        "## After Review",
+        "",
+        "When the review passes, or once everything it found is fixed or dismissed, record "
+        "the pass by calling the `mark_review_as_passed` tool with:",
+        "",
+        f'- `review_id`: `"{review_id}"`',
+        "",
+    ]
+    if task.source_location:
+        out += [
+            "---",
+            "",
+            f"This review was requested by the policy at `{task.source_location}`.",
+            "",
+        ]
+    return "\n".join(out)
