@@ -130,6 +130,8 @@ class Identity:
     """Who one request acts as: the token, its project and toolsets, and its agent."""
 
     token_id: int
+    # The token's own agent id; its sub-agents are ``<token_agent_id>/<name>``.
+    token_agent_id: str
     project: Project
     toolsets: tuple[str, ...]
     agent: Agent
@@ -174,6 +176,41 @@ def token_agent_id(token: ApiToken, sub_agent: str | None = None) -> str:
             f"a letter or digit; got {sub_agent[:80]!r}",
         )
     return f"{base}/{sub_agent}"
+
+
+# A token's agent id as ``token_agent_id`` makes it, with any sub-agent after a '/'.
+TOKEN_AGENT = re.compile(r"token-(\d+)(?:-[a-z0-9_-]*)?(?:/.*)?", re.DOTALL)
+# DeepWork 0.14's stack ids are at most this long (``sessions014.stack_id_clean``).
+MAX_CONVERSATION_ID = 100
+
+
+def scoped_agent_id(identity: Identity, agent_id: str, *, acting: bool) -> str:
+    """What a tool argument naming an agent means over ``/mcp``: the token's agent, one of its
+    sub-agents (a bare name is one), or, only where the caller names another agent rather
+    than itself (``acting`` false), another token's agent by its full id. ``InvalidInput``
+    otherwise: one token never registers, heartbeats or reports as another's agent."""
+    base = identity.token_agent_id
+    mine = base + "/"
+    if agent_id == base or (
+        agent_id.startswith(mine) and SUB_AGENT.fullmatch(agent_id[len(mine) :])
+    ):
+        return agent_id
+    found = TOKEN_AGENT.fullmatch(agent_id)
+    if found is None and SUB_AGENT.fullmatch(agent_id):
+        return mine + agent_id
+    if found is not None and int(found[1]) != identity.token_id:
+        if not acting:
+            return agent_id
+        raise InvalidInput(
+            f"Agent {agent_id[:120]!r} belongs to another API token: over /mcp this token acts "
+            f"only as {base!r} or its sub-agents ({base}/<name>, or just <name>)"
+        )
+    raise InvalidInput(
+        f"Over /mcp an agent id is this token's {base!r}, one of its sub-agents {base}/<name>, "
+        "or just <name> (1 to 64 letters, digits, '.', '_' or '-', starting with a letter or "
+        f"digit){'' if acting else ', or another token agent by its full id'}; "
+        f"got {agent_id[:120]!r}"
+    )
 
 
 # A person's permission to drive sessions, as last read: (when read, allowed). Read again after
@@ -283,7 +320,13 @@ def identify(
         agent = _agent(project, token_agent_id(token, sub_agent))
     except InvalidInput as exc:
         raise Refused(400, "invalid_agent", str(exc)) from None
-    return Identity(token_id=token.pk, project=project, toolsets=toolsets, agent=agent)
+    return Identity(
+        token_id=token.pk,
+        token_agent_id=token_agent_id(token),
+        project=project,
+        toolsets=toolsets,
+        agent=agent,
+    )
 
 
 def still_authorised(token_id: int) -> bool:
@@ -317,11 +360,31 @@ class HostedState(ServerState):
         return current_identity().agent
 
     def sub_agent(self, name: str) -> Agent:
-        """The agent ``name`` under the request's token (e.g. DeepWork 0.14's ``agent_id``),
-        with its own stack; created on first use."""
+        """The agent ``name`` under the request's token, with its own stack; created on first
+        use."""
         identity = current_identity()
-        token = ApiToken.objects.get(pk=identity.token_id)
-        return _agent(identity.project, token_agent_id(token, name))
+        return _agent(identity.project, self.acting_agent_id(name))
+
+    def acting_agent_id(self, agent_id: str) -> str:
+        return scoped_agent_id(current_identity(), agent_id, acting=True)
+
+    def target_agent_id(self, agent_id: str) -> str:
+        return scoped_agent_id(current_identity(), agent_id, acting=False)
+
+    def conversation_scope(self) -> str:
+        return f"token-{current_identity().token_id}:"
+
+    def conversation_id(self, session_id: str) -> str:
+        scope = self.conversation_scope()
+        if len(scope) + len(session_id) > MAX_CONVERSATION_ID:
+            raise InvalidInput(
+                f"Over /mcp a session_id may be at most {MAX_CONVERSATION_ID - len(scope)} "
+                f"characters (it is kept as {scope}<session_id>); got {len(session_id)}"
+            )
+        return scope + session_id
+
+    def session_id_shown(self, conversation_id: str) -> str:
+        return conversation_id.removeprefix(self.conversation_scope())
 
     def claimed_agent(self) -> Agent | None:
         # No process holds a hosted agent: it is whoever presents the token.
