@@ -49,14 +49,16 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.models import ApiToken
-from api.services import api_token_authenticate
+from api.services import api_token_authenticate, api_token_roles_clean
 from mcp_bridge.state import ServerConfig, ServerState
 from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
 from reviews.services import REVIEW_TIMEOUT_SECONDS
+from workflows.dag import responsive_seconds
 from workflows.db import DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import InvalidInput
 from workflows.models import Agent, Project
 from workflows.services import agents as agent_services
+from workflows.services import dag as dag_services
 from workflows.services.catalog import Catalog
 
 logger = logging.getLogger("deepwork.mcp.hosted")
@@ -67,12 +69,15 @@ MCP_PATH = "/mcp"
 PROJECT_HEADER = "x-deepwork-project"
 TOOLSETS_HEADER = "x-deepwork-toolsets"
 AGENT_HEADER = "x-deepwork-agent"
+ROLES_HEADER = "x-deepwork-roles"
 # What the token's user must be allowed: MCP tools start and hand in sessions.
 DRIVE = "workflows.drive_session"
 # The SDK refuses larger bodies with 413; a cut-off request's id is read from at most this.
 MAX_BODY_KEPT = 4 * 1024 * 1024
 SUB_AGENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 AGENT_CACHE_SIZE = 4096
+# How often at most a hosted agent's heartbeat is written (``mcpserve`` heartbeats as often).
+HEARTBEAT_SECONDS = 20.0
 
 
 def _setting(name: str, default: str) -> str:
@@ -286,6 +291,48 @@ def _agent(project: Project, agent_id: str) -> Agent:
     return agent
 
 
+# A hosted agent is alive while it makes requests: per agent, when this process last wrote its
+# heartbeat and which roles it gave it. The heartbeat is written at most once per interval
+# (as often as ``mcpserve`` heartbeats), so a busy agent costs no write per request.
+_alive: dict[int, tuple[float, tuple[str, ...] | None]] = {}
+
+
+def heartbeat_seconds() -> float:
+    return min(HEARTBEAT_SECONDS, responsive_seconds() / 3)
+
+
+def _keep_alive(
+    project: Project, agent: Agent, roles: list[str] | None, toolsets: tuple[str, ...]
+) -> None:
+    """Heartbeat ``agent`` (throttled) and give it ``roles`` when they changed, as
+    ``mcpserve --agent-id --roles`` does for its agent; with the agents toolset, hand out the
+    DAG steps that may fit it now."""
+    now = time.monotonic()
+    last = _alive.get(agent.pk)
+    wanted = tuple(roles) if roles else None
+    if wanted is not None and (last is None or last[1] != wanted):
+        agent = dag_services.dag_agent_register(
+            project=project, agent_id=agent.agent_id, roles=list(wanted)
+        )
+    elif last is None or now - last[0] >= heartbeat_seconds():
+        agent = dag_services.dag_agent_heartbeat(project=project, agent_id=agent.agent_id)
+    else:
+        return
+    _alive[agent.pk] = (now, wanted)
+    if "agents" in toolsets and agent.takes_dag_steps:
+        dag_services.dag_dispatch(project=project)
+
+
+def _roles(token: ApiToken, header: str | None) -> list[str] | None:
+    """The roles a request gives its agent: the header's if sent, else the token's."""
+    if header is None:
+        return list(token.mcp_roles or []) or None
+    try:
+        return api_token_roles_clean(r for r in header.split(",") if r.strip()) or None
+    except InvalidInput as exc:
+        raise Refused(400, "invalid_roles", f"X-Deepwork-Roles: {exc}") from None
+
+
 def identify(
     *,
     secret: str | None,
@@ -293,6 +340,7 @@ def identify(
     toolsets_ref: str | None,
     sub_agent: str | None,
     default_toolsets: tuple[str, ...],
+    roles: str | None = None,
 ) -> Identity:
     """The identity a request's headers name, or ``Refused`` saying why there is none."""
     if not secret:
@@ -316,10 +364,12 @@ def identify(
     except UnknownToolset as exc:
         raise Refused(400, "unknown_toolset", str(exc)) from None
     project = _project(token, project_ref)
+    wanted = _roles(token, roles)
     try:
         agent = _agent(project, token_agent_id(token, sub_agent))
     except InvalidInput as exc:
         raise Refused(400, "invalid_agent", str(exc)) from None
+    _keep_alive(project, agent, wanted, toolsets)
     return Identity(
         token_id=token.pk,
         token_agent_id=token_agent_id(token),
@@ -687,6 +737,7 @@ class HostedMcp:
             toolsets_ref=first("toolsets", TOOLSETS_HEADER),
             sub_agent=headers.get(AGENT_HEADER),
             default_toolsets=config.toolsets,
+            roles=headers.get(ROLES_HEADER),
         )
         try:
             identity = await db_sync_to_async(retrying_when_busy(lookup))()

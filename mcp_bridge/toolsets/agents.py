@@ -523,7 +523,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         return await _db(state, "heartbeat", {"agent_id": agent_id}, call)
 
     def _assignments(agent_id: str, *, timed_out: bool = False) -> DagAssignmentsResponse:
-        agent = services.dag_agent(project=state.project(), agent_id=state.acting_agent_id(agent_id))
+        agent = services.dag_agent(
+            project=state.project(), agent_id=state.acting_agent_id(agent_id)
+        )
         rows = selectors.dag_assignments(agent=agent)
         return DagAssignmentsResponse(
             agent_id=agent.agent_id,

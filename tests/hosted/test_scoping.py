@@ -5,11 +5,16 @@ and two tokens using the same ``session_id`` keep two stacks. Real HTTP, real uv
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
+from django.test import Client as PageClient
 from fastmcp import Client
 
+from api.models import ApiToken
 from mcp_bridge.hosted import Identity, scoped_agent_id
 from tests.deepwork014.fixtures import DEMO14_JOB
+from tests.factories import make_user
 from tests.hosted.conftest import Tokens, call, mcp_client
+from tests.hosted.test_hosted_mcp import ACCEPT, post
 from workflows.errors import InvalidInput
 from workflows.models import Agent, WorkflowSession
 
@@ -80,7 +85,9 @@ async def test_a_token_acts_only_as_its_own_agents_in_the_agents_toolset(web, to
             {"workflow_id": workflow_id, "triggering_agent_id": f"{tokens.bound_agent}/boss"},
         )
         assert "belongs to another API token" in message
-        await call(alice, "execute_workflow", {"workflow_id": workflow_id, "triggering_agent_id": "boss"})
+        await call(
+            alice, "execute_workflow", {"workflow_id": workflow_id, "triggering_agent_id": "boss"}
+        )
         report = {"workflow_id": workflow_id, "step_id": "a", "result": "done"}
         message = await refused(
             bob, "report_step_completion", {**report, "agent_id": alices_worker}
@@ -217,3 +224,50 @@ def tokens_free_identity() -> Identity:
         toolsets=("agents",),
         agent=None,  # type: ignore[arg-type]
     )
+
+
+# --- A hosted agent's heartbeat and roles, as the agents page shows them ----------------------
+
+
+def agents_page() -> str:
+    watcher = make_user(username="watcher", perms=("workflows.view_workflowsession",))
+    page = PageClient()
+    page.force_login(watcher)
+    response = page.get("/agents/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+async def test_hosted_agents_heartbeat_and_have_roles_on_the_agents_page(web, tokens):
+    token = await ApiToken.objects.aget(pk=int(tokens.bound_agent.split("-")[1]))
+    token.mcp_roles = ["swe", "qa"]
+    await token.asave(update_fields=["mcp_roles"])
+    itself = mcp_client(web, tokens.bound, "auto")
+    # A sub-agent named by header takes the roles its header names.
+    reviewer = mcp_client(
+        web, tokens.bound, "legacy", **{"X-Deepwork-Agent": "rev", "X-Deepwork-Roles": "review"}
+    )
+    async with itself, reviewer:
+        await itself.list_tools()
+        await reviewer.list_tools()
+    rows = {
+        a.agent_id: (a.roles, a.heartbeat_at is not None, a.takes_dag_steps)
+        async for a in Agent.objects.filter(agent_id__startswith="token-")
+    }
+    assert rows == {
+        tokens.bound_agent: (["swe", "qa"], True, True),
+        f"{tokens.bound_agent}/rev": (["review"], True, True),
+    }
+    page = await sync_to_async(agents_page)()
+    assert f'data-agent-id="{tokens.bound_agent}" data-responsive="true"' in page
+    assert "swe, qa" in page
+    assert f'data-agent-id="{tokens.bound_agent}/rev" data-responsive="true"' in page
+
+    # Bad roles in the header: refused before anything changes.
+    status, body = post(
+        web,
+        {**ACCEPT, "Authorization": f"Bearer {tokens.bound}", "X-Deepwork-Roles": "a," + "x" * 129},
+    )
+    assert status == 400
+    assert "X-Deepwork-Roles: Roles are names of 1 to 128 characters" in body
+    assert (await Agent.objects.aget(agent_id=tokens.bound_agent)).roles == ["swe", "qa"]
