@@ -481,6 +481,33 @@ def _build_state(project: Project, config: HostedConfig) -> HostedState:
 # --- One FastMCP app per (project, toolsets), started on first use ----------------------------
 
 
+class _ToolSchemas:
+    """The input schemas a server's ``tools/list`` advertises, by tool name, for the SDK's
+    check of a 2026-07-28 call's ``Mcp-Param-*`` headers. Without them the SDK lists every
+    tool (and renders every schema) on each call; here they are listed again only when older
+    than ``TOOL_SCHEMAS_SECONDS``, so a tool added at run time (``refresh_workflow_tools``)
+    is checked from then on (before, the SDK skips the check, as for any tool it cannot find).
+    """
+
+    def __init__(self, mcp: Any) -> None:
+        self._mcp = mcp
+        self._by_name: dict[str, Any] = {}
+        self._listed_at: float | None = None
+
+    def get(self, name: str) -> Any:
+        return self._by_name.get(name)
+
+    async def fresh(self) -> None:
+        now = time.monotonic()
+        if self._listed_at is not None and now - self._listed_at < TOOL_SCHEMAS_SECONDS:
+            return
+        self._listed_at = now
+        self._by_name = {tool.name: tool.parameters for tool in await self._mcp.list_tools()}
+
+
+TOOL_SCHEMAS_SECONDS = 10.0
+
+
 class _Servers:
     """This process's FastMCP apps. Each app's lifespan (the SDK's session manager) runs in a
     task of its own, started on first use and stopped by ``shutdown``: a lifespan must end in
@@ -488,6 +515,7 @@ class _Servers:
 
     def __init__(self) -> None:
         self._apps: dict[tuple[int, tuple[str, ...]], ASGIApp] = {}
+        self._schemas: dict[tuple[int, tuple[str, ...]], _ToolSchemas] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
@@ -504,20 +532,26 @@ class _Servers:
         key = (identity.project.pk, identity.toolsets)
         app = self._apps.get(key)
         if app is not None:
+            await self._schemas[key].fresh()
             return app
         assert self._lock is not None
         async with self._lock:
             app = self._apps.get(key)
             if app is None:
-                app = await self._start(identity, config)
-                self._apps[key] = app
+                app, schemas = await self._start(identity, config)
+                await schemas.fresh()
+                self._apps[key], self._schemas[key] = app, schemas
         return app
 
-    async def _start(self, identity: Identity, config: HostedConfig) -> ASGIApp:
+    async def _start(
+        self, identity: Identity, config: HostedConfig
+    ) -> tuple[ASGIApp, _ToolSchemas]:
         from mcp_bridge.server import server_for_state
 
         state = await db_sync_to_async(_build_state)(identity.project, config)
         mcp = server_for_state(state, toolsets=identity.toolsets)
+        schemas = _ToolSchemas(mcp)
+        mcp._mcp_server.get_tool_input_schema = schemas.get
         # The guard runs in front of the token check (HostedMcp), so the app needs none.
         app = mcp.http_app(path=MCP_PATH, stateless_http=True, host_origin_protection=False)
         ready = asyncio.Event()
@@ -543,7 +577,7 @@ class _Servers:
             ",".join(identity.toolsets),
             os.getpid(),
         )
-        return app
+        return app, schemas
 
     async def shutdown(self) -> None:
         if self._loop is not asyncio.get_running_loop() or self._stop is None:
@@ -570,7 +604,7 @@ class _DatabaseThreads:
 
     Django code called from async code runs on one thread per "thread-sensitive context"; left
     alone, every request of a worker would queue for a single thread. Each request here gets
-    the least busy of ``DEEPWORK_MCP_DB_THREADS`` long-lived threads (default 4 on PostgreSQL;
+    the least busy of ``DEEPWORK_MCP_DB_THREADS`` long-lived threads (default 16 on PostgreSQL;
     1 on SQLite, which takes one writer at a time anyway).
     """
 
@@ -579,7 +613,7 @@ class _DatabaseThreads:
         self._busy: list[int] = []
 
     def _start(self) -> None:
-        default = "1" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "4"
+        default = "1" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "16"
         count = max(1, int(_setting("DEEPWORK_MCP_DB_THREADS", default)))
         self._executors = [
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="deepwork-mcp-db")
