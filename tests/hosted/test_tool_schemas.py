@@ -19,7 +19,7 @@ async def test_schemas_are_the_advertised_ones_and_follow_new_tools(monkeypatch)
     schemas = hosted._ToolSchemas(mcp)
     await schemas.fresh()
     async with Client(mcp) as client:
-        listed = {tool.name: tool.inputSchema for tool in await client.list_tools()}
+        listed = {tool.name: tool.input_schema for tool in await client.list_tools()}
     assert schemas.get("one") == listed["one"]
     assert schemas.get("two") is None
 
@@ -33,5 +33,5 @@ async def test_schemas_are_the_advertised_ones_and_follow_new_tools(monkeypatch)
     monkeypatch.setattr(hosted, "TOOL_SCHEMAS_SECONDS", 0.0)
     await schemas.fresh()
     async with Client(mcp) as client:
-        listed = {tool.name: tool.inputSchema for tool in await client.list_tools()}
+        listed = {tool.name: tool.input_schema for tool in await client.list_tools()}
     assert schemas.get("two") == listed["two"]
