@@ -321,6 +321,20 @@ def lost_transitions(env: dict[str, str], prefix: str, agents: int, steps: int) 
     return agents * steps - recorded
 
 
+def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen[bytes]:
+    web = subprocess.Popen(
+        [PYTHON, "-m", "uvicorn", "deepwork_site.asgi:application"]
+        + ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+        + ["--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    wait_port(web, port)
+    return web
+
+
 def wait_port(process: subprocess.Popen[bytes], port: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -340,6 +354,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
+    parser.add_argument(
+        "--dashboard-process",
+        action="store_true",
+        help="serve the watcher's live socket from a web process of its own (same database and "
+        "Redis) instead of the workers serving /mcp",
+    )
     options = parser.parse_args()
     if not options.database_url.startswith("postgres"):
         log("hosted bench: skipped, it needs PostgreSQL (--database-url or DATABASE_URL)")
@@ -367,22 +387,17 @@ def main() -> int:
         if redis:
             env["REDIS_URL"] = redis
         database.create()
-        web = None
+        web = dashboard = None
         try:
             manage(env, "migrate", "--noinput", "-v0")
             made = json.loads(manage(env, "shell", "-c", SETUP).strip().splitlines()[-1])
             secrets = made["secrets"]
             port = free_port()
-            web = subprocess.Popen(
-                [PYTHON, "-m", "uvicorn", "deepwork_site.asgi:application"]
-                + ["--host", "127.0.0.1", "--port", str(port), "--workers", str(options.workers)]
-                + ["--log-level", "warning"],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            wait_port(web, port)
+            web = start_web(env, port, options.workers)
+            live_port = port
+            if options.dashboard_process:
+                live_port = free_port()
+                dashboard = start_web(env, live_port, 1)
             log(f"hosted: {options.agents} agents x {options.steps} steps over /mcp")
             hosted = [
                 Client(
@@ -395,16 +410,18 @@ def main() -> int:
                 )
                 for secret in secrets
             ]
-            watcher = LiveWatcher(f"http://127.0.0.1:{port}", made["session"])
+            watcher = LiveWatcher(f"http://127.0.0.1:{live_port}", made["session"])
             results["hosted"] = asyncio.run(run_mode(hosted, options.steps, watcher))
             results["hosted"]["lost_transitions"] = lost_transitions(
                 env, "token-", options.agents, options.steps
             )
             # The stdio agents get the machine (and the database's connections) to themselves,
             # as the hosted ones had.
-            web.terminate()
-            web.wait(timeout=30)
-            web = None
+            for server in (web, dashboard):
+                if server is not None:
+                    server.terminate()
+                    server.wait(timeout=30)
+            web = dashboard = None
             log(f"stdio: {options.agents} agents x {options.steps} steps, one mcpserve each")
             stdio = [
                 Client(
@@ -431,12 +448,14 @@ def main() -> int:
                 env, "stdio-", options.agents, options.steps
             )
         finally:
-            if web is not None:
-                web.terminate()
-                web.wait(timeout=30)
+            for server in (web, dashboard):
+                if server is not None:
+                    server.terminate()
+                    server.wait(timeout=30)
             database.drop()
 
     results["redis"] = bool(redis)
+    results["dashboard_process"] = options.dashboard_process
     results["workers"] = options.workers
     print(
         f"\nHosted MCP: {options.agents} agents x {options.steps} steps, PostgreSQL, "
@@ -459,7 +478,9 @@ def main() -> int:
     live = results["hosted"]["live"]
     if live and live["events"]:
         print(
-            f"dashboard live socket during the hosted run: {live['events']} events, "
+            f"dashboard live socket during the hosted run "
+            f"({'own process' if options.dashboard_process else 'on the /mcp workers'}): "
+            f"{live['events']} events, "
             f"p50 {live['p50_ms']:.0f} ms, p95 {live['p95_ms']:.0f} ms, "
             f"max {live['max_ms']:.0f} ms (event written -> message received; "
             "target p95 < 200 ms with Redis)"
