@@ -17,9 +17,10 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.cache import add_never_cache_headers
 
 from api.models import ApiToken
-from api.services import api_token_create, api_token_revoke
+from api.services import api_token_create, api_token_revoke, api_token_roles_clean
 from deepwork_site.admin_helpers import admin_page, plural
 from deepwork_site.auth import signed_in_user
+from workflows.errors import InvalidInput
 
 
 class _WithSecret(Protocol):
@@ -30,7 +31,7 @@ class _WithSecret(Protocol):
 class ApiTokenAddForm(forms.ModelForm):
     class Meta:
         model = ApiToken
-        fields = ["user", "name", "mcp", "mcp_project"]
+        fields = ["user", "name", "mcp", "mcp_project", "mcp_roles"]
 
     def clean(self) -> dict[str, Any]:
         super().clean()
@@ -47,6 +48,16 @@ class ApiTokenAddForm(forms.ModelForm):
             self.add_error("name", "This user already has a live token with this name.")
         if cleaned.get("mcp_project") is not None and not cleaned.get("mcp"):
             self.add_error("mcp_project", "A project binds MCP use: tick MCP too.")
+        roles = cleaned.get("mcp_roles") or []
+        if not isinstance(roles, list):
+            self.add_error("mcp_roles", 'A JSON list of role names, e.g. ["swe", "qa"].')
+        else:
+            try:
+                cleaned["mcp_roles"] = api_token_roles_clean(roles)
+            except InvalidInput as exc:
+                self.add_error("mcp_roles", str(exc))
+            if roles and not cleaned.get("mcp"):
+                self.add_error("mcp_roles", "Roles are those of the token's MCP agent: tick MCP.")
         return cleaned
 
 
@@ -61,6 +72,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "name",
         "mcp",
         "mcp_project",
+        "mcp_roles",
         "prefix",
         "created_at",
         "last_used_at",
@@ -100,7 +112,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> tuple[str, ...]:
         # A tuple: a list[str] is not the list of field groups the admin's signature promises.
-        adding = ("user", "name", "mcp", "mcp_project")
+        adding = ("user", "name", "mcp", "mcp_project", "mcp_roles")
         return adding if obj is None else tuple(self.readonly_fields)
 
     def has_delete_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
@@ -118,6 +130,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
             by=signed_in_user(request),
             mcp=obj.mcp,
             mcp_project=obj.mcp_project,
+            mcp_roles=obj.mcp_roles or [],
         )
         # The admin logs and links the object it passed in: make it the saved token.
         for field in ApiToken._meta.concrete_fields:

@@ -38,6 +38,13 @@ class ApiToken(models.Model):
         related_name="+",
         help_text="The only project this token may use over MCP (empty: any, named per request).",
     )
+    # What the dashboard's agents page shows for the token's agent, and which DAG steps
+    # (agents toolset) it takes; a request's X-Deepwork-Roles header may name others.
+    mcp_roles = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Roles of this token\'s agent over MCP, e.g. ["swe", "qa"] (empty: none).',
+    )
 
     class Meta:
         verbose_name = "API token"

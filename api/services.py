@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,7 @@ from django.utils import timezone
 
 from api.models import ApiToken
 from workflows.errors import InvalidInput
+from workflows.services.dag import MAX_ROLES
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -43,11 +45,12 @@ def api_token_create(
     by: User | None = None,
     mcp: bool = False,
     mcp_project: Project | None = None,
+    mcp_roles: Sequence[str] = (),
 ) -> tuple[ApiToken, str]:
     """Make a token for ``user``; returns it with its secret, which is never stored or shown
     again. ``by``, the person asking (None: the server's operator, e.g. the command
     line), must be ``user`` or a superuser. ``mcp`` lets the token connect to ``/mcp`` as an
-    agent, bound to ``mcp_project`` when given."""
+    agent, bound to ``mcp_project`` when given, with the roles ``mcp_roles``."""
     if not _may_act_for(by, user.pk):
         raise PermissionDenied("Only a superuser may make a token for another user")
     name = name.strip()
@@ -57,6 +60,9 @@ def api_token_create(
         raise InvalidInput(f"User '{user.get_username()}' is inactive")
     if mcp_project is not None and not mcp:
         raise InvalidInput("A project binds a token's MCP use: allow MCP to give it one")
+    roles = api_token_roles_clean(mcp_roles)
+    if roles and not mcp:
+        raise InvalidInput("Roles are those of a token's MCP agent: allow MCP to give it some")
     secret = TOKEN_SCHEME + secrets.token_urlsafe(32)
     try:
         with transaction.atomic():
@@ -67,12 +73,27 @@ def api_token_create(
                 key_hash=_hash(secret),
                 mcp=mcp,
                 mcp_project=mcp_project,
+                mcp_roles=roles,
             )
     except IntegrityError:
         raise InvalidInput(
             f"User '{user.get_username()}' already has a live token named '{name}'"
         ) from None
     return token, secret
+
+
+def api_token_roles_clean(roles: Iterable[object]) -> list[str]:
+    """Role names as given (stripped, each once), or ``InvalidInput`` naming the rule: what
+    ``register_agent`` of the agents toolset accepts."""
+    clean: list[str] = []
+    for role in roles:
+        if not isinstance(role, str) or not role.strip() or len(role.strip()) > 128:
+            raise InvalidInput(f"Roles are names of 1 to 128 characters; got {role!r:.80}")
+        if role.strip() not in clean:
+            clean.append(role.strip())
+    if len(clean) > MAX_ROLES:
+        raise InvalidInput(f"{len(clean)} roles; at most {MAX_ROLES} are allowed")
+    return clean
 
 
 def api_token_revoke(*, token: ApiToken, by: User | None = None) -> bool:

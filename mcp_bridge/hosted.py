@@ -49,14 +49,16 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.models import ApiToken
-from api.services import api_token_authenticate
+from api.services import api_token_authenticate, api_token_roles_clean
 from mcp_bridge.state import ServerConfig, ServerState
 from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
 from reviews.services import REVIEW_TIMEOUT_SECONDS
+from workflows.dag import responsive_seconds
 from workflows.db import DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import InvalidInput
 from workflows.models import Agent, Project
 from workflows.services import agents as agent_services
+from workflows.services import dag as dag_services
 from workflows.services.catalog import Catalog
 
 logger = logging.getLogger("deepwork.mcp.hosted")
@@ -67,12 +69,15 @@ MCP_PATH = "/mcp"
 PROJECT_HEADER = "x-deepwork-project"
 TOOLSETS_HEADER = "x-deepwork-toolsets"
 AGENT_HEADER = "x-deepwork-agent"
+ROLES_HEADER = "x-deepwork-roles"
 # What the token's user must be allowed: MCP tools start and hand in sessions.
 DRIVE = "workflows.drive_session"
 # The SDK refuses larger bodies with 413; a cut-off request's id is read from at most this.
 MAX_BODY_KEPT = 4 * 1024 * 1024
 SUB_AGENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 AGENT_CACHE_SIZE = 4096
+# How often at most a hosted agent's heartbeat is written (``mcpserve`` heartbeats as often).
+HEARTBEAT_SECONDS = 20.0
 
 
 def _setting(name: str, default: str) -> str:
@@ -130,6 +135,8 @@ class Identity:
     """Who one request acts as: the token, its project and toolsets, and its agent."""
 
     token_id: int
+    # The token's own agent id; its sub-agents are ``<token_agent_id>/<name>``.
+    token_agent_id: str
     project: Project
     toolsets: tuple[str, ...]
     agent: Agent
@@ -174,6 +181,41 @@ def token_agent_id(token: ApiToken, sub_agent: str | None = None) -> str:
             f"a letter or digit; got {sub_agent[:80]!r}",
         )
     return f"{base}/{sub_agent}"
+
+
+# A token's agent id as ``token_agent_id`` makes it, with any sub-agent after a '/'.
+TOKEN_AGENT = re.compile(r"token-(\d+)(?:-[a-z0-9_-]*)?(?:/.*)?", re.DOTALL)
+# DeepWork 0.14's stack ids are at most this long (``sessions014.stack_id_clean``).
+MAX_CONVERSATION_ID = 100
+
+
+def scoped_agent_id(identity: Identity, agent_id: str, *, acting: bool) -> str:
+    """What a tool argument naming an agent means over ``/mcp``: the token's agent, one of its
+    sub-agents (a bare name is one), or, only where the caller names another agent rather
+    than itself (``acting`` false), another token's agent by its full id. ``InvalidInput``
+    otherwise: one token never registers, heartbeats or reports as another's agent."""
+    base = identity.token_agent_id
+    mine = base + "/"
+    if agent_id == base or (
+        agent_id.startswith(mine) and SUB_AGENT.fullmatch(agent_id[len(mine) :])
+    ):
+        return agent_id
+    found = TOKEN_AGENT.fullmatch(agent_id)
+    if found is None and SUB_AGENT.fullmatch(agent_id):
+        return mine + agent_id
+    if found is not None and int(found[1]) != identity.token_id:
+        if not acting:
+            return agent_id
+        raise InvalidInput(
+            f"Agent {agent_id[:120]!r} belongs to another API token: over /mcp this token acts "
+            f"only as {base!r} or its sub-agents ({base}/<name>, or just <name>)"
+        )
+    raise InvalidInput(
+        f"Over /mcp an agent id is this token's {base!r}, one of its sub-agents {base}/<name>, "
+        "or just <name> (1 to 64 letters, digits, '.', '_' or '-', starting with a letter or "
+        f"digit){'' if acting else ', or another token agent by its full id'}; "
+        f"got {agent_id[:120]!r}"
+    )
 
 
 # A person's permission to drive sessions, as last read: (when read, allowed). Read again after
@@ -249,6 +291,48 @@ def _agent(project: Project, agent_id: str) -> Agent:
     return agent
 
 
+# A hosted agent is alive while it makes requests: per agent, when this process last wrote its
+# heartbeat and which roles it gave it. The heartbeat is written at most once per interval
+# (as often as ``mcpserve`` heartbeats), so a busy agent costs no write per request.
+_alive: dict[int, tuple[float, tuple[str, ...] | None]] = {}
+
+
+def heartbeat_seconds() -> float:
+    return min(HEARTBEAT_SECONDS, responsive_seconds() / 3)
+
+
+def _keep_alive(
+    project: Project, agent: Agent, roles: list[str] | None, toolsets: tuple[str, ...]
+) -> None:
+    """Heartbeat ``agent`` (throttled) and give it ``roles`` when they changed, as
+    ``mcpserve --agent-id --roles`` does for its agent; with the agents toolset, hand out the
+    DAG steps that may fit it now."""
+    now = time.monotonic()
+    last = _alive.get(agent.pk)
+    wanted = tuple(roles) if roles else None
+    if wanted is not None and (last is None or last[1] != wanted):
+        agent = dag_services.dag_agent_register(
+            project=project, agent_id=agent.agent_id, roles=list(wanted)
+        )
+    elif last is None or now - last[0] >= heartbeat_seconds():
+        agent = dag_services.dag_agent_heartbeat(project=project, agent_id=agent.agent_id)
+    else:
+        return
+    _alive[agent.pk] = (now, wanted)
+    if "agents" in toolsets and agent.takes_dag_steps:
+        dag_services.dag_dispatch(project=project)
+
+
+def _roles(token: ApiToken, header: str | None) -> list[str] | None:
+    """The roles a request gives its agent: the header's if sent, else the token's."""
+    if header is None:
+        return list(token.mcp_roles or []) or None
+    try:
+        return api_token_roles_clean(r for r in header.split(",") if r.strip()) or None
+    except InvalidInput as exc:
+        raise Refused(400, "invalid_roles", f"X-Deepwork-Roles: {exc}") from None
+
+
 def identify(
     *,
     secret: str | None,
@@ -256,6 +340,7 @@ def identify(
     toolsets_ref: str | None,
     sub_agent: str | None,
     default_toolsets: tuple[str, ...],
+    roles: str | None = None,
 ) -> Identity:
     """The identity a request's headers name, or ``Refused`` saying why there is none."""
     if not secret:
@@ -279,11 +364,19 @@ def identify(
     except UnknownToolset as exc:
         raise Refused(400, "unknown_toolset", str(exc)) from None
     project = _project(token, project_ref)
+    wanted = _roles(token, roles)
     try:
         agent = _agent(project, token_agent_id(token, sub_agent))
     except InvalidInput as exc:
         raise Refused(400, "invalid_agent", str(exc)) from None
-    return Identity(token_id=token.pk, project=project, toolsets=toolsets, agent=agent)
+    _keep_alive(project, agent, wanted, toolsets)
+    return Identity(
+        token_id=token.pk,
+        token_agent_id=token_agent_id(token),
+        project=project,
+        toolsets=toolsets,
+        agent=agent,
+    )
 
 
 def still_authorised(token_id: int) -> bool:
@@ -317,11 +410,31 @@ class HostedState(ServerState):
         return current_identity().agent
 
     def sub_agent(self, name: str) -> Agent:
-        """The agent ``name`` under the request's token (e.g. DeepWork 0.14's ``agent_id``),
-        with its own stack; created on first use."""
+        """The agent ``name`` under the request's token, with its own stack; created on first
+        use."""
         identity = current_identity()
-        token = ApiToken.objects.get(pk=identity.token_id)
-        return _agent(identity.project, token_agent_id(token, name))
+        return _agent(identity.project, self.acting_agent_id(name))
+
+    def acting_agent_id(self, agent_id: str) -> str:
+        return scoped_agent_id(current_identity(), agent_id, acting=True)
+
+    def target_agent_id(self, agent_id: str) -> str:
+        return scoped_agent_id(current_identity(), agent_id, acting=False)
+
+    def conversation_scope(self) -> str:
+        return f"token-{current_identity().token_id}:"
+
+    def conversation_id(self, session_id: str) -> str:
+        scope = self.conversation_scope()
+        if len(scope) + len(session_id) > MAX_CONVERSATION_ID:
+            raise InvalidInput(
+                f"Over /mcp a session_id may be at most {MAX_CONVERSATION_ID - len(scope)} "
+                f"characters (it is kept as {scope}<session_id>); got {len(session_id)}"
+            )
+        return scope + session_id
+
+    def session_id_shown(self, conversation_id: str) -> str:
+        return conversation_id.removeprefix(self.conversation_scope())
 
     def claimed_agent(self) -> Agent | None:
         # No process holds a hosted agent: it is whoever presents the token.
@@ -368,6 +481,33 @@ def _build_state(project: Project, config: HostedConfig) -> HostedState:
 # --- One FastMCP app per (project, toolsets), started on first use ----------------------------
 
 
+class _ToolSchemas:
+    """The input schemas a server's ``tools/list`` advertises, by tool name, for the SDK's
+    check of a 2026-07-28 call's ``Mcp-Param-*`` headers. Without them the SDK lists every
+    tool (and renders every schema) on each call; here they are listed again only when older
+    than ``TOOL_SCHEMAS_SECONDS``, so a tool added at run time (``refresh_workflow_tools``)
+    is checked from then on (before, the SDK skips the check, as for any tool it cannot find).
+    """
+
+    def __init__(self, mcp: Any) -> None:
+        self._mcp = mcp
+        self._by_name: dict[str, Any] = {}
+        self._listed_at: float | None = None
+
+    def get(self, name: str) -> Any:
+        return self._by_name.get(name)
+
+    async def fresh(self) -> None:
+        now = time.monotonic()
+        if self._listed_at is not None and now - self._listed_at < TOOL_SCHEMAS_SECONDS:
+            return
+        self._listed_at = now
+        self._by_name = {tool.name: tool.parameters for tool in await self._mcp.list_tools()}
+
+
+TOOL_SCHEMAS_SECONDS = 10.0
+
+
 class _Servers:
     """This process's FastMCP apps. Each app's lifespan (the SDK's session manager) runs in a
     task of its own, started on first use and stopped by ``shutdown``: a lifespan must end in
@@ -375,6 +515,7 @@ class _Servers:
 
     def __init__(self) -> None:
         self._apps: dict[tuple[int, tuple[str, ...]], ASGIApp] = {}
+        self._schemas: dict[tuple[int, tuple[str, ...]], _ToolSchemas] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._lock: asyncio.Lock | None = None
         self._stop: asyncio.Event | None = None
@@ -391,20 +532,26 @@ class _Servers:
         key = (identity.project.pk, identity.toolsets)
         app = self._apps.get(key)
         if app is not None:
+            await self._schemas[key].fresh()
             return app
         assert self._lock is not None
         async with self._lock:
             app = self._apps.get(key)
             if app is None:
-                app = await self._start(identity, config)
-                self._apps[key] = app
+                app, schemas = await self._start(identity, config)
+                await schemas.fresh()
+                self._apps[key], self._schemas[key] = app, schemas
         return app
 
-    async def _start(self, identity: Identity, config: HostedConfig) -> ASGIApp:
+    async def _start(
+        self, identity: Identity, config: HostedConfig
+    ) -> tuple[ASGIApp, _ToolSchemas]:
         from mcp_bridge.server import server_for_state
 
         state = await db_sync_to_async(_build_state)(identity.project, config)
         mcp = server_for_state(state, toolsets=identity.toolsets)
+        schemas = _ToolSchemas(mcp)
+        mcp._mcp_server.get_tool_input_schema = schemas.get
         # The guard runs in front of the token check (HostedMcp), so the app needs none.
         app = mcp.http_app(path=MCP_PATH, stateless_http=True, host_origin_protection=False)
         ready = asyncio.Event()
@@ -430,7 +577,7 @@ class _Servers:
             ",".join(identity.toolsets),
             os.getpid(),
         )
-        return app
+        return app, schemas
 
     async def shutdown(self) -> None:
         if self._loop is not asyncio.get_running_loop() or self._stop is None:
@@ -457,7 +604,7 @@ class _DatabaseThreads:
 
     Django code called from async code runs on one thread per "thread-sensitive context"; left
     alone, every request of a worker would queue for a single thread. Each request here gets
-    the least busy of ``DEEPWORK_MCP_DB_THREADS`` long-lived threads (default 4 on PostgreSQL;
+    the least busy of ``DEEPWORK_MCP_DB_THREADS`` long-lived threads (default 16 on PostgreSQL;
     1 on SQLite, which takes one writer at a time anyway).
     """
 
@@ -466,7 +613,7 @@ class _DatabaseThreads:
         self._busy: list[int] = []
 
     def _start(self) -> None:
-        default = "1" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "4"
+        default = "1" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "16"
         count = max(1, int(_setting("DEEPWORK_MCP_DB_THREADS", default)))
         self._executors = [
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="deepwork-mcp-db")
@@ -624,6 +771,7 @@ class HostedMcp:
             toolsets_ref=first("toolsets", TOOLSETS_HEADER),
             sub_agent=headers.get(AGENT_HEADER),
             default_toolsets=config.toolsets,
+            roles=headers.get(ROLES_HEADER),
         )
         try:
             identity = await db_sync_to_async(retrying_when_busy(lookup))()

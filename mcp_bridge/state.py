@@ -98,6 +98,32 @@ class ServerState:
             if self._agent is not None:
                 agent_services.agent_release(agent=self._agent, holder=self.holder)
 
+    # Tool arguments that name agents or stacks: a stdio server's client is trusted with its
+    # project's whole database, so they mean what they say. ``HostedState`` scopes them under
+    # the request's token (``/mcp`` serves many identities from one server).
+
+    def acting_agent_id(self, agent_id: str) -> str:
+        """The agent an argument naming the caller itself (``agent_id``, ``creator_id``...)
+        stands for."""
+        return agent_id
+
+    def target_agent_id(self, agent_id: str) -> str:
+        """The agent an argument naming some other agent (a step's ``assigned_agent_id``, a
+        ``creator_id`` filter) stands for."""
+        return agent_id
+
+    def conversation_id(self, session_id: str) -> str:
+        """The stored conversation id of DeepWork 0.14's ``session_id`` (its stacks' key)."""
+        return session_id
+
+    def session_id_shown(self, conversation_id: str) -> str:
+        """``conversation_id`` as the caller named it (inverse of ``conversation_id``)."""
+        return conversation_id
+
+    def conversation_scope(self) -> str:
+        """What tells apart the callers whose conversations are kept apart ('' for stdio)."""
+        return ""
+
 
 def _gate_config(config: ServerConfig) -> GateConfig | None:
     if not config.enable_quality_gate:

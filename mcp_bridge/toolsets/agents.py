@@ -273,6 +273,20 @@ async def _db(state: ServerState, tool: str, params: dict[str, Any], fn: Callabl
     return answer
 
 
+def _targeting(state: ServerState, steps: list[Any]) -> list[Any]:
+    """``steps`` with each ``assigned_agent_id`` meaning what the caller's state says it does
+    (over ``/mcp``, a bare name is a sub-agent of the caller's token); anything else malformed
+    is left for the engine to refuse."""
+    scoped = []
+    for step in steps:
+        target = step.get("assigned_agent_id") if isinstance(step, dict) else None
+        # Empty means nobody in particular; "user:<name>" is a person, not an agent.
+        if isinstance(target, str) and target and not target.startswith(services.USER_PREFIX):
+            step = {**step, "assigned_agent_id": state.target_agent_id(target)}
+        scoped.append(step)
+    return scoped
+
+
 def _register(mcp: FastMCP, fn: Callable[..., Any], name: str, **options: Any) -> None:
     """Register ``fn`` as ``name`` with its docstring; the seed's tools advertise its schema."""
     description = inspect.getdoc(fn)
@@ -312,10 +326,10 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             project = state.project()
             defined = services.dag_define(
                 project=project,
-                creator_id=creator_id,
+                creator_id=state.acting_agent_id(creator_id),
                 name=name,
                 description=description,
-                steps=steps,
+                steps=_targeting(state, steps),
                 execution_type=execution_type,
             )
             details = selectors.dag_details(job=defined.job)
@@ -345,7 +359,10 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         first; only one creator's with `creator_id`."""
 
         def call() -> DagListResponse:
-            rows = selectors.dag_summaries(project=state.project(), creator_id=creator_id)
+            rows = selectors.dag_summaries(
+                project=state.project(),
+                creator_id=None if creator_id is None else state.target_agent_id(creator_id),
+            )
             return DagListResponse(
                 workflows=[DagWorkflowSummary.model_validate(row) for row in rows], count=len(rows)
             )
@@ -362,7 +379,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             status = services.dag_delete(
                 project=state.project(),
                 workflow_id=workflow_id,
-                requesting_agent_id=requesting_agent_id,
+                requesting_agent_id=state.acting_agent_id(requesting_agent_id),
                 force=force,
             )
             return DagDeleteResponse(
@@ -381,7 +398,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             advance = services.dag_execute(
                 project=state.project(),
                 workflow_id=workflow_id,
-                triggering_agent_id=triggering_agent_id,
+                triggering_agent_id=state.acting_agent_id(triggering_agent_id),
             )
             delegated, issues = _delegation(advance)
             return DagExecuteResponse(
@@ -428,7 +445,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 project=project,
                 workflow_id=workflow_id,
                 step_id=step_id,
-                agent_id=agent_id,
+                agent_id=state.acting_agent_id(agent_id),
                 result=result,
             )
             if not report.already:
@@ -450,7 +467,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 project=state.project(),
                 workflow_id=workflow_id,
                 step_id=step_id,
-                agent_id=agent_id,
+                agent_id=state.acting_agent_id(agent_id),
                 error_message=error_message,
             )
             return _report_answer(report, "failed")
@@ -481,7 +498,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
         def call() -> DagAgentOut:
             project = state.project()
-            agent = services.dag_agent_register(project=project, agent_id=agent_id, roles=roles)
+            agent = services.dag_agent_register(
+                project=project, agent_id=state.acting_agent_id(agent_id), roles=roles
+            )
             services.dag_dispatch(project=project)
             return _agent_answer(agent, f"Agent {agent.agent_id!r} registered.")
 
@@ -495,14 +514,18 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
         def call() -> DagAgentOut:
             project = state.project()
-            agent = services.dag_agent_heartbeat(project=project, agent_id=agent_id)
+            agent = services.dag_agent_heartbeat(
+                project=project, agent_id=state.acting_agent_id(agent_id)
+            )
             services.dag_dispatch(project=project)
             return _agent_answer(agent, "Heartbeat recorded.")
 
         return await _db(state, "heartbeat", {"agent_id": agent_id}, call)
 
     def _assignments(agent_id: str, *, timed_out: bool = False) -> DagAssignmentsResponse:
-        agent = services.dag_agent(project=state.project(), agent_id=agent_id)
+        agent = services.dag_agent(
+            project=state.project(), agent_id=state.acting_agent_id(agent_id)
+        )
         rows = selectors.dag_assignments(agent=agent)
         return DagAssignmentsResponse(
             agent_id=agent.agent_id,
@@ -540,7 +563,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             state,
             "await_assignment",
             params,
-            lambda: services.dag_agent(project=state.project(), agent_id=agent_id),
+            lambda: services.dag_agent(
+                project=state.project(), agent_id=state.acting_agent_id(agent_id)
+            ),
         )
 
         def sweep() -> None:

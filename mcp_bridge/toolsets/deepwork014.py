@@ -159,11 +159,13 @@ def _platform(state: ServerState) -> str:
 
 
 # Conversations this server process started 0.14 workflows for, for the mixed-stack check.
-_conversations: dict[int, set[str]] = {}
+_conversations: dict[str, set[str]] = {}
 
 
 def _started_here(state: ServerState) -> set[str]:
-    return _conversations.setdefault(id(state), set())
+    # Over /mcp one state serves many tokens: each sees only its own conversations.
+    key = f"{id(state)}:{state.conversation_scope()}"
+    return _conversations.setdefault(key, set())
 
 
 class Engine014:
@@ -174,6 +176,27 @@ class Engine014:
         # 0.14's `issue_detected`, added to every answer while set (--generation 0.14).
         self.issue = issue
         self._answer: tuple[object, dialect.GetWorkflowsResponse] | None = None
+
+    def conversation(self, session_id: str) -> str:
+        """The stored conversation id (stack key) of the caller's ``session_id``: as given on
+        stdio; over ``/mcp`` under the request's token, so two tokens using the same
+        ``session_id`` never share a stack (the raw id is checked first, so errors name it)."""
+        if self.state.conversation_scope():
+            sessions014.stack_id_clean("session_id", session_id)
+        return self.state.conversation_id(session_id)
+
+    def shown(self, answer: Any) -> Any:
+        """``answer`` with every ``session_id`` as the caller named it."""
+        if not self.state.conversation_scope() or not isinstance(answer, BaseModel):
+            return answer
+        update: dict[str, Any] = {}
+        for name in type(answer).model_fields:
+            value = getattr(answer, name)
+            if name == "session_id" and isinstance(value, str):
+                update[name] = self.state.session_id_shown(value)
+            elif isinstance(value, BaseModel):
+                update[name] = self.shown(value)
+        return answer.model_copy(update=update) if update else answer
 
     def out(self, answer: Any) -> Any:
         """``answer`` with 0.14's trailing ``issue_detected`` when the startup scan found
@@ -231,20 +254,21 @@ class Engine014:
             if _platform(state) == "claude":
                 raise InvalidInput(dialect.START_NEEDS_SESSION_ID)
             session_id = uuid.uuid4().hex
+        conversation = self.conversation(session_id)
         if mixed_check:
             self.check_no_091_stack()
         result = sessions014.session014_start(
             project=state.project(),
             catalog=view,
-            conversation_id=session_id,
+            conversation_id=conversation,
             agent_id=agent_id or None,
             job_name=job_name,
             workflow_name=workflow_name,
             goal=goal,
             inputs=inputs,
         )
-        _started_here(state).add(session_id)
-        return self.out(dialect.started(result))
+        _started_here(state).add(conversation)
+        return self.out(self.shown(dialect.started(result)))
 
     def finish(
         self,
@@ -259,7 +283,7 @@ class Engine014:
 
         checkpoint = sessions014.step014_checkpoint(
             project=self.state.project(),
-            conversation_id=session_id,
+            conversation_id=self.conversation(session_id),
             agent_id=agent_id,
             outputs=outputs,
             work_summary=work_summary,
@@ -271,7 +295,7 @@ class Engine014:
         )
         if isinstance(outcome, services014.NeedsWork014):
             return self.out(dialect.needs_work(outcome.feedback, outcome.stack))
-        return self.out(dialect.finished(outcome))
+        return self.out(self.shown(dialect.finished(outcome)))
 
     def abort(
         self, *, session_id: str, agent_id: str | None, explanation: str
@@ -280,7 +304,7 @@ class Engine014:
             dialect.aborted(
                 sessions014.session014_abort(
                     project=self.state.project(),
-                    conversation_id=session_id,
+                    conversation_id=self.conversation(session_id),
                     agent_id=agent_id,
                     explanation=explanation,
                 )
@@ -291,12 +315,14 @@ class Engine014:
         self, *, session_id: str, agent_id: str | None, step_id: str
     ) -> dialect.GoToStepResponse:
         return self.out(
-            dialect.went_to_step(
-                sessions014.session014_go_to_step(
-                    project=self.state.project(),
-                    conversation_id=session_id,
-                    agent_id=agent_id,
-                    step_name=step_id,
+            self.shown(
+                dialect.went_to_step(
+                    sessions014.session014_go_to_step(
+                        project=self.state.project(),
+                        conversation_id=self.conversation(session_id),
+                        agent_id=agent_id,
+                        step_name=step_id,
+                    )
                 )
             )
         )
@@ -308,7 +334,7 @@ class Engine014:
             registered = session_jobs.session_job_register(
                 project=self.state.project(),
                 platform=_platform(self.state),
-                conversation_id=session_id,
+                conversation_id=self.conversation(session_id),
                 job_name=job_name,
                 yaml_text=yaml_text,
             )
@@ -327,10 +353,15 @@ class Engine014:
     def get_session_job(self, *, session_id: str, job_name: str) -> dict[str, Any]:
         try:
             text = session_jobs.session_job_text(
-                project=self.state.project(), conversation_id=session_id, job_name=job_name
+                project=self.state.project(),
+                conversation_id=self.conversation(session_id),
+                job_name=job_name,
             )
         except WorkflowError as exc:
-            return self.out(dialect.soft_error(str(exc)))
+            message = str(exc)
+            if self.state.conversation_scope():
+                message = message.replace(self.conversation(session_id), session_id)
+            return self.out(dialect.soft_error(message))
         return self.out({"job_name": job_name, "job_definition_yaml": text})
 
     def names_091(self, session_id: str | None) -> bool:
@@ -354,15 +385,19 @@ class Engine014:
             if session_id is None:
                 raise InvalidInput("agent_id needs the session_id of its conversation")
             found = active014.active_014(
-                project=state.project(), conversation_id=session_id, agent_id=agent_id
+                project=state.project(),
+                conversation_id=self.conversation(session_id),
+                agent_id=agent_id,
             )
             assert found.begun014 is not None
-            current = dialect.active_step(found.begun014).model_dump()
+            current = self.shown(dialect.active_step(found.begun014)).model_dump()
             stack = dialect.stack(found.stack)
         session = found.session
         return dialect.ActiveWorkflowResponse(
             generation=session.generation,
-            session_id=session.conversation_id or session.session_id,
+            session_id=self.state.session_id_shown(session.conversation_id)
+            if session.conversation_id
+            else session.session_id,
             job_name=session.job_name,
             workflow_name=session.workflow_name,
             goal=session.goal,
@@ -390,7 +425,7 @@ class Engine014:
                 raise InvalidInput("agent_id needs the session_id of its conversation")
             result = active014.validate_014(
                 project=state.project(),
-                conversation_id=session_id,
+                conversation_id=self.conversation(session_id),
                 agent_id=agent_id,
                 outputs=outputs,
             )
@@ -403,7 +438,7 @@ class Engine014:
             return False
         try:
             key = sessions014.stack_agent_key(
-                sessions014.stack_id_clean("session_id", session_id), agent_id
+                sessions014.stack_id_clean("session_id", self.conversation(session_id)), agent_id
             )
         except InvalidInput:
             return False

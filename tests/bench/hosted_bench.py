@@ -12,7 +12,10 @@ time: ``start_workflow`` then one ``finished_step`` per step. Twice, in the same
 
 Reported per mode: per-call p50/p95 of ``finished_step`` and of every call, wall time, errors,
 and lost transitions (read back from the database: every session must be completed with one
-finished step run per step). Missed targets do not fail the run; a broken harness does (exit 1).
+finished step run per step). During the hosted run a watcher's dashboard live socket
+(``/ws/events/`` of the same server) times every event from its writing to its arrival. The
+server is stopped before the stdio run, so each mode has the machine and the database's
+connections to itself. Missed targets do not fail the run; a broken harness does (exit 1).
 Without PostgreSQL (``--database-url`` or a PostgreSQL ``DATABASE_URL``) it says so and exits 0.
 """
 
@@ -50,7 +53,17 @@ secrets = [
     api_token_create(user=user, name=f"agent {n}", mcp=True, mcp_project=project)[1]
     for n in range(int(os.environ["BENCH_AGENTS"]))
 ]
-print(json.dumps(secrets))
+# A watcher's login, for the dashboard's live socket.
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+watcher = User.objects.create_user("watcher", password="bench-watcher-pw")
+watcher.user_permissions.add(Permission.objects.get(codename="view_workflowsession"))
+login = SessionStore()
+login[SESSION_KEY] = str(watcher.pk)
+login[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+login[HASH_SESSION_KEY] = watcher.get_session_auth_hash()
+login.create()
+print(json.dumps({"secrets": secrets, "session": login.session_key}))
 """
 
 # Per session: its status and how many step runs it finished.
@@ -168,14 +181,71 @@ async def run_agent(client: Any, steps: int, timings: dict[str, list[float]]) ->
             raise RuntimeError(f"{tool}: {result.content[0].text}")
 
 
-async def run_mode(clients: list[Any], steps: int) -> dict[str, Any]:
+class LiveWatcher:
+    """A dashboard live socket (``/ws/events/``) logged in as a watcher, timing each event from
+    its writing (``created_at``, just before its commit) to its arrival here."""
+
+    def __init__(self, base: str, session_key: str) -> None:
+        self.base, self.session_key = base, session_key
+        self.latencies: list[float] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def _watch(self, ready: asyncio.Event) -> None:
+        from datetime import datetime
+
+        import websockets
+
+        async with websockets.connect(
+            self.base.replace("http://", "ws://") + "/ws/events/",
+            additional_headers={"Cookie": f"sessionid={self.session_key}", "Origin": self.base},
+            max_size=None,
+        ) as socket:
+            ready.set()
+            async for raw in socket:
+                arrived = time.time()
+                message = json.loads(raw)
+                for event in message.get("events", []):
+                    written = datetime.fromisoformat(event["created_at"]).timestamp()
+                    self.latencies.append(arrived - written)
+
+    async def start(self) -> None:
+        ready = asyncio.Event()
+        self.task = asyncio.ensure_future(self._watch(ready))
+        waiting = asyncio.ensure_future(ready.wait())
+        await asyncio.wait({self.task, waiting}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        if not ready.is_set():
+            waiting.cancel()
+            if self.task.done():
+                self.task.result()  # raises what the socket raised
+            raise RuntimeError("the live socket did not open within 30 s")
+
+    async def stop(self) -> dict[str, Any]:
+        # Let the last events through, then close.
+        await asyncio.sleep(1.0)
+        assert self.task is not None
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        values = self.latencies
+        return {
+            "events": len(values),
+            "p50_ms": statistics.median(values) * 1000 if values else None,
+            "p95_ms": percentile(values, 95) * 1000 if values else None,
+            "max_ms": max(values) * 1000 if values else None,
+        }
+
+
+async def run_mode(
+    clients: list[Any], steps: int, watcher: LiveWatcher | None = None
+) -> dict[str, Any]:
     """Connect every client first (a stdio server's start-up is not a call), then run all
-    agents at once."""
+    agents at once (with ``watcher`` on the dashboard's live socket meanwhile)."""
     timings: dict[str, list[float]] = {"start_workflow": [], "finished_step": []}
     connected = await asyncio.gather(
         *(client.__aenter__() for client in clients), return_exceptions=True
     )
     errors = [repr(outcome) for outcome in connected if isinstance(outcome, BaseException)]
+    if watcher is not None:
+        await watcher.start()
     ready = [
         client for client, outcome in zip(clients, connected, strict=True) if outcome is client
     ]
@@ -192,8 +262,10 @@ async def run_mode(clients: list[Any], steps: int) -> dict[str, Any]:
     errors += [repr(outcome) for outcome in outcomes if isinstance(outcome, BaseException)]
     for client in ready:
         await client.__aexit__(None, None, None)
+    live = await watcher.stop() if watcher is not None else None
     every = timings["start_workflow"] + timings["finished_step"]
     return {
+        "live": live,
         "wall_s": wall,
         "server_cpu_ms_per_call": server_cpu * 1000 / max(1, len(every)),
         # The clients share this one process: its CPU per call bounds what it can send.
@@ -249,6 +321,20 @@ def lost_transitions(env: dict[str, str], prefix: str, agents: int, steps: int) 
     return agents * steps - recorded
 
 
+def start_web(env: dict[str, str], port: int, workers: int) -> subprocess.Popen[bytes]:
+    web = subprocess.Popen(
+        [PYTHON, "-m", "uvicorn", "deepwork_site.asgi:application"]
+        + ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+        + ["--log-level", "warning"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    wait_port(web, port)
+    return web
+
+
 def wait_port(process: subprocess.Popen[bytes], port: int) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -268,6 +354,12 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
+    parser.add_argument(
+        "--dashboard-process",
+        action="store_true",
+        help="serve the watcher's live socket from a web process of its own (same database and "
+        "Redis) instead of the workers serving /mcp",
+    )
     options = parser.parse_args()
     if not options.database_url.startswith("postgres"):
         log("hosted bench: skipped, it needs PostgreSQL (--database-url or DATABASE_URL)")
@@ -295,21 +387,17 @@ def main() -> int:
         if redis:
             env["REDIS_URL"] = redis
         database.create()
-        web = None
+        web = dashboard = None
         try:
             manage(env, "migrate", "--noinput", "-v0")
-            secrets = json.loads(manage(env, "shell", "-c", SETUP).strip().splitlines()[-1])
+            made = json.loads(manage(env, "shell", "-c", SETUP).strip().splitlines()[-1])
+            secrets = made["secrets"]
             port = free_port()
-            web = subprocess.Popen(
-                [PYTHON, "-m", "uvicorn", "deepwork_site.asgi:application"]
-                + ["--host", "127.0.0.1", "--port", str(port), "--workers", str(options.workers)]
-                + ["--log-level", "warning"],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            wait_port(web, port)
+            web = start_web(env, port, options.workers)
+            live_port = port
+            if options.dashboard_process:
+                live_port = free_port()
+                dashboard = start_web(env, live_port, 1)
             log(f"hosted: {options.agents} agents x {options.steps} steps over /mcp")
             hosted = [
                 Client(
@@ -322,10 +410,18 @@ def main() -> int:
                 )
                 for secret in secrets
             ]
-            results["hosted"] = asyncio.run(run_mode(hosted, options.steps))
+            watcher = LiveWatcher(f"http://127.0.0.1:{live_port}", made["session"])
+            results["hosted"] = asyncio.run(run_mode(hosted, options.steps, watcher))
             results["hosted"]["lost_transitions"] = lost_transitions(
                 env, "token-", options.agents, options.steps
             )
+            # The stdio agents get the machine (and the database's connections) to themselves,
+            # as the hosted ones had.
+            for server in (web, dashboard):
+                if server is not None:
+                    server.terminate()
+                    server.wait(timeout=30)
+            web = dashboard = None
             log(f"stdio: {options.agents} agents x {options.steps} steps, one mcpserve each")
             stdio = [
                 Client(
@@ -352,12 +448,14 @@ def main() -> int:
                 env, "stdio-", options.agents, options.steps
             )
         finally:
-            if web is not None:
-                web.terminate()
-                web.wait(timeout=30)
+            for server in (web, dashboard):
+                if server is not None:
+                    server.terminate()
+                    server.wait(timeout=30)
             database.drop()
 
     results["redis"] = bool(redis)
+    results["dashboard_process"] = options.dashboard_process
     results["workers"] = options.workers
     print(
         f"\nHosted MCP: {options.agents} agents x {options.steps} steps, PostgreSQL, "
@@ -377,6 +475,18 @@ def main() -> int:
         )
     ratio = results["hosted"]["p50_ms"] / results["stdio"]["p50_ms"]
     print(f"hosted/stdio p50: {ratio:.2f} (target <= 1.5)")
+    live = results["hosted"]["live"]
+    if live and live["events"]:
+        print(
+            f"dashboard live socket during the hosted run "
+            f"({'own process' if options.dashboard_process else 'on the /mcp workers'}): "
+            f"{live['events']} events, "
+            f"p50 {live['p50_ms']:.0f} ms, p95 {live['p95_ms']:.0f} ms, "
+            f"max {live['max_ms']:.0f} ms (event written -> message received; "
+            "target p95 < 200 ms with Redis)"
+        )
+    else:
+        print("dashboard live socket during the hosted run: no events received")
     for mode in ("hosted", "stdio"):
         for error in results[mode]["errors"][:5]:
             print(f"{mode} error: {error}")

@@ -147,7 +147,8 @@ async def test_toolsets_are_chosen_per_url(web, tokens: Tokens):
     assert not refreshed.is_error
     async with mcp_client(web + "?toolsets=agents", tokens.bound, "legacy") as dag:
         registered = await call(dag, "register_agent", {"agent_id": "qa-1", "roles": ["QA"]})
-    assert registered["agent_id"] == "qa-1"
+    # Over /mcp a bare agent id is a sub-agent of the token (tests/hosted/test_scoping.py).
+    assert registered["agent_id"] == f"{tokens.bound_agent}/qa-1"
 
 
 # --- Refusals: raw requests, so the status and body are exactly what the server sent ----------

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
     # The caches live as long as a server process; each test here is a new "process".
-    for cache in (hosted._agents, hosted._projects, hosted._permissions):
+    for cache in (hosted._agents, hosted._projects, hosted._permissions, hosted._alive):
         cache.clear()
 
 
@@ -31,6 +31,7 @@ def ask(secret: str, **options: str | None) -> Identity:
         toolsets_ref=options.get("toolsets"),
         sub_agent=options.get("agent"),
         default_toolsets=("deepwork",),
+        roles=options.get("roles"),
     )
 
 
@@ -56,3 +57,33 @@ def test_an_agent_per_token_and_sub_agent_and_one_query_per_request(
     with pytest.raises(Refused) as refused:
         ask(secret)
     assert refused.value.status == 401
+
+
+def test_heartbeat_is_written_once_per_interval_and_roles_when_they_change(
+    project_dir: Path, django_assert_num_queries, monkeypatch
+):
+    project = project_ensure(root_path=project_dir)
+    user = make_user(username="alice", perms=(DRIVE,))
+    token, secret = api_token_create(
+        user=user, name="ci", mcp=True, mcp_project=project, mcp_roles=["swe"]
+    )
+    first = ask(secret)
+    agent = Agent.objects.get(pk=first.agent.pk)
+    assert (agent.roles, agent.takes_dag_steps) == (["swe"], True)
+    beat = agent.heartbeat_at
+    assert beat is not None
+    # Within the interval: no write, only the token lookup.
+    with django_assert_num_queries(1):
+        ask(secret)
+    # The interval over: one heartbeat (update, then the row read back).
+    monkeypatch.setattr(hosted, "heartbeat_seconds", lambda: 0.0)
+    with django_assert_num_queries(3):
+        ask(secret)
+    assert Agent.objects.get(pk=agent.pk).heartbeat_at > beat
+    # Roles named by the header replace the token's, once.
+    ask(secret, roles="qa, review")
+    assert Agent.objects.get(pk=agent.pk).roles == ["qa", "review"]
+    with pytest.raises(Refused) as refused:
+        ask(secret, roles=",".join(f"r{n}" for n in range(40)))
+    assert (refused.value.status, refused.value.code) == (400, "invalid_roles")
+    assert Agent.objects.get(pk=agent.pk).roles == ["qa", "review"]

@@ -75,3 +75,25 @@ def test_the_admin_makes_mcp_tokens(admin_client, alice, project_dir: Path):
     # A token never changes after it is made: its MCP fields are read-only.
     change = admin_client.get(f"/admin/api/apitoken/{token.pk}/change/").content.decode()
     assert 'name="mcp"' not in change
+
+
+def test_roles_of_a_token_agent_from_the_command_and_the_admin(admin_client, alice):
+    run("create", "--user", "alice", "--name", "ci", "--mcp", "--roles", "swe, qa,swe")
+    assert ApiToken.objects.get(name="ci").mcp_roles == ["swe", "qa"]
+    with pytest.raises(CommandError, match="allow MCP to give it some"):
+        run("create", "--user", "alice", "--name", "x", "--roles", "swe")
+    with pytest.raises(CommandError, match="Roles are names of 1 to 128 characters"):
+        run("create", "--user", "alice", "--name", "x", "--mcp", "--roles", "a," + "b" * 129)
+    response = admin_client.post(
+        "/admin/api/apitoken/add/",
+        {"user": alice.pk, "name": "laptop", "mcp": "on", "mcp_roles": '["review"]'},
+    )
+    assert response.status_code == 200
+    assert ApiToken.objects.get(name="laptop").mcp_roles == ["review"]
+    response = admin_client.post(
+        "/admin/api/apitoken/add/", {"user": alice.pk, "name": "bad", "mcp_roles": '"swe"'}
+    )
+    assert "A JSON list of role names, e.g. [&quot;swe&quot;, &quot;qa&quot;]." in (
+        response.content.decode()
+    )
+    assert sorted(ApiToken.objects.values_list("name", flat=True)) == ["ci", "laptop"]

@@ -34,6 +34,11 @@ class Command(BaseCommand):
             "--project",
             help="With --mcp: the only project (id or root path) the token may use over MCP.",
         )
+        create.add_argument(
+            "--roles",
+            help="With --mcp: comma list of the token agent's roles, e.g. swe,qa (shown on the "
+            "agents page; DAG steps of those roles go to it).",
+        )
         listing = commands.add_parser("list", help="List tokens (never their secrets).")
         listing.add_argument("--user", help="Only this user's tokens.")
         revoke = commands.add_parser("revoke", help="Revoke a token at once.")
@@ -59,8 +64,13 @@ class Command(BaseCommand):
             )
             if project is None:
                 raise CommandError(f"No project {ref!r} (give its id or root path)")
+        roles = [r for r in (options["roles"] or "").split(",") if r.strip()]
         token, secret = api_token_create(
-            user=user, name=options["name"], mcp=options["mcp"], mcp_project=project
+            user=user,
+            name=options["name"],
+            mcp=options["mcp"],
+            mcp_project=project,
+            mcp_roles=roles,
         )
         self.stderr.write(
             f"Token {token.prefix}… '{token.name}' for {user.get_username()} made. "
