@@ -50,6 +50,8 @@ from mcp_bridge.runner import client_connection, tool
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.workflow_tools import (
     ENABLED_ENV,
+    EXCLUDE_ENV,
+    INCLUDE_ENV,
     LOOSE_OBJECT,
     POLL_ENV,
     SOURCE_POLL_ENV,
@@ -66,6 +68,10 @@ from workflows.dialects.deepwork_source import DeepWorkSource
 from workflows.errors import WorkflowError
 from workflows.selectors.workflow_tools import (
     DEEPWORK_SOURCE_KEY,
+    FILTERS_FILE,
+    FileFilters,
+    FilterRule,
+    env_filters,
     filters_pass,
     workflow_tool_filters,
 )
@@ -93,10 +99,13 @@ class Settings:
     run_timeout: float = 300.0
     source_poll_seconds: float = 30.0
     page_size: int | None = None
+    # DEEPWORK_WORKFLOW_TOOLS_INCLUDE / _EXCLUDE, read once at start.
+    env_rules: tuple[FilterRule, ...] = ()
 
     @classmethod
     def from_env(cls) -> Settings:
         return cls(
+            env_rules=env_filters(os.environ, INCLUDE_ENV, EXCLUDE_ENV),
             enabled=os.environ.get(ENABLED_ENV, "true").strip().lower()
             not in ("0", "false", "no", "off"),
             poll_seconds=env_float(POLL_ENV, 2.0),
@@ -187,6 +196,14 @@ class Snapshot:
     # The tools' tools/list entries per protocol version: a snapshot lives as long as the
     # catalog, the filters and the names stay as they are, so this is made once per change.
     wire: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _names_key: int | None = None
+
+    def names_key(self) -> int:
+        """A checksum of the tools' names in order (for pagination cursors)."""
+        if self._names_key is None:
+            text = "\n".join(wf_tool.name for wf_tool in self.tools)
+            self._names_key = zlib.crc32(text.encode())
+        return self._names_key
 
 
 def wire_entry(wf_tool: WorkflowTool) -> dict[str, Any]:
@@ -254,6 +271,7 @@ class WorkflowToolsProvider(Provider):
         self._seen: dict[str, str] | None = None
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._watcher: asyncio.Task[None] | None = None
+        self._file_filters = FileFilters(state.project_root / FILTERS_FILE)
 
     def __repr__(self) -> str:
         return f"WorkflowToolsProvider({[source.label for source in self.sources]})"
@@ -304,7 +322,8 @@ class WorkflowToolsProvider(Provider):
             built = self._built.get(source.key)
             if built is None or built.listing is not listing:
                 self._built[source.key] = self._make(source, listing)
-        rules = workflow_tool_filters()
+        # The admin's rules, the environment's and the project file's, all applying at once.
+        rules = workflow_tool_filters() + self.settings.env_rules + self._file_filters.rules()
         # The listings themselves, compared by identity (an id() of a freed list could be
         # reused by its successor).
         current = tuple(self._built[s.key].listing for s in self.sources)
@@ -585,36 +604,44 @@ class ListingMiddleware:
             _LISTED_BESIDE.reset(token)
         if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
             return result
-        tools: list[dict[str, Any]] = result["tools"]
+        static: list[dict[str, Any]] = result["tools"]
+        tools, snapshot_key = static, 0
         if self.provider.settings.enabled:
             snapshot = await self.provider.snapshot()
             self.provider._seen = snapshot.fingerprints
             entries = wire_tools(snapshot, ctx.protocol_version)
+            snapshot_key = snapshot.names_key()
             if entries:
-                static = {entry.get("name") for entry in tools}
-                tools = tools + [entry for entry in entries if entry["name"] not in static]
+                taken = {entry.get("name") for entry in static}
+                tools = static + [entry for entry in entries if entry["name"] not in taken]
         params = ctx.params or {}
         cursor = params.get("cursor") if isinstance(params, Mapping) else None
-        page, next_cursor = paginate(tools, cursor, self.page_size)
+        page, next_cursor = paginate(
+            tools, cursor, self.page_size, lambda: _list_key(static, snapshot_key)
+        )
         answer = {**result, "tools": page}
         if next_cursor is not None:
             answer["nextCursor"] = next_cursor
         return answer
 
 
-def _list_key(tools: Sequence[Mapping[str, Any]]) -> int:
-    return zlib.crc32("\n".join(str(tool.get("name")) for tool in tools).encode())
+def _list_key(static: Sequence[Mapping[str, Any]], snapshot_key: int) -> int:
+    """Tells one list of tools from another: the static tools' names, in order, then the
+    workflow tools' (reckoned once per snapshot, ``snapshot_key``)."""
+    text = "\n".join(str(tool.get("name")) for tool in static)
+    return zlib.crc32(text.encode(), snapshot_key)
 
 
 def paginate(
-    tools: list[dict[str, Any]], cursor: Any, page_size: int | None
+    tools: list[dict[str, Any]], cursor: Any, page_size: int | None, list_key: Callable[[], int]
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of ``tools`` and the cursor of the next (None after the last).
+    """One page of ``tools`` and the cursor of the next (None after the last); ``list_key``
+    tells this list from any other.
 
     Without a page size the cursor is ignored, as a server that does not paginate does."""
     if page_size is None:
         return tools, None
-    key = _list_key(tools)
+    key = list_key()
     offset = 0
     if cursor is not None:
         try:
