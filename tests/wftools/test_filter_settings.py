@@ -118,3 +118,11 @@ def test_the_file_is_read_again_when_it_changes_and_a_broken_one_keeps_its_rules
     assert filters.rules() == ()
     path.unlink()
     assert filters.rules() == ()
+    # A named pipe is never opened (it would block the listing).
+    path.write_text("exclude: [d*]\n")
+    assert filters.rules() == (rule("exclude", "name", "d*"),)
+    path.unlink()
+    os.mkfifo(path)
+    with caplog.at_level(logging.WARNING, logger="deepwork.workflow_tools"):
+        assert filters.rules() == (rule("exclude", "name", "d*"),)
+    assert "is not a regular file; its last rules still apply" in caplog.text

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 import yaml
@@ -159,6 +160,11 @@ class FileFilters:
             return self._rules
         stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
         if stamp == self._stamp:
+            return self._rules
+        if not S_ISREG(stat.st_mode):
+            # A pipe would block the listing until someone wrote to it.
+            self._stamp = stamp
+            logger.warning("%s is not a regular file; its last rules still apply", self.path)
             return self._rules
         with self._lock:
             self._stamp = stamp  # a broken file is reported once, not on every listing
