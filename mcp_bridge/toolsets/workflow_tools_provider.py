@@ -593,6 +593,18 @@ class ListingMiddleware:
     def __init__(self, provider: WorkflowToolsProvider, page_size: int | None) -> None:
         self.provider = provider
         self.page_size = page_size
+        self._last: tuple[float, Snapshot] | None = None
+
+    def _walked(self, cursor: Any) -> Snapshot | None:
+        """The list a walk's next page comes from: the one just listed, when this request
+        goes on from it within the watcher's interval. Its pages then form one list, and the
+        database is asked once per walk; a cursor from another list is refused anyway."""
+        if cursor is None or self.page_size is None or self._last is None:
+            return None
+        listed_at, snapshot = self._last
+        if time.monotonic() - listed_at > self.provider.settings.poll_seconds:
+            return None
+        return snapshot
 
     async def __call__(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
         if ctx.method != "tools/list" or ctx.request_id is None:
@@ -606,16 +618,19 @@ class ListingMiddleware:
             return result
         static: list[dict[str, Any]] = result["tools"]
         tools, snapshot_key = static, 0
+        params = ctx.params or {}
+        cursor = params.get("cursor") if isinstance(params, Mapping) else None
         if self.provider.settings.enabled:
-            snapshot = await self.provider.snapshot()
-            self.provider._seen = snapshot.fingerprints
+            snapshot = self._walked(cursor)
+            if snapshot is None:
+                snapshot = await self.provider.snapshot()
+                self.provider._seen = snapshot.fingerprints
+                self._last = (time.monotonic(), snapshot)
             entries = wire_tools(snapshot, ctx.protocol_version)
             snapshot_key = snapshot.names_key()
             if entries:
                 taken = {entry.get("name") for entry in static}
                 tools = static + [entry for entry in entries if entry["name"] not in taken]
-        params = ctx.params or {}
-        cursor = params.get("cursor") if isinstance(params, Mapping) else None
         page, next_cursor = paginate(
             tools, cursor, self.page_size, lambda: _list_key(static, snapshot_key)
         )

@@ -30,6 +30,12 @@ WORKFLOW_TOOLS = {
 INVALID_PARAMS = -32602
 
 
+def add_job(project: Path, name: str) -> None:
+    write_job(
+        project, name, NESTED_JOB.replace("name: nested", f"name: {name}"), ["first", "second"]
+    )
+
+
 class ListChanged(MessageHandler):
     def __init__(self) -> None:
         self.event = asyncio.Event()
@@ -65,18 +71,36 @@ async def test_pages_follow_the_cursor_and_an_old_cursor_is_refused(demo_project
         assert bad.value.code == INVALID_PARAMS
         assert "Invalid cursor 'not-a-cursor'" in bad.value.error.message
 
-        write_job(
-            demo_project,
-            "fresh",
-            NESTED_JOB.replace("name: nested", "name: fresh"),
-            ["first", "second"],
-        )
+        add_job(demo_project, "fresh")
+        # Past the watcher's interval (0.2 s here) a cursor is checked against the list as it
+        # is now, no longer against the one its walk began with.
+        await asyncio.sleep(0.5)
         with pytest.raises(MCPError) as stale:
             await agent.client.list_tools_mcp(cursor=first.next_cursor)
         assert stale.value.code == INVALID_PARAMS
         assert "tool list has changed since this cursor was given" in stale.value.error.message
         names = {tool.name for tool in await agent.client.list_tools()}
         assert names == STATIC | WORKFLOW_TOOLS | {"workflow_fresh_only"}
+
+
+async def test_a_walk_within_the_watchers_interval_is_one_list(demo_project: Path):
+    async with Driver(
+        demo_project,
+        "--toolsets",
+        "workflow-tools",
+        env_extra={"DEEPWORK_WORKFLOW_TOOLS_POLL_SECONDS": "600", "DEEPWORK_TOOLS_PAGE_SIZE": "3"},
+    ) as agent:
+        first = await agent.client.list_tools_mcp()
+        add_job(demo_project, "fresh")
+        pages, cursor = [first], first.next_cursor
+        while cursor:
+            page = await agent.client.list_tools_mcp(cursor=cursor)
+            pages.append(page)
+            cursor = page.next_cursor
+        # The pages after the first come from the list the first was cut from...
+        assert {tool.name for page in pages for tool in page.tools} == STATIC | WORKFLOW_TOOLS
+        # ...and a new walk lists the job added meanwhile.
+        assert "workflow_fresh_only" in await agent.tool_names()
 
 
 async def test_unpaged_listing_has_every_tool_with_lean_entries(demo_project: Path):
