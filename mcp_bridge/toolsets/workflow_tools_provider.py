@@ -588,6 +588,9 @@ class ListingMiddleware:
     into pages here (MCP cursor pagination); a cursor names its offset and the list it was cut
     from, and one from a list that has changed since is refused (-32602), which tells a client
     to list again from the start.
+
+    So FastMCP's own middleware and transforms see the static tools of a listing only (none of
+    this project's act on listings); a call to a workflow tool goes through FastMCP as before.
     """
 
     def __init__(self, provider: WorkflowToolsProvider, page_size: int | None) -> None:
@@ -599,7 +602,7 @@ class ListingMiddleware:
         """The list a walk's next page comes from: the one just listed, when this request
         goes on from it within the watcher's interval. Its pages then form one list, and the
         database is asked once per walk; a cursor from another list is refused anyway."""
-        if cursor is None or self.page_size is None or self._last is None:
+        if not cursor or self.page_size is None or self._last is None:
             return None
         listed_at, snapshot = self._last
         if time.monotonic() - listed_at > self.provider.settings.poll_seconds:
@@ -658,7 +661,7 @@ def paginate(
         return tools, None
     key = list_key()
     offset = 0
-    if cursor is not None:
+    if cursor:  # an empty one, as FastMCP takes it, asks for the first page
         try:
             state = json.loads(base64.urlsafe_b64decode(str(cursor).encode()))
             offset, their_key = state["o"], state["k"]
