@@ -8,7 +8,7 @@ Two ``mcpserve`` stdio processes on one project whose five jobs hold 200 workflo
 - ``workflow-tools``: ``--toolsets deepwork,workflow-tools`` (those, three more and one tool per
   workflow: 1,013 tools with the standard jobs' two).
 
-- ``paged``: the same with ``DEEPWORK_TOOLS_PAGE_SIZE`` (``--page-size``, 100 by default):
+- ``paged``: the same with ``DEEPWORK_TOOLS_PAGE_SIZE`` (``--page-size``, 50 by default):
   its first page (one ``tools/list``) and the full walk (following ``nextCursor`` to the end).
 
 Each is listed ``--runs`` times after a warm-up (the first listing syncs the catalog and
@@ -188,7 +188,7 @@ def count_queries(base: Path) -> tuple[dict[str, int], dict[str, float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--page-size", type=int, default=100)
+    parser.add_argument("--page-size", type=int, default=50)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wftools-bench-") as tmp:
         base = Path(tmp)
