@@ -43,6 +43,9 @@ TIMEOUT_ENV = "DEEPWORK_WORKFLOW_TOOLS_TIMEOUT"
 SOURCE_POLL_ENV = "DEEPWORK_WORKFLOW_SOURCE_POLL_SECONDS"
 SOURCE_URL_ENV = "DEEPWORK_WORKFLOW_SOURCE"
 SOURCE_TOKEN_ENV = "DEEPWORK_WORKFLOW_SOURCE_TOKEN"
+PAGE_SIZE_ENV = "DEEPWORK_TOOLS_PAGE_SIZE"
+INCLUDE_ENV = "DEEPWORK_WORKFLOW_TOOLS_INCLUDE"
+EXCLUDE_ENV = "DEEPWORK_WORKFLOW_TOOLS_EXCLUDE"
 
 
 def env_float(name: str, default: float) -> float:
@@ -53,6 +56,25 @@ def env_float(name: str, default: float) -> float:
         logger.warning("%s is not a number; using %s", name, default)
         return default
     return value if value > 0 else default
+
+
+def page_size_from_env() -> int | None:
+    """Tools per tools/list page, or None (the default, and 0): one page holds them all.
+
+    Off by default because several clients read only the first page (see the README)."""
+    raw = os.environ.get(PAGE_SIZE_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        size = int(raw)
+    except ValueError:
+        size = -1
+    if size < 0:
+        logger.warning(
+            "%s=%r is not a whole number >= 0; tools/list is not paged", PAGE_SIZE_ENV, raw
+        )
+        return None
+    return size or None
 
 
 def cache_ttl() -> int:

@@ -17,13 +17,18 @@ seconds only (the server's ``cache_ttl``).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import logging
 import operator
 import os
 import time
 import weakref
+import zlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypeVar
 
@@ -35,13 +40,18 @@ from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 from fastmcp.utilities.versions import VersionSpec
 from jsonschema.validators import validator_for
+from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations, ToolListChangedNotification
+from mcp_types import INVALID_PARAMS
+from mcp_types.methods import serialize_server_result
 from pydantic import Field, PrivateAttr
 
 from mcp_bridge.runner import client_connection, tool
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.workflow_tools import (
     ENABLED_ENV,
+    EXCLUDE_ENV,
+    INCLUDE_ENV,
     LOOSE_OBJECT,
     POLL_ENV,
     SOURCE_POLL_ENV,
@@ -50,6 +60,7 @@ from mcp_bridge.toolsets.workflow_tools import (
     TIMEOUT_ENV,
     SourceConfig,
     env_float,
+    page_size_from_env,
 )
 from workflows.dag_source import DAG_SOURCE_KEY, DagSource
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
@@ -57,6 +68,10 @@ from workflows.dialects.deepwork_source import DeepWorkSource
 from workflows.errors import WorkflowError
 from workflows.selectors.workflow_tools import (
     DEEPWORK_SOURCE_KEY,
+    FILTERS_FILE,
+    FileFilters,
+    FilterRule,
+    env_filters,
     filters_pass,
     workflow_tool_filters,
 )
@@ -83,15 +98,20 @@ class Settings:
     poll_seconds: float = 2.0
     run_timeout: float = 300.0
     source_poll_seconds: float = 30.0
+    page_size: int | None = None
+    # DEEPWORK_WORKFLOW_TOOLS_INCLUDE / _EXCLUDE, read once at start.
+    env_rules: tuple[FilterRule, ...] = ()
 
     @classmethod
     def from_env(cls) -> Settings:
         return cls(
+            env_rules=env_filters(os.environ, INCLUDE_ENV, EXCLUDE_ENV),
             enabled=os.environ.get(ENABLED_ENV, "true").strip().lower()
             not in ("0", "false", "no", "off"),
             poll_seconds=env_float(POLL_ENV, 2.0),
             run_timeout=env_float(TIMEOUT_ENV, 300.0),
             source_poll_seconds=env_float(SOURCE_POLL_ENV, 30.0),
+            page_size=page_size_from_env(),
         )
 
 
@@ -105,6 +125,8 @@ class WorkflowTool(Tool):
     _source: WorkflowSource = PrivateAttr()
     _runner: Callable[[WorkflowTool, dict[str, Any]], Any] = PrivateAttr()
     _validator: Any = PrivateAttr(default=None)
+    # Its entry of a tools/list answer, per protocol version, made once (see ``wire_tools``).
+    _wire: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
 
     def validate_arguments(self, arguments: dict[str, Any]) -> None:
         if self._validator is None:
@@ -171,6 +193,56 @@ class Snapshot:
     tools: list[WorkflowTool]
     by_name: dict[str, WorkflowTool]
     fingerprints: dict[str, str] = field(default_factory=dict)
+    # The tools' tools/list entries per protocol version: a snapshot lives as long as the
+    # catalog, the filters and the names stay as they are, so this is made once per change.
+    wire: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    _names_key: int | None = None
+
+    def names_key(self) -> int:
+        """A checksum of the tools' names in order (for pagination cursors)."""
+        if self._names_key is None:
+            text = "\n".join(wf_tool.name for wf_tool in self.tools)
+            self._names_key = zlib.crc32(text.encode())
+        return self._names_key
+
+
+def wire_entry(wf_tool: WorkflowTool) -> dict[str, Any]:
+    """A workflow tool as tools/list shows it: name, title, description, input schema and
+    where it comes from. No output schema (any object, which says nothing) and no FastMCP
+    tags: a thousand of them are a good part of what a client must parse."""
+    workflow = wf_tool._workflow
+    return {
+        "name": wf_tool.name,
+        "title": workflow.name[:200],
+        "description": wf_tool.description,
+        "inputSchema": wf_tool.parameters,
+        "_meta": {"workflow_id": workflow.id, "source": wf_tool._source.key},
+    }
+
+
+def wire_tools(snapshot: Snapshot, version: str) -> list[dict[str, Any]]:
+    """The snapshot's tools/list entries for a client on ``version``.
+
+    FastMCP would turn each tool into an SDK model, dump it and the SDK would validate and
+    dump it again, on every listing: for a thousand tools that is most of a listing's time.
+    Here each tool goes through the SDK's own check for ``version`` once, the first time a
+    snapshot holding it is listed, and its entry is reused until the tool changes."""
+    cached = snapshot.wire.get(version)
+    if cached is not None:
+        return cached
+    fresh = [wf_tool for wf_tool in snapshot.tools if version not in wf_tool._wire]
+    if fresh:
+        # The envelope a 2026-07-28 answer needs; only the tools are kept.
+        envelope = {"resultType": "complete", "ttlMs": 0, "cacheScope": "private"}
+        checked = serialize_server_result(
+            "tools/list",
+            version,
+            {**envelope, "tools": [wire_entry(wf_tool) for wf_tool in fresh]},
+        )["tools"]
+        for wf_tool, entry in zip(fresh, checked, strict=True):
+            wf_tool._wire[version] = entry
+    cached = snapshot.wire[version] = [wf_tool._wire[version] for wf_tool in snapshot.tools]
+    return cached
 
 
 class WorkflowToolsProvider(Provider):
@@ -199,6 +271,7 @@ class WorkflowToolsProvider(Provider):
         self._seen: dict[str, str] | None = None
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._watcher: asyncio.Task[None] | None = None
+        self._file_filters = FileFilters(state.project_root / FILTERS_FILE)
 
     def __repr__(self) -> str:
         return f"WorkflowToolsProvider({[source.label for source in self.sources]})"
@@ -249,7 +322,8 @@ class WorkflowToolsProvider(Provider):
             built = self._built.get(source.key)
             if built is None or built.listing is not listing:
                 self._built[source.key] = self._make(source, listing)
-        rules = workflow_tool_filters()
+        # The admin's rules, the environment's and the project file's, all applying at once.
+        rules = workflow_tool_filters() + self.settings.env_rules + self._file_filters.rules()
         # The listings themselves, compared by identity (an id() of a freed list could be
         # reused by its successor).
         current = tuple(self._built[s.key].listing for s in self.sources)
@@ -331,6 +405,8 @@ class WorkflowToolsProvider(Provider):
 
     async def _list_tools(self) -> Sequence[Tool]:
         self._remember_session()
+        if _LISTED_BESIDE.get():
+            return []  # ListingMiddleware adds their ready-made entries itself
         snapshot = await self.snapshot()
         self._seen = snapshot.fingerprints
         return snapshot.tools
@@ -496,6 +572,120 @@ class WorkflowToolsProvider(Provider):
         return "it was cancelled at its source"
 
 
+# --- tools/list ------------------------------------------------------------------------------
+
+# Set while a tools/list request is answered by ListingMiddleware: FastMCP then lists the
+# static tools only, and the workflow tools' entries are added to its answer.
+_LISTED_BESIDE: ContextVar[bool] = ContextVar("workflow_tools_listed_beside", default=False)
+
+
+class ListingMiddleware:
+    """Answers ``tools/list`` as FastMCP would, with the workflow tools' entries made once.
+
+    An SDK server middleware, innermost: FastMCP lists (and the SDK checks) the static tools as
+    usual, then the workflow tools' cached entries (``wire_tools``) are appended, so a listing
+    no longer costs a model round trip per workflow. With a page size, the whole list is cut
+    into pages here (MCP cursor pagination); a cursor names its offset and the list it was cut
+    from, and one from a list that has changed since is refused (-32602), which tells a client
+    to list again from the start.
+
+    So FastMCP's own middleware and transforms see the static tools of a listing only (none of
+    this project's act on listings); a call to a workflow tool goes through FastMCP as before.
+    """
+
+    def __init__(self, provider: WorkflowToolsProvider, page_size: int | None) -> None:
+        self.provider = provider
+        self.page_size = page_size
+        self._last: tuple[float, Snapshot] | None = None
+
+    def _walked(self, cursor: Any) -> Snapshot | None:
+        """The list a walk's next page comes from: the one just listed, when this request
+        goes on from it within the watcher's interval. Its pages then form one list, and the
+        database is asked once per walk; a cursor from another list is refused anyway."""
+        if not cursor or self.page_size is None or self._last is None:
+            return None
+        listed_at, snapshot = self._last
+        if time.monotonic() - listed_at > self.provider.settings.poll_seconds:
+            return None
+        return snapshot
+
+    async def __call__(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
+        if ctx.method != "tools/list" or ctx.request_id is None:
+            return await call_next(ctx)
+        token = _LISTED_BESIDE.set(True)
+        try:
+            result = await call_next(ctx)
+        finally:
+            _LISTED_BESIDE.reset(token)
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            return result
+        static: list[dict[str, Any]] = result["tools"]
+        tools, snapshot_key = static, 0
+        params = ctx.params or {}
+        cursor = params.get("cursor") if isinstance(params, Mapping) else None
+        if self.provider.settings.enabled:
+            snapshot = self._walked(cursor)
+            if snapshot is None:
+                snapshot = await self.provider.snapshot()
+                self.provider._seen = snapshot.fingerprints
+                self._last = (time.monotonic(), snapshot)
+            entries = wire_tools(snapshot, ctx.protocol_version)
+            snapshot_key = snapshot.names_key()
+            if entries:
+                taken = {entry.get("name") for entry in static}
+                tools = static + [entry for entry in entries if entry["name"] not in taken]
+        page, next_cursor = paginate(
+            tools, cursor, self.page_size, lambda: _list_key(static, snapshot_key)
+        )
+        answer = {**result, "tools": page}
+        if next_cursor is not None:
+            answer["nextCursor"] = next_cursor
+        return answer
+
+
+def _list_key(static: Sequence[Mapping[str, Any]], snapshot_key: int) -> int:
+    """Tells one list of tools from another: the static tools' names, in order, then the
+    workflow tools' (reckoned once per snapshot, ``snapshot_key``)."""
+    text = "\n".join(str(tool.get("name")) for tool in static)
+    return zlib.crc32(text.encode(), snapshot_key)
+
+
+def paginate(
+    tools: list[dict[str, Any]], cursor: Any, page_size: int | None, list_key: Callable[[], int]
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of ``tools`` and the cursor of the next (None after the last); ``list_key``
+    tells this list from any other.
+
+    Without a page size the cursor is ignored, as a server that does not paginate does."""
+    if page_size is None:
+        return tools, None
+    key = list_key()
+    offset = 0
+    if cursor:  # an empty one, as FastMCP takes it, asks for the first page
+        try:
+            state = json.loads(base64.urlsafe_b64decode(str(cursor).encode()))
+            offset, their_key = state["o"], state["k"]
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise ValueError(offset)
+        except (ValueError, TypeError, KeyError, binascii.Error):
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Invalid cursor {str(cursor)[:100]!r}: use the nextCursor of the "
+                "previous page as it was given",
+            ) from None
+        if their_key != key:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message="The tool list has changed since this cursor was given; list the "
+                "tools again from the first page",
+            )
+    end = offset + page_size
+    if end >= len(tools):
+        return tools[offset:], None
+    state_text = json.dumps({"o": end, "k": key}, separators=(",", ":"))
+    return tools[offset:end], base64.urlsafe_b64encode(state_text.encode()).decode()
+
+
 # --- Registration ----------------------------------------------------------------------------
 
 
@@ -535,6 +725,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     sources.append(DagSource(project=state.project, agent=state.agent))
     provider = WorkflowToolsProvider(state, sources, reserved=reserved_names(), settings=settings)
     mcp.add_provider(provider)
+    # Innermost of the SDK server's middleware: FastMCP's own (request context, its
+    # middleware chain) has run when tools/list reaches it.
+    mcp._mcp_server.middleware.append(ListingMiddleware(provider, settings.page_size))
     mcp.workflow_tools = provider  # type: ignore[attr-defined]  # for tests
 
     @tool(mcp, name=f"{prefix}refresh_workflow_tools", output_schema=LOOSE_OBJECT)

@@ -4,10 +4,17 @@ number of queries, whatever the number of workflows."""
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
+from stat import S_ISREG
 from typing import Any
+
+import yaml
 
 from workflows.errors import NotFound
 from workflows.models import (
@@ -28,6 +35,8 @@ from workflows.workflow_sources import (
 )
 
 DEEPWORK_SOURCE_KEY = "deepwork"
+
+logger = logging.getLogger("deepwork.workflow_tools")
 
 
 def workflow_tool_names(*, project: Project) -> dict[str, str]:
@@ -52,6 +61,135 @@ def workflow_tool_filters() -> tuple[FilterRule, ...]:
         .order_by("id")
         .values_list("action", "field", "pattern")
     )
+
+
+# --- Filters from settings: the environment and the project's settings file ------------------
+
+FILTERS_FILE = ".deepwork/workflow_tools.yml"
+_FIELDS = {"name": WorkflowToolFilter.Field.NAME, "category": WorkflowToolFilter.Field.CATEGORY}
+
+
+class FilterSyntaxError(ValueError):
+    pass
+
+
+def parse_filter_globs(action: str, value: object, where: str) -> tuple[FilterRule, ...]:
+    """Rules from a comma-separated string (or a list of strings) of globs, each on the tool's
+    names (``release*`` or ``name:release*``) or on its category (``category:deepwork/*``)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        items: Sequence[object] = value.split(",")
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise FilterSyntaxError(
+            f"{where}: expected a comma-separated string or a list of globs, "
+            f"got {type(value).__name__}"
+        )
+    rules = []
+    for index, item in enumerate(items):
+        if not isinstance(item, str):
+            raise FilterSyntaxError(
+                f"{where}[{index}]: a glob must be a string, got {type(item).__name__}"
+            )
+        text = item.strip()
+        if not text:
+            if isinstance(value, str):
+                continue  # "a,,b" or a trailing comma: nothing meant
+            raise FilterSyntaxError(f"{where}[{index}]: an empty glob")
+        field_name, sep, pattern = text.partition(":")
+        field = _FIELDS.get(field_name.strip().lower()) if sep else None
+        if field is None:
+            # No known field before a colon: the whole text is a glob on the names.
+            field, pattern = WorkflowToolFilter.Field.NAME, text
+        pattern = pattern.strip()
+        if not pattern:
+            raise FilterSyntaxError(f"{where}: {text!r} has no glob after its field")
+        if len(pattern) > 255:
+            raise FilterSyntaxError(f"{where}: the glob {pattern[:40]!r}... is over 255 characters")
+        rules.append(FilterRule(action, field, pattern.lower()))
+    return tuple(rules)
+
+
+def env_filters(
+    environ: Mapping[str, str], include_env: str, exclude_env: str
+) -> tuple[FilterRule, ...]:
+    """The rules the environment sets. A variable that cannot be read is logged and ignored
+    whole: half of a list of globs could list tools an exclude was meant to hide."""
+    rules: list[FilterRule] = []
+    for action, name in (
+        (WorkflowToolFilter.Action.INCLUDE, include_env),
+        (WorkflowToolFilter.Action.EXCLUDE, exclude_env),
+    ):
+        try:
+            rules += parse_filter_globs(action, environ.get(name), name)
+        except FilterSyntaxError as exc:
+            logger.warning("%s is ignored: %s", name, exc)
+    return tuple(rules)
+
+
+class FileFilters:
+    """The include/exclude globs of a project's ``.deepwork/workflow_tools.yml``, read again
+    whenever the file changes (its size and modification time are compared on each listing:
+    one ``stat``), so an edit applies on the next listing with no restart::
+
+        include: ["release*", "category:deepwork/*"]   # or one comma-separated string
+        exclude: "*_draft"
+
+    A file that cannot be read or breaks a rule is logged with the reason, and the rules it
+    held before keep applying until it is fixed; a removed file sets no rules.
+    """
+
+    KEYS = ("include", "exclude")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self._rules: tuple[FilterRule, ...] = ()
+        self._lock = threading.Lock()
+
+    def rules(self) -> tuple[FilterRule, ...]:
+        try:
+            stat = os.stat(self.path)
+        except FileNotFoundError:
+            self._stamp, self._rules = None, ()
+            return ()
+        except OSError as exc:
+            logger.warning("%s cannot be read (%s); its last rules still apply", self.path, exc)
+            return self._rules
+        stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        if stamp == self._stamp:
+            return self._rules
+        if not S_ISREG(stat.st_mode):
+            # A pipe would block the listing until someone wrote to it.
+            self._stamp = stamp
+            logger.warning("%s is not a regular file; its last rules still apply", self.path)
+            return self._rules
+        with self._lock:
+            self._stamp = stamp  # a broken file is reported once, not on every listing
+            try:
+                self._rules = self._read()
+            except (OSError, UnicodeDecodeError, yaml.YAMLError, FilterSyntaxError) as exc:
+                logger.warning("%s is not applied (%s); its last rules still apply", self.path, exc)
+        return self._rules
+
+    def _read(self) -> tuple[FilterRule, ...]:
+        if self.path.stat().st_size > 1024 * 1024:
+            raise FilterSyntaxError("the file is over 1 MiB")
+        data = yaml.safe_load(self.path.read_text(encoding="utf-8"))
+        if data is None:
+            return ()
+        if not isinstance(data, dict):
+            raise FilterSyntaxError(f"expected a mapping with {' and/or '.join(self.KEYS)}")
+        unknown = sorted(str(key) for key in data if key not in self.KEYS)
+        if unknown:
+            raise FilterSyntaxError(
+                f"unknown key(s) {', '.join(unknown)}; use {' and/or '.join(self.KEYS)}"
+            )
+        return parse_filter_globs(
+            WorkflowToolFilter.Action.INCLUDE, data.get("include"), "include"
+        ) + parse_filter_globs(WorkflowToolFilter.Action.EXCLUDE, data.get("exclude"), "exclude")
 
 
 def filters_pass(

@@ -1,0 +1,173 @@
+"""``mcpserve --toolsets workflow-tools`` over stdio: ``tools/list`` pages when
+``DEEPWORK_TOOLS_PAGE_SIZE`` asks for it (and a cursor from an older list is refused), its
+workflow tools' entries are lean, and include/exclude globs come from the environment and from
+``.deepwork/workflow_tools.yml``, whose edits apply on the next listing with no restart."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from fastmcp.client.messages import MessageHandler
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import NESTED_JOB
+from tests.e2e.driver import Driver
+from tests.factories import write_job
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
+
+FAST = {"DEEPWORK_WORKFLOW_TOOLS_POLL_SECONDS": "0.2"}
+STATIC = {"refresh_workflow_tools", "get_workflow_status", "cancel_workflow_run"}
+WORKFLOW_TOOLS = {
+    "workflow_demo_main",
+    "workflow_demo_quick",
+    "workflow_nested_only",
+    "workflow_deepwork_jobs_new_job",
+    "workflow_deepwork_jobs_repair",
+}
+INVALID_PARAMS = -32602
+
+
+def add_job(project: Path, name: str) -> None:
+    write_job(
+        project, name, NESTED_JOB.replace("name: nested", f"name: {name}"), ["first", "second"]
+    )
+
+
+class ListChanged(MessageHandler):
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    async def on_tool_list_changed(self, message) -> None:
+        self.event.set()
+
+
+async def test_pages_follow_the_cursor_and_an_old_cursor_is_refused(demo_project: Path):
+    async with Driver(
+        demo_project,
+        "--toolsets",
+        "workflow-tools",
+        env_extra={**FAST, "DEEPWORK_TOOLS_PAGE_SIZE": "3"},
+    ) as agent:
+        first = await agent.client.list_tools_mcp()
+        # The static tools come first, so a client that reads one page still has them.
+        assert {tool.name for tool in first.tools} == STATIC
+        assert first.next_cursor
+        pages, cursor = [first], first.next_cursor
+        while cursor:
+            page = await agent.client.list_tools_mcp(cursor=cursor)
+            pages.append(page)
+            cursor = page.next_cursor
+        assert [len(page.tools) for page in pages] == [3, 3, 2]
+        walked = [tool.name for page in pages for tool in page.tools]
+        assert len(walked) == len(set(walked))
+        assert set(walked) == STATIC | WORKFLOW_TOOLS
+        assert {tool.name for tool in await agent.client.list_tools()} == set(walked)
+
+        with pytest.raises(MCPError) as bad:
+            await agent.client.list_tools_mcp(cursor="not-a-cursor")
+        assert bad.value.code == INVALID_PARAMS
+        assert "Invalid cursor 'not-a-cursor'" in bad.value.error.message
+
+        add_job(demo_project, "fresh")
+        # Past the watcher's interval (0.2 s here) a cursor is checked against the list as it
+        # is now, no longer against the one its walk began with.
+        await asyncio.sleep(0.5)
+        with pytest.raises(MCPError) as stale:
+            await agent.client.list_tools_mcp(cursor=first.next_cursor)
+        assert stale.value.code == INVALID_PARAMS
+        assert "tool list has changed since this cursor was given" in stale.value.error.message
+        names = {tool.name for tool in await agent.client.list_tools()}
+        assert names == STATIC | WORKFLOW_TOOLS | {"workflow_fresh_only"}
+
+
+async def test_a_walk_within_the_watchers_interval_is_one_list(demo_project: Path):
+    async with Driver(
+        demo_project,
+        "--toolsets",
+        "workflow-tools",
+        env_extra={"DEEPWORK_WORKFLOW_TOOLS_POLL_SECONDS": "600", "DEEPWORK_TOOLS_PAGE_SIZE": "3"},
+    ) as agent:
+        first = await agent.client.list_tools_mcp()
+        add_job(demo_project, "fresh")
+        pages, cursor = [first], first.next_cursor
+        while cursor:
+            page = await agent.client.list_tools_mcp(cursor=cursor)
+            pages.append(page)
+            cursor = page.next_cursor
+        # The pages after the first come from the list the first was cut from...
+        assert {tool.name for page in pages for tool in page.tools} == STATIC | WORKFLOW_TOOLS
+        # ...and a new walk lists the job added meanwhile.
+        assert "workflow_fresh_only" in await agent.tool_names()
+
+
+async def test_unpaged_listing_has_every_tool_with_lean_entries(demo_project: Path):
+    async with Driver(demo_project, "--toolsets", "workflow-tools", env_extra=FAST) as agent:
+        listing = await agent.client.list_tools_mcp(cursor="ignored without paging")
+    assert listing.next_cursor is None
+    tools = {tool.name: tool for tool in listing.tools}
+    assert set(tools) == STATIC | WORKFLOW_TOOLS
+    main = tools["workflow_demo_main"]
+    assert main.title == "demo_main"
+    assert main.meta == {"workflow_id": "demo/main", "source": "deepwork"}
+    assert main.output_schema is None
+    assert main.input_schema["required"] == ["goal", "topic"]
+    assert "(Workflow ID: demo/main; category: deepwork/project; version: 1.0.0; " in (
+        main.description or ""
+    )
+    # The static tools are FastMCP's own entries, untouched.
+    assert tools["get_workflow_status"].output_schema == {
+        "additionalProperties": True,
+        "type": "object",
+    }
+
+
+async def test_filters_from_the_environment_and_the_settings_file(demo_project: Path):
+    settings = demo_project / ".deepwork" / "workflow_tools.yml"
+    listener = ListChanged()
+    async with Driver(
+        demo_project,
+        "--toolsets",
+        "workflow-tools",
+        env_extra={
+            **FAST,
+            "DEEPWORK_WORKFLOW_TOOLS_INCLUDE": "demo*, category:deepwork/standard",
+            "DEEPWORK_WORKFLOW_TOOLS_EXCLUDE": "*QUICK",
+        },
+        message_handler=listener,
+    ) as agent:
+
+        async def workflow_tools() -> set[str]:
+            return {name for name in await agent.tool_names() if name.startswith("workflow_")}
+
+        assert await workflow_tools() == {
+            "workflow_demo_main",
+            "workflow_deepwork_jobs_new_job",
+            "workflow_deepwork_jobs_repair",
+        }
+        # The file adds its rules to the environment's, on the next listing.
+        settings.write_text('exclude: ["category:deepwork/standard"]\n')
+        assert await workflow_tools() == {"workflow_demo_main"}
+        # The running watcher saw it too, and told this handshake-era client.
+        await asyncio.wait_for(listener.event.wait(), 20)
+
+        # A broken file changes nothing: its last good rules keep applying.
+        settings.write_text("include: 7\n")
+        assert await workflow_tools() == {"workflow_demo_main"}
+        settings.write_text("exclude: [\n")
+        assert await workflow_tools() == {"workflow_demo_main"}
+
+        settings.write_text('include: "nested*"\nexclude: "*main"\n')
+        assert await workflow_tools() == {
+            "workflow_nested_only",
+            "workflow_deepwork_jobs_new_job",
+            "workflow_deepwork_jobs_repair",
+        }
+        settings.unlink()
+        assert await workflow_tools() == {
+            "workflow_demo_main",
+            "workflow_deepwork_jobs_new_job",
+            "workflow_deepwork_jobs_repair",
+        }
