@@ -710,8 +710,8 @@ def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None
         ] = None,
     ) -> str:
         """Turn the project's `.deepreview` and DeepSchema rules into review tasks for the given
-        (or changed) files: a list of agents to run in parallel, each prompt pointing at an instructions
-        file. When a review passes, call `mark_review_as_passed` with its id."""
+        (or changed) files: a list of agents to run in parallel, each prompt pointing at an
+        instructions file. When a review passes, call `mark_review_as_passed` with its id."""
         return cast(
             str,
             await deepreview._off_loop(
@@ -739,7 +739,8 @@ def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None
         ] = None,
     ) -> list[dict[str, str]]:
         """List the review rules of the project's `.deepreview` files and DeepSchemas: name,
-        description and defining file with line; files that fail to parse as `PARSE_ERROR:<path>` entries."""
+        description and defining file with line; files that fail to parse as
+        `PARSE_ERROR:<path>` entries."""
         return cast(
             list[dict[str, str]],
             await deepreview._off_loop(
