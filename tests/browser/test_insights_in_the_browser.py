@@ -100,7 +100,14 @@ async def test_insights_in_the_browser(web_server, browser, history):
         for name in names:
             section = page.locator(f"[data-insight='{name}'][data-testid=insight]")
             assert await section.locator("svg title, [data-testid=chart-empty]").count() >= 1
-            assert await table_rows(page, name) == await exported_rows(page, name, RANGE), name
+            shown, exported = await table_rows(page, name), await exported_rows(page, name, RANGE)
+            if name == "tracker-blockers":
+                # A blocker's age grows while the page and the export are fetched one after the
+                # other: compare it within a minute, every other column exactly.
+                ages = [(float(a[-1]), float(b[-1])) for a, b in zip(shown, exported, strict=True)]
+                assert all(abs(a - b) <= 1 / 60 for a, b in ages), ages
+                shown, exported = [r[:-1] for r in shown], [r[:-1] for r in exported]
+            assert shown == exported, name
         drawn = await page.locator("[data-testid=chart] svg").count()
         assert drawn >= 2, path
 
