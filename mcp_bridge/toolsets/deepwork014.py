@@ -849,6 +849,10 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     async def routes_014(session_id: str | None, agent_id: str | None, only_014: bool) -> bool:
         if only_014:
             return True
+        if not session_id:
+            # A 0.9.1 call on the top of the stack: answered without a hop to the database
+            # thread, which costs more than the rest of a short 0.9.1 call's routing.
+            return False
         return bool(await db_sync_to_async(engine.live_014)(session_id, None))
 
     @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
