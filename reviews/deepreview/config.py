@@ -258,8 +258,7 @@ def _build_rule(
         all_changed_filenames=bool(context.get("all_changed_filenames", False)),
         unchanged_matching_files=bool(context.get("unchanged_matching_files", False)),
         reference_files=tuple(
-            _reference_file(name, ref, source_dir, root)
-            for ref in review.get("reference_files", ())
+            _reference_file(name, ref, path, root) for ref in review.get("reference_files", ())
         ),
         precompute_command=_resolve_command(
             review.get("precomputed_info_for_reviewer_bash_command"), source_dir
@@ -267,27 +266,26 @@ def _build_rule(
     )
 
 
-def _reference_file(
-    rule: str, ref: Mapping[str, str], source_dir: Path, root: Path
-) -> tuple[str, str]:
+def _reference_file(rule: str, ref: Mapping[str, str], source: Path, root: Path) -> tuple[str, str]:
     """(project-relative path, description); a path that leaves the project is refused here,
     so no instruction file ever names it. A missing file or a link out of the project is
     only found when the file is inlined, and said there."""
     path = ref["path"]
+    where = f"Failed to parse {source}: Rule '{rule}': reference file '{path}'"
     if posixpath.isabs(path) or os.path.isabs(path):
         raise ConfigError(
-            f"Rule '{rule}': reference file '{path}' must be a path relative to "
-            f"{source_dir} (the .deepreview file's directory), not an absolute path"
+            f"{where} must be a path relative to {source.parent} (the .deepreview file's "
+            "directory), not an absolute path"
         )
     try:
-        base = source_dir.relative_to(root).as_posix()
+        base = source.parent.relative_to(root).as_posix()
     except ValueError:
         base = "."
     relative = posixpath.normpath(posixpath.join(base, path))
     if relative == ".." or relative.startswith("../"):
-        raise ConfigError(f"Rule '{rule}': reference file '{path}' is outside the project root")
+        raise ConfigError(f"{where} is outside the project root")
     if relative == ".":
-        raise ConfigError(f"Rule '{rule}': reference file '{path}' names a directory, not a file")
+        raise ConfigError(f"{where} names a directory, not a file")
     return relative, ref.get("description", "")
 
 

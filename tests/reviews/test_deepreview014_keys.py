@@ -145,7 +145,8 @@ def test_014_reference_leaving_the_project_is_a_parse_warning(
     rules, failures = load_all_rules(tmp_path, keys_014=True)
     assert rules == []
     [failure] = failures
-    assert failure.error.startswith(message), failure.error
+    source = tmp_path / "sub/.deepreview"
+    assert failure.error.startswith(f"Failed to parse {source}: {message}"), failure.error
     # The listing shows the broken file as 0.14 does, beside the other rules.
     [entry] = get_configured_reviews(project_root=tmp_path, only_rules_matching_files=None)
     assert entry["name"] == f"PARSE_ERROR:{tmp_path / 'sub/.deepreview'}"
