@@ -19,7 +19,7 @@ from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.deepschema import load_deepschema_rules
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
 from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_id_014
-from reviews.deepreview.instructions014 import render_014
+from reviews.deepreview.instructions014 import prepare_render_014, render_014
 from reviews.deepreview.tools import ReviewDialect, is_catch_all
 
 NO_CONFIG = "No .deepreview configuration files or DeepSchema definitions found."
@@ -80,7 +80,7 @@ def _format(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> st
 
 def load_rules_014(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
     """The project's ``.deepreview`` rules, then its DeepSchema rules."""
-    rules, failures = load_all_rules(project_root)
+    rules, failures = load_all_rules(project_root, keys_014=True)
     schema_rules, schema_failures = load_deepschema_rules(project_root)
     return rules + schema_rules, failures + schema_failures
 
@@ -98,6 +98,7 @@ DIALECT_014 = ReviewDialect(
     load_rules=load_rules_014,
     review_id=_review_id,
     render=render_014,
+    prepare_render=prepare_render_014,
 )
 
 

@@ -28,7 +28,7 @@ from reviews.deepreview.instructions import (
     is_passed,
     write_instruction_files,
 )
-from reviews.deepreview.instructions014 import render_014
+from reviews.deepreview.instructions014 import prepare_render_014, render_014
 from reviews.deepreview.matching import build_tasks
 from reviews.deepreview.tools import confine_files
 from reviews.deepreview014 import (
@@ -228,7 +228,10 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
     tasks += [
         as_task014(task, review_id, root)
         for task, review_id in write_instruction_files(
-            project_tasks, root, review_id=_review_id, render=render_014
+            project_tasks,
+            root,
+            review_id=_review_id,
+            render=prepare_render_014(project_tasks, root, _review_id),
         )
     ]
     return tasks, passed

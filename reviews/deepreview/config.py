@@ -6,11 +6,14 @@ wording follows 0.9.1.
 
 from __future__ import annotations
 
+import copy
 import functools
 import io
 import json
 import os
+import posixpath
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +66,9 @@ class ReviewRule:
     unchanged_matching_files: bool = False
     # (project-relative path, description) of files the reviewer should read alongside.
     reference_files: tuple[tuple[str, str], ...] = ()
+    # 0.14's ``precomputed_info_for_reviewer_bash_command``, already resolved against
+    # ``source_dir``; run from the project root when an instruction file is written.
+    precompute_command: str | None = None
 
     def agent_for(self, platform: str) -> str | None:
         return self.agent.get(platform) if self.agent else None
@@ -82,9 +88,31 @@ class ReviewTask:
         return self.rule.name
 
 
+# The keys DeepWork 0.14 added inside ``review`` (digest §5.3); only its dialect accepts them,
+# so a 0.9.1 project keeps refusing them as the unknown keys they were there.
+KEYS_014: dict[str, Any] = {
+    "reference_files": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["path"],
+            "additionalProperties": False,
+            "properties": {
+                "path": {"type": "string", "minLength": 1},
+                "description": {"type": "string"},
+            },
+        },
+    },
+    "precomputed_info_for_reviewer_bash_command": {"type": "string", "minLength": 1},
+}
+
+
 @functools.cache
-def _validator() -> Draft7Validator:
+def _validator(keys_014: bool = False) -> Draft7Validator:
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    if keys_014:
+        schema = copy.deepcopy(schema)
+        schema["definitions"]["rule"]["properties"]["review"]["properties"].update(KEYS_014)
     Draft7Validator.check_schema(schema)
     return Draft7Validator(schema)
 
@@ -114,7 +142,9 @@ def _read_text(path: Path, project_root: Path) -> str:
         raise ConfigError(str(exc)) from None
 
 
-def parse_deepreview_file(path: Path, *, project_root: Path | None = None) -> list[ReviewRule]:
+def parse_deepreview_file(
+    path: Path, *, project_root: Path | None = None, keys_014: bool = False
+) -> list[ReviewRule]:
     """Parse one ``.deepreview`` file; any problem with it raises ``ConfigError``.
 
     The file and its instruction files are read only inside ``project_root`` (by default the
@@ -127,17 +157,21 @@ def parse_deepreview_file(path: Path, *, project_root: Path | None = None) -> li
         raise ConfigError(f"File not found: {path}") from exc
     except ConfigError as exc:
         raise ConfigError(f"Failed to parse {path}: {exc}") from None
-    return parse_deepreview_text(text, path, project_root=root)
+    return parse_deepreview_text(text, path, project_root=root, keys_014=keys_014)
 
 
 def parse_deepreview_text(
-    text: str, path: Path, *, project_root: Path | None = None
+    text: str, path: Path, *, project_root: Path | None = None, keys_014: bool = False
 ) -> list[ReviewRule]:
-    """Parse ``text`` as if read from ``path`` (which anchors instruction files and messages)."""
+    """Parse ``text`` as if read from ``path`` (which anchors instruction files and messages).
+
+    ``keys_014`` accepts 0.14's ``reference_files`` and
+    ``precomputed_info_for_reviewer_bash_command``.
+    """
     data = _load_yaml(text, path)
     if data is None:
         return []
-    _validate(data, path)
+    _validate(data, path, keys_014)
     lines = _rule_lines(text)
     source_dir = path.parent
     root = project_root or source_dir
@@ -159,7 +193,7 @@ def _load_yaml(text: str, path: Path) -> Any:
         ) from exc
 
 
-def _validate(data: Any, path: Path) -> None:
+def _validate(data: Any, path: Path, keys_014: bool = False) -> None:
     # jsonschema matches patternProperties with re.search on the key, which raises TypeError on
     # the int/bool/None keys YAML can produce; report those in the same shape as schema errors.
     bad_key = _first_non_string_key(data, [])
@@ -169,7 +203,7 @@ def _validate(data: Any, path: Path) -> None:
             f"Schema validation failed for {path}: Validation error at {loc}: "
             f"{key!r} is not a valid key (keys must be strings)"
         )
-    error = best_match(_validator().iter_errors(data))
+    error = best_match(_validator(keys_014).iter_errors(data))
     if error is None:
         return
     loc = " -> ".join(str(part) for part in error.path) if error.path else "root"
@@ -223,7 +257,59 @@ def _build_rule(
         agent=dict(agent) if agent else None,
         all_changed_filenames=bool(context.get("all_changed_filenames", False)),
         unchanged_matching_files=bool(context.get("unchanged_matching_files", False)),
+        reference_files=tuple(
+            _reference_file(name, ref, path, root) for ref in review.get("reference_files", ())
+        ),
+        precompute_command=_resolve_command(
+            review.get("precomputed_info_for_reviewer_bash_command"), source_dir
+        ),
     )
+
+
+def _reference_file(rule: str, ref: Mapping[str, str], source: Path, root: Path) -> tuple[str, str]:
+    """(project-relative path, description); a path that leaves the project is refused here,
+    so no instruction file ever names it. A missing file or a link out of the project is
+    only found when the file is inlined, and said there."""
+    path = ref["path"]
+    where = f"Failed to parse {source}: Rule '{rule}': reference file '{path}'"
+    if posixpath.isabs(path) or os.path.isabs(path):
+        raise ConfigError(
+            f"{where} must be a path relative to {source.parent} (the .deepreview file's "
+            "directory), not an absolute path"
+        )
+    try:
+        base = source.parent.relative_to(root).as_posix()
+    except ValueError:
+        base = "."
+    relative = posixpath.normpath(posixpath.join(base, path))
+    if relative == ".." or relative.startswith("../"):
+        raise ConfigError(f"{where} is outside the project root")
+    if relative == ".":
+        raise ConfigError(f"{where} names a directory, not a file")
+    return relative, ref.get("description", "")
+
+
+def _resolve_command(command: str | None, source_dir: Path) -> str | None:
+    """A command whose first word names a file beside the ``.deepreview`` (``./ctx.sh``,
+    ``scripts/ctx.sh arg``) gets that word made absolute, because it runs from the project
+    root; anything else (``git log -5``) is left to the shell."""
+    if command is None:
+        return None
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return command
+    if not words or os.path.isabs(words[0]):
+        return command
+    candidate = source_dir / words[0]
+    if not candidate.is_file():
+        return command
+    first = command.lstrip()
+    leading = command[: len(command) - len(first)]
+    # Only a plainly written first word is swapped; a quoted one is left to the shell.
+    if not first.startswith(words[0]):
+        return command
+    return leading + shlex.quote(str(candidate)) + first[len(words[0]) :]
 
 
 def _instructions_text(spec: str | Mapping[str, str], source_dir: Path, root: Path) -> str:

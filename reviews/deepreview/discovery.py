@@ -64,13 +64,15 @@ def find_deepreview_files(project_root: Path) -> list[Path]:
     return sorted(found, key=order)
 
 
-def load_all_rules(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
+def load_all_rules(
+    project_root: Path, *, keys_014: bool = False
+) -> tuple[list[ReviewRule], list[ParseFailure]]:
     """Rules from every file in discovery order; broken files are reported, never raised."""
     rules: list[ReviewRule] = []
     failures: list[ParseFailure] = []
     for path in find_deepreview_files(project_root):
         try:
-            rules.extend(parse_deepreview_file(path, project_root=project_root))
+            rules.extend(parse_deepreview_file(path, project_root=project_root, keys_014=keys_014))
         except ConfigError as exc:
             failures.append(ParseFailure(path, str(exc)))
         except Exception as exc:

@@ -13,12 +13,14 @@ read through ``workflows.files`` (inside the project, regular files only).
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from reviews.deepreview.config import ReviewTask
-from reviews.deepreview.instructions import describe_scope
+from reviews.deepreview.instructions import describe_scope, is_passed
+from reviews.deepreview.precompute import run_command, run_commands
 from workflows.files import read_project_file
 
 MAX_INLINED_FILES = 20
@@ -106,10 +108,33 @@ def _listed(heading: str, note: str, lines: Sequence[str]) -> list[str]:
     return [heading, "", note, "", *lines, ""] if lines else []
 
 
+def _precomputed(
+    task: ReviewTask, project_root: Path, precomputed: Mapping[str, str] | None
+) -> list[str]:
+    command = task.rule.precompute_command
+    if not command:
+        return []
+    if precomputed is not None and command in precomputed:
+        text = precomputed[command]
+    else:
+        text = run_command(command, project_root)
+    text = text.strip("\n")
+    return ["## Precomputed Context", "", text, ""] if text else []
+
+
 def render_014(
-    task: ReviewTask, review_id: str, project_root: Path, *, inline: str | None = None
+    task: ReviewTask,
+    review_id: str,
+    project_root: Path,
+    *,
+    inline: str | None = None,
+    precomputed: Mapping[str, str] | None = None,
 ) -> str:
-    """The instruction file of ``task``; ``inline`` is the value of a string output."""
+    """The instruction file of ``task``; ``inline`` is the value of a string output.
+
+    ``precomputed`` maps precompute commands to their text (``prepare_render_014``); a command
+    not in it is run here.
+    """
     scope = "inline content" if inline is not None else describe_scope(task)
     out = [f"# Review: {task.rule_name} — {scope}", ""]
     out += [
@@ -138,6 +163,7 @@ def render_014(
         "scope for this review.",
         [f"- {path}" for path in task.all_changed_filenames],
     )
+    out += _precomputed(task, project_root, precomputed)
     out += [
         "## After Review",
         "",
@@ -155,3 +181,19 @@ def render_014(
             "",
         ]
     return "\n".join(out)
+
+
+def prepare_render_014(
+    tasks: Sequence[ReviewTask],
+    project_root: Path,
+    review_id: Callable[[ReviewTask, Path], str],
+) -> Callable[[ReviewTask, str, Path], str]:
+    """``render_014`` with the precompute commands of the tasks still to write already run,
+    in parallel, so a slow command costs its own time once rather than once per task."""
+    commands = [
+        task.rule.precompute_command
+        for task in tasks
+        if task.rule.precompute_command
+        and not is_passed(project_root, review_id(task, project_root))
+    ]
+    return functools.partial(render_014, precomputed=run_commands(commands, project_root))

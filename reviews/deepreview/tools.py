@@ -90,6 +90,8 @@ class ReviewDialect:
     load_rules: RuleLoader = load_all_rules
     review_id: ReviewIdFn = compute_review_id
     render: Renderer | None = None
+    # Builds the renderer for a run's tasks (0.14 runs their precompute commands first).
+    prepare_render: Callable[[Sequence[ReviewTask], Path, ReviewIdFn], Renderer] | None = None
 
 
 def _format_091(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> str:
@@ -203,9 +205,14 @@ def _review_instructions(
     if not tasks:
         return NO_MATCHES
 
+    render = (
+        dialect.prepare_render(tasks, project_root, dialect.review_id)
+        if dialect.prepare_render
+        else dialect.render
+    )
     try:
         written = write_instruction_files(
-            tasks, project_root, review_id=dialect.review_id, render=dialect.render
+            tasks, project_root, review_id=dialect.review_id, render=render
         )
     except OSError as exc:
         return f"Review error: Error writing instruction files: {exc}"
