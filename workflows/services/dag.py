@@ -732,27 +732,52 @@ def dag_report_failure(
             updated_at=now,
             abort_reason=f"Step {step_id!r} failed: {error_message}",
         )
-        events.event_record(
-            kind=Event.Kind.DAG_STEP_FAILED,
+        _record_step_failure(
             project=project,
             session=session,
+            workflow_id=workflow_id,
+            step_id=step_id,
+            failed_by=agent_id,
+            error_message=error_message,
             agent=run.assigned_agent,
-            payload=events.DagStepFailed(
-                workflow_id=workflow_id,
-                step_id=step_id,
-                agent_id=agent_id,
-                error_message=error_message,
-            ),
-        )
-        events.event_record(
-            kind=Event.Kind.SESSION_FAILED,
-            project=project,
-            session=session,
-            payload=events.SessionFailed(
-                workflow=session.workflow_name, step_id=step_id, error_message=error_message
-            ),
         )
     return Report(workflow_id, step_id, WorkflowSession.Status.FAILED, Advance(status="failed"))
+
+
+def _record_step_failure(
+    *,
+    project: Project,
+    session: WorkflowSession,
+    workflow_id: str,
+    step_id: str,
+    failed_by: str,
+    error_message: str,
+    agent: Agent | None = None,
+    by: User | None = None,
+) -> None:
+    """A failed step fails its workflow: both events, in the caller's transaction."""
+    events.event_record(
+        kind=Event.Kind.DAG_STEP_FAILED,
+        project=project,
+        session=session,
+        agent=agent,
+        by=by,
+        payload=events.DagStepFailed(
+            workflow_id=workflow_id,
+            step_id=step_id,
+            agent_id=failed_by,
+            error_message=error_message,
+        ),
+    )
+    events.event_record(
+        kind=Event.Kind.SESSION_FAILED,
+        project=project,
+        session=session,
+        by=by,
+        payload=events.SessionFailed(
+            workflow=session.workflow_name, step_id=step_id, error_message=error_message
+        ),
+    )
 
 
 def dag_cancel(
@@ -1004,26 +1029,14 @@ def dag_person_report(
                 updated_at=now,
                 abort_reason=f"Step {step_id!r} failed: {error_message}",
             )
-            events.event_record(
-                kind=Event.Kind.DAG_STEP_FAILED,
+            _record_step_failure(
                 project=project,
                 session=session,
+                workflow_id=workflow_id,
+                step_id=step_id,
+                failed_by=person,
+                error_message=error_message,
                 by=by,
-                payload=events.DagStepFailed(
-                    workflow_id=workflow_id,
-                    step_id=step_id,
-                    agent_id=person,
-                    error_message=error_message,
-                ),
-            )
-            events.event_record(
-                kind=Event.Kind.SESSION_FAILED,
-                project=project,
-                session=session,
-                by=by,
-                payload=events.SessionFailed(
-                    workflow=session.workflow_name, step_id=step_id, error_message=error_message
-                ),
             )
             return Report(
                 workflow_id, step_id, WorkflowSession.Status.FAILED, Advance(status="failed")
