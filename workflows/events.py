@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import router, transaction
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows import outbox
+from workflows import outbox, tallies
 from workflows.models import Agent, Event, Project, WorkflowSession
 
 if TYPE_CHECKING:
@@ -336,6 +336,7 @@ def event_record(
     )
     using = router.db_for_write(Event)
     event.save(force_insert=True, using=using)
+    tallies.insight_tally_events(events=[event], session=session)
     _announce_after_commit(using)
     return event
 
@@ -364,5 +365,6 @@ def event_record_many(
         return events
     using = router.db_for_write(Event)
     Event.objects.using(using).bulk_create(events)
+    tallies.insight_tally_events(events=events, session=session)
     _announce_after_commit(using)
     return events

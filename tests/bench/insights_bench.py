@@ -146,6 +146,15 @@ class Writer:
         return count
 
 
+def tally(rebuild) -> None:
+    began = time.perf_counter()
+    counted = rebuild()
+    log(
+        f"seed: tallies rebuilt ({counted.session_rows:,} session, {counted.agent_rows:,} "
+        f"agent, {counted.step_time_rows:,} step-time rows), {time.perf_counter() - began:.0f} s"
+    )
+
+
 def seed(reseed: bool) -> None:
     from django.contrib.auth.models import User
     from django.core.management import call_command
@@ -160,6 +169,7 @@ def seed(reseed: bool) -> None:
         Event,
         Issue,
         Job,
+        SessionTally,
         StepRun,
         Task,
         TrackedWorkflow,
@@ -167,6 +177,7 @@ def seed(reseed: bool) -> None:
     )
     from workflows.services.catalog import Catalog
     from workflows.services.projects import project_ensure
+    from workflows.tallies import insight_tallies_rebuild
 
     call_command("migrate", verbosity=0)
     if not User.objects.filter(username="bench").exists():
@@ -177,6 +188,8 @@ def seed(reseed: bool) -> None:
         and Event.objects.count() >= SESSIONS * EVENTS_PER_SESSION
     ):
         log("seed: reusing the seeded database")
+        if not SessionTally.objects.exists():
+            tally(insight_tallies_rebuild)
         return
     began = time.perf_counter()
     write_project()
@@ -525,6 +538,8 @@ def seed(reseed: bool) -> None:
                 no_style(), [WorkflowSession, StepRun]
             ):
                 cursor.execute(statement)
+    # The rows went in past the event writer, which keeps the tallies as work happens.
+    tally(insight_tallies_rebuild)
     with connection.cursor() as cursor:
         # What autovacuum does on a live server: statistics, and the visibility map that lets
         # a count read an index alone.

@@ -16,6 +16,7 @@ from tests.insights.conftest import D1, D3, build_history
 from workflows.events import SessionStarted, event_record
 from workflows.models import WorkflowSession
 from workflows.services import dag
+from workflows.tallies import insight_tallies_rebuild
 
 pytestmark = [pytest.mark.browser]
 
@@ -126,6 +127,8 @@ async def test_insights_in_the_browser(web_server, browser, history):
     await database_sync_to_async(WorkflowSession.objects.filter(session_id="s2").update)(
         generation="0.14"
     )
+    # Changed past the event writer: the tallies are recounted, as after any such edit.
+    await database_sync_to_async(insight_tallies_rebuild)()
     await page.goto(f"/insights/?{RANGE}")
     await page.select_option("#insight-dialect", "deepwork-0.14")
     await page.click("#insight-submit")

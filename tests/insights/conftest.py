@@ -33,6 +33,7 @@ from workflows.models import (
 from workflows.selectors.insights import InsightFilter
 from workflows.services.catalog import Catalog
 from workflows.services.projects import project_ensure
+from workflows.tallies import insight_tallies_rebuild
 
 UTC = dt.UTC
 D0, D1, D2, D3 = (dt.date(2026, 2, 28) + dt.timedelta(days=n) for n in range(4))
@@ -288,4 +289,6 @@ def build_history(tmp_path: Path) -> History:
     issue("Which API?", True, at(D2, 12))
     issue("Which format?", True, at(D1, 8), at(D1, 10))
     issue("Flaky test", False, at(D1, 8))
+    # The rows were written directly, past the event writer that keeps the tallies.
+    insight_tallies_rebuild()
     return History(p1, p2, sessions, runs, tracked)

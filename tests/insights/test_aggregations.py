@@ -54,17 +54,18 @@ def times(filters, workflow="main"):
 
 
 def test_time_per_step_median_and_p90(history):
-    # gather, completed in range: 10, 20, 30 (p1) and 40 (p2); the invalidated 500 s run,
-    # the active run and s6's 1000 s run (D0) are left out. Nearest rank of 4 values: the
-    # median is the 2nd (20), p90 the 4th (40). wrap_up: 60, 120: the 1st and the 2nd.
+    # gather, completed in range: 10, 20, 30 and s3's first try, 500 s, sent back by go_to_step
+    # but finished all the same (p1), and 40 (p2); the active run and s6's 1000 s run (D0) are
+    # left out. Nearest rank of 5 values: the median is the 3rd (30), p90 the 5th (500).
+    # wrap_up: 60, 120: the 1st and the 2nd.
     assert times(in_range()) == [
-        ("gather", 4, 20.0, 40.0),
+        ("gather", 5, 30.0, 500.0),
         ("part_a", 1, 5.0, 5.0),
         ("part_b", 1, 7.0, 7.0),
         ("wrap_up", 2, 60.0, 120.0),
     ]
-    # p1 alone: 10, 20, 30: the median is the 2nd, p90 the 3rd.
-    assert times(in_range(project_id=history.p1.pk))[0] == ("gather", 3, 20.0, 30.0)
+    # p1 alone: 10, 20, 30, 500: the median is the 2nd, p90 the 4th.
+    assert times(in_range(project_id=history.p1.pk))[0] == ("gather", 4, 20.0, 500.0)
     assert times(in_range(), workflow="quick") == [("gather", 1, 3.0, 3.0)]
 
 

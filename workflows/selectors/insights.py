@@ -31,21 +31,27 @@ from django.db.models import (
     Min,
     Q,
     QuerySet,
+    Sum,
     Window,
 )
 from django.db.models.functions import RowNumber, TruncDate
 from django.utils import timezone
 
+from workflows import histograms
 from workflows.errors import InvalidInput
 from workflows.models import (
+    AgentTally,
     Decision,
     Event,
     Issue,
     Job,
+    SessionTally,
     StepRun,
+    StepTimeTally,
     Task,
     WorkflowSession,
 )
+from workflows.tallies import FINISHED_RUN_STATUSES, month_of
 
 # The widest date range one page aggregates (a year, and a leap day).
 MAX_RANGE_DAYS = 366
@@ -54,6 +60,9 @@ DEFAULT_RANGE_DAYS = 30
 TOP_AGENTS = 8
 # Rows read back to count JSON lists in Python (tasks' changed files): the newest ones.
 JSON_SAMPLE_LIMIT = 5000
+# Up to this many runs per chosen workflow, step times are worked out exactly from the runs;
+# beyond it from the duration histograms (``workflows.histograms``), within 1%.
+EXACT_STEP_TIMES_LIMIT = 2000
 
 
 class Dialect:
@@ -125,7 +134,7 @@ class InsightFilter:
         return Dialect.GENERATIONS.get(self.dialect or "")
 
     def session_q(self, prefix: str = "") -> Q:
-        """The filter on sessions (``prefix`` reaches them from another model, e.g.
+        """The filter on DeepWork sessions (``prefix`` reaches them from another model, e.g.
         ``session__``), without the date range: each insight bounds its own timestamp."""
         q = self._catalog_q(prefix)
         if self.project_id is not None:
@@ -147,6 +156,30 @@ class InsightFilter:
         if self.agent_id is not None:
             q &= Q(agent__agent_id=self.agent_id)
         return q
+
+    def deepwork_q(self, prefix: str = "") -> Q:
+        """``session_q`` less the DAG executions, which are sessions too but have their own
+        tab (the reads of reviews, rulings and events need not say so: a DAG writes none)."""
+        return self.session_q(prefix) & ~Q(**{f"{prefix}job_id__in": _dag_jobs()})
+
+    def tally_q(self) -> Q:
+        """The filter on ``SessionTally`` and ``StepTimeTally`` rows, which carry the session's
+        project, generation, job and workflow but no agent (see ``uses_tallies``)."""
+        q = self._catalog_q("") & ~Q(job_id__in=_dag_jobs())
+        if self.project_id is not None:
+            q &= Q(project_id=self.project_id)
+        return q
+
+    @property
+    def uses_tallies(self) -> bool:
+        """Whether the session tallies can answer: they have no agent. With an agent the
+        agent's own sessions and runs are few enough to read one by one."""
+        return self.agent_id is None
+
+    @property
+    def uses_agent_tallies(self) -> bool:
+        """Whether the agent tallies can answer: they have no job, workflow or generation."""
+        return self.job is None and self.workflow is None and self.generation is None
 
     def _catalog_q(self, prefix: str) -> Q:
         q = Q()
@@ -281,6 +314,39 @@ def _day(field_name: str) -> TruncDate:
     return TruncDate(field_name, tzinfo=dt.UTC)
 
 
+def _dag_jobs() -> QuerySet[Job, Any]:
+    """The jobs of DAG executions (few: one per defined DAG workflow)."""
+    return Job.objects.filter(source=Job.Source.DEFINED).values("pk")
+
+
+def _periods_q(since: dt.date, until: dt.date) -> Q:
+    """The ``StepTimeTally`` rows that cover ``since``..``until`` exactly: the month rows of
+    the whole months in it, the day rows of the days left at either edge."""
+    months: list[dt.date] = []
+    month = month_of(since) if since.day == 1 else _next_month(since)
+    while month <= until and month != dt.date.max:
+        following = _next_month(month)
+        if following == dt.date.max or following - dt.timedelta(days=1) > until:
+            break
+        months.append(month)
+        month = following
+    day_rows = Q(period=StepTimeTally.Period.DAY)
+    if not months:
+        return day_rows & Q(period_start__gte=since, period_start__lte=until)
+    first, after = months[0], _next_month(months[-1])
+    edges = Q(period_start__gte=since, period_start__lt=first) | Q(
+        period_start__gte=after, period_start__lte=until
+    )
+    return (day_rows & edges) | Q(period=StepTimeTally.Period.MONTH, period_start__in=months)
+
+
+def _next_month(day: dt.date) -> dt.date:
+    try:
+        return (day.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+    except OverflowError:
+        return dt.date.max
+
+
 # --- Sessions per day ------------------------------------------------------------------------
 
 
@@ -300,12 +366,27 @@ class DayOutcomes:
 
 def sessions_per_day(*, filters: InsightFilter) -> list[DayOutcomes]:
     """Every day of the range with the sessions started that day, split by outcome (completed,
-    aborted, still active): one query (wf_session_recent_idx bounds the range)."""
+    aborted, still active): one query, of the day's tallies (or, for one agent, of its
+    sessions; wf_session_recent_idx bounds the range)."""
     counts: dict[tuple[dt.date, str], int] = {}
-    if filters.wants(Dialect.DEEPWORK):
+    status = WorkflowSession.Status
+    if filters.wants(Dialect.DEEPWORK) and filters.uses_tallies:
+        tallied = (
+            SessionTally.objects.filter(
+                filters.tally_q(), day__gte=filters.since, day__lte=filters.until
+            )
+            .values("day")
+            .annotate(n=Sum("started"), done=Sum("completed"), gone=Sum("aborted"))
+            .order_by()
+        )
+        for row in tallied:
+            counts[(row["day"], status.COMPLETED)] = row["done"]
+            counts[(row["day"], status.ABORTED)] = row["gone"]
+            counts[(row["day"], status.ACTIVE)] = row["n"] - row["done"] - row["gone"]
+    elif filters.wants(Dialect.DEEPWORK):
         rows = (
             WorkflowSession.objects.filter(
-                filters.session_q(), started_at__gte=filters.start, started_at__lt=filters.end
+                filters.deepwork_q(), started_at__gte=filters.start, started_at__lt=filters.end
             )
             .annotate(day=_day("started_at"))
             .values("day", "status")
@@ -313,7 +394,6 @@ def sessions_per_day(*, filters: InsightFilter) -> list[DayOutcomes]:
             .order_by()
         )
         counts = {(row["day"], row["status"]): row["n"] for row in rows}
-    status = WorkflowSession.Status
     return [
         DayOutcomes(
             day=day,
@@ -341,9 +421,21 @@ def busiest_workflow(*, filters: InsightFilter) -> WorkflowChoice | None:
         return WorkflowChoice(filters.job, filters.workflow)
     if not filters.wants(Dialect.DEEPWORK):
         return None
+    if filters.uses_tallies:
+        row = (
+            SessionTally.objects.filter(
+                filters.tally_q(), day__gte=filters.since, day__lte=filters.until
+            )
+            .values("job_name", "workflow_name")
+            .annotate(n=Sum("started"))
+            .filter(n__gt=0)
+            .order_by("-n", "job_name", "workflow_name")
+            .first()
+        )
+        return None if row is None else WorkflowChoice(row["job_name"], row["workflow_name"])
     row = (
         WorkflowSession.objects.filter(
-            filters.session_q(), started_at__gte=filters.start, started_at__lt=filters.end
+            filters.deepwork_q(), started_at__gte=filters.start, started_at__lt=filters.end
         )
         .values("job_name", "workflow_name")
         .annotate(n=Count("pk"))
@@ -377,11 +469,45 @@ class StepTime:
     runs: int
     median_seconds: float
     p90_seconds: float
+    # Worked out from the duration histograms: within 1% of the exact figures.
+    approximate: bool = False
+
+
+def _step_times_from_tallies(chosen: InsightFilter) -> list[StepTime] | None:
+    """The chosen workflow's step times from the histograms, or ``None`` when the range holds
+    few enough runs to work them out exactly: one query."""
+    rows = list(
+        StepTimeTally.objects.filter(chosen.tally_q(), _periods_q(chosen.since, chosen.until))
+        .values("step_id", "bucket")
+        .annotate(n=Sum("runs"), entry=Min("entry_index"))
+        .order_by()
+    )
+    if sum(row["n"] for row in rows) <= EXACT_STEP_TIMES_LIMIT:
+        return None
+    buckets: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    entries: dict[str, int] = {}
+    for row in rows:
+        buckets[row["step_id"]].append((row["bucket"], row["n"]))
+        entries[row["step_id"]] = min(entries.get(row["step_id"], row["entry"]), row["entry"])
+    return [
+        StepTime(
+            step_id=step_id,
+            entry_index=entries[step_id],
+            runs=sum(n for _, n in counts),
+            median_seconds=histograms.percentile(counts, fraction=0.5) or 0.0,
+            p90_seconds=histograms.percentile(counts, fraction=0.9) or 0.0,
+            approximate=True,
+        )
+        for step_id, counts in buckets.items()
+    ]
 
 
 def step_times(*, filters: InsightFilter, choice: WorkflowChoice) -> list[StepTime]:
     """Median and p90 of the time from a step becoming current to its completion, per step of
-    the chosen workflow, over the runs completed in the range, in workflow order: one query
+    the chosen workflow, over the runs completed in the range (each completion counts, also
+    one ``go_to_step`` later sent back), in workflow order. One or two queries: the
+    histograms, unless the filter names an agent; then, when the range holds at most
+    ``EXACT_STEP_TIMES_LIMIT`` runs (or for one agent's runs), the runs themselves
     (wf_steprun_done_idx bounds the range)."""
     chosen = InsightFilter(
         since=filters.since,
@@ -392,10 +518,12 @@ def step_times(*, filters: InsightFilter, choice: WorkflowChoice) -> list[StepTi
         agent_id=filters.agent_id,
         dialect=filters.dialect,
     )
+    if chosen.uses_tallies and (estimated := _step_times_from_tallies(chosen)) is not None:
+        return sorted(estimated, key=lambda t: (t.entry_index, t.step_id))
     runs = StepRun.objects.filter(
-        chosen.session_q("session__"),
+        chosen.deepwork_q("session__"),
         _open_during("session__", filters),
-        status=StepRun.Status.COMPLETED,
+        status__in=FINISHED_RUN_STATUSES,
         completed_at__gte=filters.start,
         completed_at__lt=filters.end,
     )
@@ -435,13 +563,43 @@ class AgentActivity:
 
 
 def agent_activity(*, filters: InsightFilter) -> list[AgentActivity]:
-    """Per agent: steps finished per day, failed review rounds and aborted sessions (three
-    queries, whatever the agents): the ``TOP_AGENTS`` busiest drawn one by one, the rest
-    summed as "other agents"."""
+    """Per agent: steps finished per day, failed review rounds and aborted sessions: the
+    ``TOP_AGENTS`` busiest drawn one by one, the rest summed as "other agents". One query of
+    the agents' daily tallies; with a job, workflow or generation (which those lack), three
+    of the events and sessions themselves."""
     if not filters.wants(Dialect.DEEPWORK):
         return []
     days = filters.days
     index = {day: n for n, day in enumerate(days)}
+    agents: dict[str, AgentActivity] = {}
+
+    def of(agent_id: str) -> AgentActivity:
+        if agent_id not in agents:
+            agents[agent_id] = AgentActivity(agent_id=agent_id, steps_per_day=[0] * len(days))
+        return agents[agent_id]
+
+    if filters.uses_agent_tallies:
+        tallied = AgentTally.objects.filter(day__gte=filters.since, day__lte=filters.until)
+        if filters.project_id is not None:
+            tallied = tallied.filter(project_id=filters.project_id)
+        if filters.agent_id is not None:
+            tallied = tallied.filter(agent__agent_id=filters.agent_id)
+        for agent_id, day, steps, failed_reviews, aborts in (
+            tallied.values("agent__agent_id", "day")
+            .annotate(
+                steps=Sum("steps_finished"),
+                failed=Sum("reviews_failed"),
+                aborts=Sum("sessions_aborted"),
+            )
+            .values_list("agent__agent_id", "day", "steps", "failed", "aborts")
+            .order_by()
+        ):
+            activity = of(agent_id)
+            activity.steps_per_day[index[day]] += steps
+            activity.steps += steps
+            activity.failed_reviews += failed_reviews
+            activity.aborts += aborts
+        return _top_agents(agents, len(days))
     # From the outbox: each finished step is a ``step_finished`` event carrying its agent and
     # project, so neither count joins the sessions (wf_event_kind_time_idx bounds the range).
     # COUNT(*), not COUNT(id): the id is not in that index, and naming it sends PostgreSQL to
@@ -480,13 +638,6 @@ def agent_activity(*, filters: InsightFilter) -> list[AgentActivity]:
         .annotate(n=Count("pk"))
         .order_by()
     )
-    agents: dict[str, AgentActivity] = {}
-
-    def of(agent_id: str) -> AgentActivity:
-        if agent_id not in agents:
-            agents[agent_id] = AgentActivity(agent_id=agent_id, steps_per_day=[0] * len(days))
-        return agents[agent_id]
-
     for row in finished:
         activity = of(row["agent__agent_id"])
         activity.steps_per_day[index[row["day"]]] += row["n"]
@@ -495,12 +646,16 @@ def agent_activity(*, filters: InsightFilter) -> list[AgentActivity]:
         of(row["agent__agent_id"]).failed_reviews += row["n"]
     for row in aborted:
         of(row["agent__agent_id"]).aborts += row["n"]
+    return _top_agents(agents, len(days))
+
+
+def _top_agents(agents: dict[str, AgentActivity], days: int) -> list[AgentActivity]:
     ranked = sorted(
         agents.values(), key=lambda a: (-a.steps, -a.failed_reviews, -a.aborts, a.agent_id)
     )
     shown, rest = ranked[:TOP_AGENTS], ranked[TOP_AGENTS:]
     if rest:
-        other = AgentActivity(agent_id="other agents", steps_per_day=[0] * len(days))
+        other = AgentActivity(agent_id="other agents", steps_per_day=[0] * days)
         for activity in rest:
             other.steps_per_day = [
                 a + b for a, b in zip(other.steps_per_day, activity.steps_per_day, strict=True)

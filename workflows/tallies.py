@@ -1,0 +1,299 @@
+"""Keeping the insight tallies (``workflows.tally_models``): counted by the event writer, in the
+transaction that writes the event, and rebuilt from the rows on demand.
+
+Counted from events, so each count moves exactly when its event is written, never twice:
+
+- ``session_started``: a session started on its start day; ``session_completed`` and
+  ``session_aborted``: one of that day's sessions completed or aborted.
+- ``step_finished``: the agent's steps finished that day, and each finished run's time in its
+  step's histogram (the day's and the month's rows).
+- ``review_failed``: the agent's failed review rounds that day; ``session_aborted`` also counts
+  an abort for the session's agent on the day it ended.
+
+A run sent back by ``go_to_step`` keeps its place in the histogram: its time was spent. Each
+count is one ``INSERT … ON CONFLICT DO UPDATE`` adding to the row, so concurrent writers add up
+instead of overwriting each other (SQLite and PostgreSQL both have it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.apps import apps as global_apps
+from django.db import connections, router, transaction
+from django.db.models import Count, Q
+from django.db.models.functions import TruncDate
+
+from workflows import histograms
+from workflows.models import Event, StepRun, WorkflowSession
+
+_SESSION_KEY = ("day", "project_id", "generation", "job_id", "job_name", "workflow_name")
+_AGENT_KEY = ("day", "project_id", "agent_id")
+_STEP_KEY = (
+    "period",
+    "period_start",
+    "project_id",
+    "generation",
+    "job_id",
+    "job_name",
+    "workflow_name",
+    "step_id",
+    "entry_index",
+    "bucket",
+)
+TALLIED_KINDS = frozenset(
+    {
+        Event.Kind.SESSION_STARTED,
+        Event.Kind.SESSION_COMPLETED,
+        Event.Kind.SESSION_ABORTED,
+        Event.Kind.STEP_FINISHED,
+        Event.Kind.REVIEW_FAILED,
+    }
+)
+# Runs whose time counts: finished, whether or not go_to_step later sent them back.
+FINISHED_RUN_STATUSES = (StepRun.Status.COMPLETED, StepRun.Status.INVALIDATED)
+
+
+def utc_day(moment: dt.datetime) -> dt.date:
+    return moment.astimezone(dt.UTC).date()
+
+
+def month_of(day: dt.date) -> dt.date:
+    return day.replace(day=1)
+
+
+def _add(
+    using: str,
+    table: str,
+    key: Sequence[str],
+    rows: Mapping[tuple[Any, ...], Mapping[str, int]],
+) -> None:
+    """Add each row's counts to the tally row with its key, creating it when missing."""
+    if not rows:
+        return
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    counted = sorted({name for counts in rows.values() for name in counts})
+    columns = [*key, *counted]
+    tuple_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    params: list[Any] = []
+    for values, counts in rows.items():
+        for value in values:
+            params.append(
+                connection.ops.adapt_datefield_value(value) if isinstance(value, dt.date) else value
+            )
+        params.extend(counts.get(name, 0) for name in counted)
+    sql = (
+        f"INSERT INTO {quote(table)} ({', '.join(quote(c) for c in columns)}) "
+        f"VALUES {', '.join([tuple_sql] * len(rows))} "
+        f"ON CONFLICT ({', '.join(quote(c) for c in key)}) DO UPDATE SET "
+        + ", ".join(
+            f"{quote(c)} = {quote(table)}.{quote(c)} + excluded.{quote(c)}" for c in counted
+        )
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def _session_key(session: WorkflowSession) -> tuple[Any, ...]:
+    return (
+        utc_day(session.started_at),
+        session.project_id,
+        session.generation,
+        session.job_id,
+        session.job_name,
+        session.workflow_name,
+    )
+
+
+def _step_rows(
+    session: WorkflowSession, runs: Iterable[tuple[str, int, dt.datetime, dt.datetime]]
+) -> dict[tuple[Any, ...], dict[str, int]]:
+    counts: Counter[tuple[Any, ...]] = Counter()
+    for step_id, entry_index, started_at, completed_at in runs:
+        bucket = histograms.bucket_of((completed_at - started_at).total_seconds())
+        day = utc_day(completed_at)
+        rest = (
+            session.project_id,
+            session.generation,
+            session.job_id,
+            session.job_name,
+            session.workflow_name,
+            step_id,
+            entry_index,
+            bucket,
+        )
+        counts[("day", day, *rest)] += 1
+        counts[("month", month_of(day), *rest)] += 1
+    return {key: {"runs": n} for key, n in counts.items()}
+
+
+def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | None) -> None:
+    """Count freshly written events of one kind into the tallies (part of the event writer:
+    called in the transaction that wrote them)."""
+    if not events or events[0].kind not in TALLIED_KINDS:
+        return
+    kind = events[0].kind
+    using = router.db_for_write(Event)
+    tables = (
+        global_apps.get_model("workflows", "SessionTally")._meta.db_table,
+        (global_apps.get_model("workflows", "AgentTally")._meta.db_table),
+    )
+    session_table, agent_table = tables
+    if kind in (Event.Kind.STEP_FINISHED, Event.Kind.REVIEW_FAILED):
+        by_agent: Counter[tuple[Any, ...]] = Counter(
+            (utc_day(e.created_at), e.project_id, e.agent_id) for e in events
+        )
+        field = "steps_finished" if kind == Event.Kind.STEP_FINISHED else "reviews_failed"
+        _add(using, agent_table, _AGENT_KEY, {k: {field: n} for k, n in by_agent.items()})
+    if session is None:
+        return
+    if kind == Event.Kind.SESSION_STARTED:
+        _add(using, session_table, _SESSION_KEY, {_session_key(session): {"started": 1}})
+    elif kind == Event.Kind.SESSION_COMPLETED:
+        _add(using, session_table, _SESSION_KEY, {_session_key(session): {"completed": 1}})
+    elif kind == Event.Kind.SESSION_ABORTED:
+        _add(using, session_table, _SESSION_KEY, {_session_key(session): {"aborted": 1}})
+        ended = session.completed_at or events[0].created_at
+        key = (utc_day(ended), session.project_id, session.agent_id)
+        _add(using, agent_table, _AGENT_KEY, {key: {"sessions_aborted": 1}})
+    elif kind == Event.Kind.STEP_FINISHED:
+        step_ids = {str(e.payload.get("step_id")) for e in events}
+        # The run each event finished: the step's newest completed run in this session.
+        newest: dict[str, tuple[str, int, dt.datetime, dt.datetime]] = {}
+        for run in (
+            StepRun.objects.using(using)
+            .filter(
+                session_id=session.pk,
+                step_id__in=step_ids,
+                status=StepRun.Status.COMPLETED,
+                completed_at__isnull=False,
+            )
+            .values_list("step_id", "entry_index", "started_at", "completed_at")
+        ):
+            step_id, entry_index, started_at, completed_at = run
+            if completed_at is None:
+                continue
+            if step_id not in newest or completed_at > newest[step_id][3]:
+                newest[step_id] = (step_id, entry_index, started_at, completed_at)
+        step_table = global_apps.get_model("workflows", "StepTimeTally")._meta.db_table
+        _add(using, step_table, _STEP_KEY, _step_rows(session, newest.values()))
+
+
+@dataclass(frozen=True)
+class TalliesRebuilt:
+    session_rows: int
+    agent_rows: int
+    step_time_rows: int
+
+
+def insight_tallies_rebuild(
+    *, project_id: int | None = None, apps: Any = global_apps, using: str = "default"
+) -> TalliesRebuilt:
+    """Recount every tally (of one project, or all) from the sessions, runs and events, in one
+    transaction: after a restore, an import, or rows deleted by hand. ``apps`` lets a data
+    migration pass its historical models."""
+    session_model = apps.get_model("workflows", "WorkflowSession")
+    run_model = apps.get_model("workflows", "StepRun")
+    event_model = apps.get_model("workflows", "Event")
+    session_tally = apps.get_model("workflows", "SessionTally")
+    agent_tally = apps.get_model("workflows", "AgentTally")
+    step_tally = apps.get_model("workflows", "StepTimeTally")
+    scope = Q() if project_id is None else Q(project_id=project_id)
+    with transaction.atomic(using=using):
+        for model in (session_tally, agent_tally, step_tally):
+            model.objects.using(using).filter(scope).delete()
+
+        status = WorkflowSession.Status
+        sessions = (
+            session_model.objects.using(using)
+            .filter(scope)
+            .annotate(day=TruncDate("started_at", tzinfo=dt.UTC))
+            .values(*_SESSION_KEY)
+            .annotate(
+                n=Count("pk"),
+                done=Count("pk", filter=Q(status=status.COMPLETED)),
+                gone=Count("pk", filter=Q(status=status.ABORTED)),
+            )
+            .order_by()
+        )
+        session_rows = [
+            session_tally(
+                **{k: row[k] for k in _SESSION_KEY},
+                started=row["n"],
+                completed=row["done"],
+                aborted=row["gone"],
+            )
+            for row in sessions
+        ]
+        session_tally.objects.using(using).bulk_create(session_rows, batch_size=2000)
+
+        agents: dict[tuple[Any, ...], Counter[str]] = {}
+        counted = (
+            event_model.objects.using(using)
+            .filter(scope, kind__in=[Event.Kind.STEP_FINISHED, Event.Kind.REVIEW_FAILED])
+            .annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
+            .values("day", "project_id", "agent_id", "kind")
+            .annotate(n=Count("*"))
+            .order_by()
+        )
+        for row in counted:
+            field = (
+                "steps_finished" if row["kind"] == Event.Kind.STEP_FINISHED else "reviews_failed"
+            )
+            key = (row["day"], row["project_id"], row["agent_id"])
+            agents.setdefault(key, Counter())[field] += row["n"]
+        aborted = (
+            session_model.objects.using(using)
+            .filter(scope, status=status.ABORTED, completed_at__isnull=False)
+            .annotate(day=TruncDate("completed_at", tzinfo=dt.UTC))
+            .values("day", "project_id", "agent_id")
+            .annotate(n=Count("pk"))
+            .order_by()
+        )
+        for row in aborted:
+            key = (row["day"], row["project_id"], row["agent_id"])
+            agents.setdefault(key, Counter())["sessions_aborted"] += row["n"]
+        agent_rows = [
+            agent_tally(day=day, project_id=project, agent_id=agent, **counts)
+            for (day, project, agent), counts in agents.items()
+        ]
+        agent_tally.objects.using(using).bulk_create(agent_rows, batch_size=2000)
+
+        steps: Counter[tuple[Any, ...]] = Counter()
+        runs = (
+            run_model.objects.using(using)
+            .filter(
+                Q() if project_id is None else Q(session__project_id=project_id),
+                status__in=FINISHED_RUN_STATUSES,
+                completed_at__isnull=False,
+            )
+            .exclude(session__job__source="defined")
+            .values_list(
+                "step_id",
+                "entry_index",
+                "started_at",
+                "completed_at",
+                "session__project_id",
+                "session__generation",
+                "session__job_id",
+                "session__job_name",
+                "session__workflow_name",
+            )
+            .order_by()
+        )
+        for step_id, entry, started_at, completed_at, *owner in runs.iterator(chunk_size=5000):
+            bucket = histograms.bucket_of((completed_at - started_at).total_seconds())
+            day = utc_day(completed_at)
+            rest = (*owner, step_id, entry, bucket)
+            steps[("day", day, *rest)] += 1
+            steps[("month", month_of(day), *rest)] += 1
+        step_rows = [
+            step_tally(**dict(zip(_STEP_KEY, key, strict=True)), runs=n) for key, n in steps.items()
+        ]
+        step_tally.objects.using(using).bulk_create(step_rows, batch_size=2000)
+    return TalliesRebuilt(len(session_rows), len(agent_rows), len(step_rows))

@@ -1,0 +1,114 @@
+"""Insight tallies: counts kept per day (and, for step times, per month) as work happens, so
+that the insights pages read a few thousand summed rows instead of every session, run and
+event of a year.
+
+Written only by ``workflows.tallies`` (called from the one event writer, in the transaction
+that writes the event), rebuilt from the rows by ``manage.py insights_rebuild``. Every read
+sums them, so two rows with the same key (possible only for a key with a NULL agent) still
+add up right. DeepWork sessions only: DAG executions and tracked workflows have their own
+insights. Days are UTC days, as everywhere in the insights.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from workflows.models import Agent, Job, Project
+
+
+class SessionTally(models.Model):
+    """DeepWork sessions started on one day in one workflow, and how many of them have since
+    been completed or aborted (the rest are active)."""
+
+    day = models.DateField()
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    generation = models.CharField(max_length=8)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    job_name = models.CharField(max_length=255)
+    workflow_name = models.CharField(max_length=255)
+    started = models.IntegerField(default=0, db_default=0)
+    completed = models.IntegerField(default=0, db_default=0)
+    aborted = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        constraints = [
+            # Leads with the day: it is also the index the date range reads.
+            models.UniqueConstraint(
+                fields=["day", "project", "generation", "job", "job_name", "workflow_name"],
+                name="wf_sessiontally_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.job_name}/{self.workflow_name}: {self.started} started"
+
+
+class AgentTally(models.Model):
+    """One agent's steps finished, failed review rounds and aborted sessions on one day."""
+
+    day = models.DateField()
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    steps_finished = models.IntegerField(default=0, db_default=0)
+    reviews_failed = models.IntegerField(default=0, db_default=0)
+    sessions_aborted = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["day", "project", "agent"], name="wf_agenttally_key"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} agent {self.agent_id}: {self.steps_finished} steps"
+
+
+class StepTimeTally(models.Model):
+    """How many runs of one step, completed in one day or one month, took a time that falls in
+    one bucket of the duration histogram (``workflows.histograms``). The month rows cover long
+    ranges in few rows; the day rows cover the range's partial months at its edges."""
+
+    class Period(models.TextChoices):
+        DAY = "day", "Day"
+        MONTH = "month", "Month"
+
+    period = models.CharField(max_length=8, choices=Period.choices)
+    # The day, or the first day of the month.
+    period_start = models.DateField()
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    generation = models.CharField(max_length=8)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    job_name = models.CharField(max_length=255)
+    workflow_name = models.CharField(max_length=255)
+    step_id = models.CharField(max_length=255)
+    entry_index = models.IntegerField()
+    bucket = models.IntegerField()
+    runs = models.IntegerField(default=0, db_default=0)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(period__in=["day", "month"]),
+                name="wf_steptimetally_period_valid",
+            ),
+            # Leads with the period and its start: the index the range reads.
+            models.UniqueConstraint(
+                fields=[
+                    "period",
+                    "period_start",
+                    "project",
+                    "generation",
+                    "job",
+                    "job_name",
+                    "workflow_name",
+                    "step_id",
+                    "entry_index",
+                    "bucket",
+                ],
+                name="wf_steptimetally_key",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.period} {self.period_start} {self.step_id} bucket {self.bucket}"
