@@ -37,6 +37,10 @@ WATCH = {
     "workflows.view_workflowtoolfilter",
     # DeepWork 0.14's session jobs.
     "workflows.view_sessionjob",
+    # The insights' tallies.
+    "workflows.view_sessiontally",
+    "workflows.view_agenttally",
+    "workflows.view_steptimetally",
 }
 DECIDE = {"workflows.abort_session", "workflows.drive_session", "reviews.decide_review"}
 

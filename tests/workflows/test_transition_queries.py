@@ -25,8 +25,9 @@ from workflows.services.agents import ProcessHolder, agent_claim
 pytestmark = pytest.mark.django_db
 
 # The top of the stack, then the transaction (a savepoint inside the test's own transaction):
-# the compare-and-set, the step runs, the event, the stack as the abort leaves it.
-ABORT_QUERIES = 1 + 1 + 4 + 1
+# the compare-and-set, the step runs, the event, the two insight tallies it counts into, the
+# stack as the abort leaves it.
+ABORT_QUERIES = 1 + 1 + 4 + 2 + 1
 
 
 def start(project, agent, catalog, job="demo", workflow="main") -> str:

@@ -25,15 +25,18 @@ _STACK_SQL = (
     f"SELECT job_name, workflow_name, current_step_id FROM {_SESSIONS} "
     "WHERE agent_id = %s AND status = %s ORDER BY id"
 )
-# What a transition of the session row itself needs (``claim_session``, the answer, the event), in
-# the model's field order, as ``Model.from_db`` wants it.
+# What a transition of the session row itself needs (``claim_session``, the answer, the event and
+# the insight tallies it counts into), in the model's field order, as ``Model.from_db`` wants it.
 _HEAD = {
     "id",
     "session_id",
     "project_id",
     "agent_id",
+    "job_id",
     "job_name",
     "workflow_name",
+    "generation",
+    "started_at",
     "status",
     "current_entry_index",
     "current_step_id",
