@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from reviews.deepreview.config import ReviewTask
-from reviews.deepreview.instructions import describe_scope, is_passed
+from reviews.deepreview.instructions import ReviewIdFn, describe_scope, task_is_passed
 from reviews.deepreview.precompute import run_command, run_commands
 from workflows.files import read_project_file
 
@@ -186,14 +186,21 @@ def render_014(
 def prepare_render_014(
     tasks: Sequence[ReviewTask],
     project_root: Path,
-    review_id: Callable[[ReviewTask, Path], str],
+    review_id: ReviewIdFn,
+    also_passed_as: Sequence[ReviewIdFn] = (),
 ) -> Callable[[ReviewTask, str, Path], str]:
-    """``render_014`` with the precompute commands of the tasks still to write already run,
-    in parallel, so a slow command costs its own time once rather than once per task."""
+    """``render_014`` with the precompute commands of the tasks still to write (not passed
+    under their id, nor under any id ``also_passed_as`` gives them) already run, in parallel,
+    so a slow command costs its own time once rather than once per task."""
     commands = [
         task.rule.precompute_command
         for task in tasks
         if task.rule.precompute_command
-        and not is_passed(project_root, review_id(task, project_root))
+        and not task_is_passed(
+            project_root,
+            task,
+            review_id(task, project_root),
+            also_passed_as=also_passed_as,
+        )
     ]
     return functools.partial(render_014, precomputed=run_commands(commands, project_root))

@@ -10,7 +10,7 @@ import logging
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from reviews.deepreview.changes import GitError, get_changed_files
@@ -18,7 +18,9 @@ from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
 from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
+    ReviewIdFn,
     compute_review_id,
+    compute_review_id_014,
     describe_scope,
     mark_passed,
     write_instruction_files,
@@ -66,7 +68,6 @@ def is_catch_all(rule: ReviewRule) -> bool:
 
 RuleLoader = Callable[[Path], tuple[list[ReviewRule], list[ParseFailure]]]
 TaskFormatter = Callable[[Sequence[tuple[ReviewTask, str]], Path], str]
-ReviewIdFn = Callable[[ReviewTask, Path], str]
 # (task, review id, project root) -> the instruction file's text; None: 0.9.1's layout.
 Renderer = Callable[[ReviewTask, str, Path], str]
 
@@ -90,8 +91,13 @@ class ReviewDialect:
     load_rules: RuleLoader = load_all_rules
     review_id: ReviewIdFn = compute_review_id
     render: Renderer | None = None
-    # Builds the renderer for a run's tasks (0.14 runs their precompute commands first).
-    prepare_render: Callable[[Sequence[ReviewTask], Path, ReviewIdFn], Renderer] | None = None
+    # Builds the renderer for a run's tasks (0.14 runs their precompute commands first); it
+    # is given the task ids and the other id forms a pass also counts under.
+    prepare_render: (
+        Callable[[Sequence[ReviewTask], Path, ReviewIdFn, Sequence[ReviewIdFn]], Renderer] | None
+    ) = None
+    # Other id forms of a task whose pass counts as its own (``task_is_passed``).
+    also_passed_as: tuple[ReviewIdFn, ...] = ()
 
 
 def _format_091(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> str:
@@ -105,6 +111,11 @@ DIALECT_091 = ReviewDialect(
     drop_catch_all_for_files=False,
     format_tasks=_format_091,
 )
+
+# A server answering both generations (``mcpserve --generation both``) hands out 0.9.1's ids
+# here and 0.14's from its quality gate for the very same review; a pass the agent recorded
+# under the gate's id counts here too (the gate honours these ids in turn).
+DIALECT_091_BOTH = replace(DIALECT_091, also_passed_as=(compute_review_id_014,))
 
 
 def _project_relative(path: str, root: Path, real_root: Path) -> str:
@@ -206,13 +217,17 @@ def _review_instructions(
         return NO_MATCHES
 
     render = (
-        dialect.prepare_render(tasks, project_root, dialect.review_id)
+        dialect.prepare_render(tasks, project_root, dialect.review_id, dialect.also_passed_as)
         if dialect.prepare_render
         else dialect.render
     )
     try:
         written = write_instruction_files(
-            tasks, project_root, review_id=dialect.review_id, render=render
+            tasks,
+            project_root,
+            review_id=dialect.review_id,
+            render=render,
+            also_passed_as=dialect.also_passed_as,
         )
     except OSError as exc:
         return f"Review error: Error writing instruction files: {exc}"
