@@ -160,7 +160,9 @@ def describe_scope(task: ReviewTask) -> str:
     return files[0] if len(files) == 1 else f"{len(files)} files"
 
 
-def build_instruction_file(task: ReviewTask, review_id: str) -> str:
+def build_instruction_file(task: ReviewTask, review_id: str, *, extra: Sequence[str] = ()) -> str:
+    """0.9.1's layout of a task's instruction file; ``extra`` lines (whole sections) go after
+    the file lists, before the rule's source."""
     out = [f"# Review: {task.rule_name} — {describe_scope(task)}", ""]
     out += ["## Review Instructions", "", task.rule.instructions.strip(), ""]
     out += ["## Files to Review", "", *(f"- @{path}" for path in task.files_to_review), ""]
@@ -184,6 +186,7 @@ def build_instruction_file(task: ReviewTask, review_id: str) -> str:
             *(f"- {path}" for path in task.all_changed_filenames),
             "",
         ]
+    out += extra
     if task.source_location:
         out += [
             "---",

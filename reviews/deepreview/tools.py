@@ -25,6 +25,7 @@ from reviews.deepreview.instructions import (
     mark_passed,
     write_instruction_files,
 )
+from reviews.deepreview.instructions014 import prepare_render_091_keys_014
 from reviews.deepreview.matching import build_tasks, file_matches_rule, source_location
 
 logger = logging.getLogger(__name__)
@@ -112,10 +113,25 @@ DIALECT_091 = ReviewDialect(
     format_tasks=_format_091,
 )
 
-# A server answering both generations (``mcpserve --generation both``) hands out 0.9.1's ids
-# here and 0.14's from its quality gate for the very same review; a pass the agent recorded
-# under the gate's id counts here too (the gate honours these ids in turn).
-DIALECT_091_BOTH = replace(DIALECT_091, also_passed_as=(compute_review_id_014,))
+
+def load_rules_keys_014(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
+    """The ``.deepreview`` rules, 0.14's keys inside ``review`` accepted."""
+    return load_all_rules(project_root, keys_014=True)
+
+
+# A server answering both generations (``mcpserve --generation both``) serves these 0.9.1
+# tools beside 0.14's quality gate, and both must see one project:
+# - the gate names a review by 0.14's id, these tools by 0.9.1's; a pass the agent recorded
+#   under the gate's id counts here too (the gate honours these ids in turn);
+# - the gate reads a ``.deepreview`` with 0.14's keys (``reference_files``,
+#   ``precomputed_info_for_reviewer_bash_command``), so these tools read the same file the same
+#   way rather than call it broken, and give the reviewer what the keys ask for.
+DIALECT_091_BOTH = replace(
+    DIALECT_091,
+    load_rules=load_rules_keys_014,
+    prepare_render=prepare_render_091_keys_014,
+    also_passed_as=(compute_review_id_014,),
+)
 
 
 def _project_relative(path: str, root: Path, real_root: Path) -> str:
