@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from reviews.models import ReviewResult
 from tests.deepwork014.fixtures import write_demo14
 from tests.e2e.driver import Driver
 from tests.reviews import commit_all, isolate_git, make_repo, rule, write_rules
@@ -96,7 +97,6 @@ async def test_a_pass_under_the_gates_id_counts_for_the_review_tools(project: Pa
         # The tools name the review by their own id, and know it passed.
         listed = await text_of(agent, "get_review_instructions", {"files": ["notes.md"]})
         assert listed == ALL_PASSED
-        assert not (project / f".deepwork/tmp/review_instructions/{tool_id}.passed").exists()
 
         # A pass holds for that content only: an edit asks for the review on both paths again.
         (project / "notes.md").write_text(NOTES + "and one more line\n")
@@ -127,6 +127,24 @@ async def test_a_pass_under_the_tools_id_counts_for_the_gate(project: Path) -> N
             await mark(agent, review_id)
         answer = await agent.call("finished_step", FINISH)
         assert answer["status"] == "next_step"
+
+
+async def test_asked_by_the_gate_passed_by_the_tools_id(project: Path) -> None:
+    async with Driver(project, "--generation", "both") as agent:
+        await agent.call("start_workflow", START)
+        answer = await agent.call("finished_step", FINISH)
+        assert rule_ids(answer["feedback"]) == [GATE_ID]
+        step_ids = [i for _, i in tasks(answer["feedback"]) if i != GATE_ID]
+        # The agent reviews the rule through the review tools, and marks the id they gave.
+        (tool_id,) = await standalone_ids(agent)
+        await mark(agent, tool_id)
+        for review_id in step_ids:
+            await mark(agent, review_id)
+        answer = await agent.call("finished_step", FINISH)
+        assert answer["status"] == "next_step"
+    # The gate stored the review it asked for as passed, under the id it gave.
+    results = ReviewResult.objects.filter(run_each=GATE_ID).values_list("passed", flat=True)
+    assert sorted([passed async for passed in results]) == [False, True]
 
 
 async def test_the_014_server_keeps_one_id_form(project: Path) -> None:
