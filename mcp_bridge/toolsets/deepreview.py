@@ -31,13 +31,16 @@ def _deepreview() -> ModuleType:
     return deepreview
 
 
-def shares_passes_with_gate(state: ServerState) -> bool:
-    """Whether these 0.9.1 tools run beside 0.14's quality gate (``--generation both``).
+def beside_014_gate(state: ServerState) -> bool:
+    """Whether these 0.9.1 tools run beside 0.14's quality gate (``--generation both``), and
+    so must see the project as the gate does (``reviews.deepreview.tools.DIALECT_091_BOTH``).
 
-    Then the same review has two ids, 0.9.1's here and 0.14's in the gate's feedback, and an
+    The same review has two ids there, 0.9.1's here and 0.14's in the gate's feedback, and an
     agent marks whichever it was shown: both sides count a pass under either id
     (``reviews.deepreview.instructions.task_is_passed``), so a review passed one way is not
-    asked for again the other way. One-generation servers keep their single id form.
+    asked for again the other way. And a ``.deepreview`` with 0.14's keys, which the gate
+    reads, is read here too rather than reported as broken. One-generation servers keep their
+    own id form and their own ``.deepreview`` schema.
     """
     return getattr(state.config, "generation", "both") == "both"
 
@@ -55,7 +58,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     def dialect() -> Any:
         tools = _deepreview().tools
-        return tools.DIALECT_091_BOTH if shares_passes_with_gate(state) else tools.DIALECT_091
+        return tools.DIALECT_091_BOTH if beside_014_gate(state) else tools.DIALECT_091
 
     @tool(
         mcp,
