@@ -24,8 +24,11 @@ from reviews.deepreview.changes import GitError, get_changed_files
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
+    ReviewIdFn,
+    compute_review_id,
     compute_review_id_014,
     is_passed,
+    task_is_passed,
     write_instruction_files,
 )
 from reviews.deepreview.instructions014 import prepare_render_014, render_014
@@ -121,9 +124,17 @@ def _with_preamble(preamble: str, text: str) -> str:
     return f"{preamble}\n\n{text}" if preamble else text
 
 
-def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task014]]:
+def review_tasks(
+    *, checkpoint: Checkpoint014, honour_091_ids: bool = False
+) -> tuple[list[Task014], list[Task014]]:
     """Write the instruction files of every review not yet passed: (the tasks to run, the
-    tasks already marked as passed)."""
+    tasks already marked as passed).
+
+    ``honour_091_ids``: the server also serves 0.9.1's review tools (``--generation both``),
+    which name a project rule's review by 0.9.1's id; a pass marked under that id counts here
+    as one under 0.14's. (The step's own reviews exist only here, so they have just one id.)
+    """
+    also: tuple[ReviewIdFn, ...] = (compute_review_id,) if honour_091_ids else ()
     root = checkpoint.project_root
     step = checkpoint.step
     prefix = f"{Path(checkpoint.session.job.job_dir).name}/"
@@ -223,7 +234,7 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
         tasks.append(task14)
     for task in project_tasks:
         review_id = compute_review_id_014(task, root)
-        if is_passed(root, review_id):
+        if task_is_passed(root, task, review_id, also_passed_as=also):
             passed.append(as_task014(task, review_id, root))
     tasks += [
         as_task014(task, review_id, root)
@@ -231,7 +242,8 @@ def review_tasks(*, checkpoint: Checkpoint014) -> tuple[list[Task014], list[Task
             project_tasks,
             root,
             review_id=_review_id,
-            render=prepare_render_014(project_tasks, root, _review_id),
+            render=prepare_render_014(project_tasks, root, _review_id, also),
+            also_passed_as=also,
         )
     ]
     return tasks, passed

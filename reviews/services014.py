@@ -115,9 +115,17 @@ def _advance(checkpoint: Checkpoint014, record: Callable[[], None]) -> Finish014
 
 
 def step014_finish(
-    *, checkpoint: Checkpoint014, override_reason: str | None, reviews_enabled: bool = True
+    *,
+    checkpoint: Checkpoint014,
+    override_reason: str | None,
+    reviews_enabled: bool = True,
+    honour_091_ids: bool = False,
 ) -> Finish014:
-    """Judge the validated hand-in and advance it, or answer ``needs_work``."""
+    """Judge the validated hand-in and advance it, or answer ``needs_work``.
+
+    ``honour_091_ids``: passes marked under the ids 0.9.1's review tools give the project's
+    rules count too (``gate014.review_tasks``), for a server serving both generations.
+    """
     run = _run(checkpoint)
     pending: dict[str, HumanDecision] = {}
     for decision in HumanDecision.objects.filter(step_run=run, consumed_at__isnull=True).order_by(
@@ -187,7 +195,7 @@ def step014_finish(
     if not reviews_enabled:
         return _advance(checkpoint, lambda: None)
 
-    outstanding, passed = gate014.review_tasks(checkpoint=checkpoint)
+    outstanding, passed = gate014.review_tasks(checkpoint=checkpoint, honour_091_ids=honour_091_ids)
     asked = set(
         ReviewResult.objects.filter(step_run=run, passed=False).values_list("run_each", flat=True)
     )

@@ -31,6 +31,20 @@ def _deepreview() -> ModuleType:
     return deepreview
 
 
+def beside_014_gate(state: ServerState) -> bool:
+    """Whether these 0.9.1 tools run beside 0.14's quality gate (``--generation both``), and
+    so must see the project as the gate does (``reviews.deepreview.tools.DIALECT_091_BOTH``).
+
+    The same review has two ids there, 0.9.1's here and 0.14's in the gate's feedback, and an
+    agent marks whichever it was shown: both sides count a pass under either id
+    (``reviews.deepreview.instructions.task_is_passed``), so a review passed one way is not
+    asked for again the other way. And a ``.deepreview`` with 0.14's keys, which the gate
+    reads, is read here too rather than reported as broken. One-generation servers keep their
+    own id form and their own ``.deepreview`` schema.
+    """
+    return getattr(state.config, "generation", "both") == "both"
+
+
 async def _off_loop(
     state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]
 ) -> T:
@@ -41,6 +55,10 @@ async def _off_loop(
 
 def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """Put the three review tools on ``mcp``, each named ``prefix + name``."""
+
+    def dialect() -> Any:
+        tools = _deepreview().tools
+        return tools.DIALECT_091_BOTH if beside_014_gate(state) else tools.DIALECT_091
 
     @tool(
         mcp,
@@ -67,7 +85,10 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             f"{prefix}get_review_instructions",
             {"files": files},
             lambda: _deepreview().get_review_instructions(
-                project_root=state.project_root, files=files, platform=state.platform
+                project_root=state.project_root,
+                files=files,
+                platform=state.platform,
+                dialect=dialect(),
             ),
         )
 
@@ -95,6 +116,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             lambda: _deepreview().get_configured_reviews(
                 project_root=state.project_root,
                 only_rules_matching_files=only_rules_matching_files,
+                dialect=dialect(),
             ),
         )
 

@@ -11,7 +11,8 @@
   ``claude`` platform (a 0.14 Claude client always sends ``session_id``), else 0.14. Later calls
   are routed by what they name: 0.14-only parameters (``work_summary``, ``agent_id``) or a
   ``session_id`` naming a live 0.14 stack go the 0.14 way; everything else is 0.9.1's path,
-  unchanged. Sessionless tools (``get_workflows``, the review tools) answer in 0.9.1's wording.
+  unchanged. Sessionless tools (``get_workflows``, the review tools) answer in 0.9.1's wording;
+  a review pass counts under 0.9.1's id and 0.14's alike (``deepreview.beside_014_gate``).
 
 A 0.9.1-style start while this server has an active 0.14 stack, or a 0.14-style start while
 its 0.9.1 stack is not empty, is refused: the two kinds of stacks never nest.
@@ -32,6 +33,7 @@ from pydantic import BaseModel, Field
 
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets import deepreview as deepreview_tools
 from mcp_bridge.toolsets import deepwork
 from mcp_bridge.toolsets.deepwork import LOOSE_OBJECT, fail
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
@@ -292,6 +294,7 @@ class Engine014:
             checkpoint=checkpoint,
             override_reason=override_reason,
             reviews_enabled=self.state.gate is not None,
+            honour_091_ids=deepreview_tools.beside_014_gate(self.state),
         )
         if isinstance(outcome, services014.NeedsWork014):
             return self.out(dialect.needs_work(outcome.feedback, outcome.stack))

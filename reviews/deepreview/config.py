@@ -88,8 +88,10 @@ class ReviewTask:
         return self.rule.name
 
 
-# The keys DeepWork 0.14 added inside ``review`` (digest §5.3); only its dialect accepts them,
-# so a 0.9.1 project keeps refusing them as the unknown keys they were there.
+# The keys DeepWork 0.14 added inside ``review`` (digest §5.3); 0.14's dialect accepts them, and
+# so does 0.9.1's on a server serving both generations (``tools.DIALECT_091_BOTH``), where the
+# 0.14 gate reads the same file; a 0.9.1-only server keeps refusing them as the unknown keys
+# they were there.
 KEYS_014: dict[str, Any] = {
     "reference_files": {
         "type": "array",

@@ -160,7 +160,9 @@ def describe_scope(task: ReviewTask) -> str:
     return files[0] if len(files) == 1 else f"{len(files)} files"
 
 
-def build_instruction_file(task: ReviewTask, review_id: str) -> str:
+def build_instruction_file(task: ReviewTask, review_id: str, *, extra: Sequence[str] = ()) -> str:
+    """0.9.1's layout of a task's instruction file; ``extra`` lines (whole sections) go after
+    the file lists, before the rule's source."""
     out = [f"# Review: {task.rule_name} — {describe_scope(task)}", ""]
     out += ["## Review Instructions", "", task.rule.instructions.strip(), ""]
     out += ["## Files to Review", "", *(f"- @{path}" for path in task.files_to_review), ""]
@@ -184,6 +186,7 @@ def build_instruction_file(task: ReviewTask, review_id: str) -> str:
             *(f"- {path}" for path in task.all_changed_filenames),
             "",
         ]
+    out += extra
     if task.source_location:
         out += [
             "---",
@@ -221,6 +224,43 @@ def is_passed(project_root: Path, review_id: str) -> bool:
     try:
         with project_directory(root=project_root, relative=INSTRUCTIONS_DIR) as dir_fd:
             return _is_passed_at(dir_fd, review_id)
+    except OSError:
+        return False
+
+
+ReviewIdFn = Callable[[ReviewTask, Path], str]
+
+
+def _task_passed_at(
+    dir_fd: int,
+    task: ReviewTask,
+    review_id: str,
+    project_root: Path,
+    also_passed_as: Sequence[ReviewIdFn],
+) -> bool:
+    # The other forms are computed only when needed: each one hashes the files again.
+    return _is_passed_at(dir_fd, review_id) or any(
+        _is_passed_at(dir_fd, other(task, project_root)) for other in also_passed_as
+    )
+
+
+def task_is_passed(
+    project_root: Path,
+    task: ReviewTask,
+    review_id: str,
+    *,
+    also_passed_as: Sequence[ReviewIdFn] = (),
+) -> bool:
+    """Whether ``task`` (named ``review_id``) has a pass marker under its id or under the id
+    any of ``also_passed_as`` gives it.
+
+    One server serving both DeepWork generations names the same review in two forms (0.9.1's
+    tools hash the rule's text too, 0.14's only the content), and an agent marks whichever id
+    it was shown; with both forms here, a pass under one is not asked for again under the other.
+    """
+    try:
+        with project_directory(root=project_root, relative=INSTRUCTIONS_DIR) as dir_fd:
+            return _task_passed_at(dir_fd, task, review_id, project_root, also_passed_as)
     except OSError:
         return False
 
@@ -292,8 +332,12 @@ def write_instruction_files(
     *,
     review_id: Callable[[ReviewTask, Path], str] | None = None,
     render: Callable[[ReviewTask, str, Path], str] | None = None,
+    also_passed_as: Sequence[ReviewIdFn] = (),
 ) -> list[tuple[ReviewTask, str]]:
     """Write a file per task not yet passed; returns (task, review id) for those written.
+
+    A task counts as passed under its id or under any of the ids ``also_passed_as`` gives it
+    (see ``task_is_passed``).
 
     Raises OSError when the directory or a file cannot be written.
     """
@@ -303,7 +347,7 @@ def write_instruction_files(
         with _dir_lock(dir_fd, exclusive=False):
             for task in tasks:
                 task_id = (review_id or compute_review_id)(task, project_root)
-                if _is_passed_at(dir_fd, task_id):
+                if _task_passed_at(dir_fd, task, task_id, project_root, also_passed_as):
                     continue
                 text = (
                     render(task, task_id, project_root)

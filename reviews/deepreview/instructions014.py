@@ -19,7 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from reviews.deepreview.config import ReviewTask
-from reviews.deepreview.instructions import describe_scope, is_passed
+from reviews.deepreview.instructions import (
+    ReviewIdFn,
+    build_instruction_file,
+    describe_scope,
+    task_is_passed,
+)
 from reviews.deepreview.precompute import run_command, run_commands
 from workflows.files import read_project_file
 
@@ -60,9 +65,11 @@ def _decode(data: bytes, *, cut: bool) -> str:
     raise error
 
 
-def _relevant_files(task: ReviewTask, project_root: Path) -> list[str]:
+def _relevant_files(
+    task: ReviewTask, project_root: Path, *, under_review: bool = True
+) -> list[str]:
     entries: list[tuple[str, str]] = []
-    if task.rule.strategy == "individual":
+    if under_review and task.rule.strategy == "individual":
         entries += [(path, FILE_UNDER_REVIEW) for path in task.files_to_review]
     entries += list(task.rule.reference_files)
     if not entries:
@@ -183,17 +190,66 @@ def render_014(
     return "\n".join(out)
 
 
-def prepare_render_014(
+Renderer = Callable[[ReviewTask, str, Path], str]
+
+
+def render_091_keys_014(
+    task: ReviewTask,
+    review_id: str,
+    project_root: Path,
+    *,
+    precomputed: Mapping[str, str] | None = None,
+) -> str:
+    """0.9.1's layout of ``task``'s instruction file, plus what 0.14's keys of its rule ask
+    the reviewer to read: the ``reference_files`` inlined and the precompute command's output.
+
+    Only a server serving both generations reads those keys for the 0.9.1 tools (0.9.1 itself
+    refuses them); a rule without them gives 0.9.1's file unchanged.
+    """
+    extra = _relevant_files(task, project_root, under_review=False)
+    extra += _precomputed(task, project_root, precomputed)
+    return build_instruction_file(task, review_id, extra=extra)
+
+
+def _prepared(
+    render: Callable[..., str],
     tasks: Sequence[ReviewTask],
     project_root: Path,
-    review_id: Callable[[ReviewTask, Path], str],
-) -> Callable[[ReviewTask, str, Path], str]:
-    """``render_014`` with the precompute commands of the tasks still to write already run,
-    in parallel, so a slow command costs its own time once rather than once per task."""
+    review_id: ReviewIdFn,
+    also_passed_as: Sequence[ReviewIdFn],
+) -> Renderer:
+    """``render`` with the precompute commands of the tasks still to write (not passed under
+    their id, nor under any id ``also_passed_as`` gives them) already run, in parallel, so a
+    slow command costs its own time once rather than once per task."""
     commands = [
         task.rule.precompute_command
         for task in tasks
         if task.rule.precompute_command
-        and not is_passed(project_root, review_id(task, project_root))
+        and not task_is_passed(
+            project_root,
+            task,
+            review_id(task, project_root),
+            also_passed_as=also_passed_as,
+        )
     ]
-    return functools.partial(render_014, precomputed=run_commands(commands, project_root))
+    return functools.partial(render, precomputed=run_commands(commands, project_root))
+
+
+def prepare_render_014(
+    tasks: Sequence[ReviewTask],
+    project_root: Path,
+    review_id: ReviewIdFn,
+    also_passed_as: Sequence[ReviewIdFn] = (),
+) -> Renderer:
+    """``render_014`` with the run's precompute commands already run (``_prepared``)."""
+    return _prepared(render_014, tasks, project_root, review_id, also_passed_as)
+
+
+def prepare_render_091_keys_014(
+    tasks: Sequence[ReviewTask],
+    project_root: Path,
+    review_id: ReviewIdFn,
+    also_passed_as: Sequence[ReviewIdFn] = (),
+) -> Renderer:
+    """``render_091_keys_014`` with the run's precompute commands already run."""
+    return _prepared(render_091_keys_014, tasks, project_root, review_id, also_passed_as)

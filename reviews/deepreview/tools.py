@@ -10,7 +10,7 @@ import logging
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from reviews.deepreview.changes import GitError, get_changed_files
@@ -18,11 +18,14 @@ from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
 from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
+    ReviewIdFn,
     compute_review_id,
+    compute_review_id_014,
     describe_scope,
     mark_passed,
     write_instruction_files,
 )
+from reviews.deepreview.instructions014 import prepare_render_091_keys_014
 from reviews.deepreview.matching import build_tasks, file_matches_rule, source_location
 
 logger = logging.getLogger(__name__)
@@ -66,7 +69,6 @@ def is_catch_all(rule: ReviewRule) -> bool:
 
 RuleLoader = Callable[[Path], tuple[list[ReviewRule], list[ParseFailure]]]
 TaskFormatter = Callable[[Sequence[tuple[ReviewTask, str]], Path], str]
-ReviewIdFn = Callable[[ReviewTask, Path], str]
 # (task, review id, project root) -> the instruction file's text; None: 0.9.1's layout.
 Renderer = Callable[[ReviewTask, str, Path], str]
 
@@ -90,8 +92,13 @@ class ReviewDialect:
     load_rules: RuleLoader = load_all_rules
     review_id: ReviewIdFn = compute_review_id
     render: Renderer | None = None
-    # Builds the renderer for a run's tasks (0.14 runs their precompute commands first).
-    prepare_render: Callable[[Sequence[ReviewTask], Path, ReviewIdFn], Renderer] | None = None
+    # Builds the renderer for a run's tasks (0.14 runs their precompute commands first); it
+    # is given the task ids and the other id forms a pass also counts under.
+    prepare_render: (
+        Callable[[Sequence[ReviewTask], Path, ReviewIdFn, Sequence[ReviewIdFn]], Renderer] | None
+    ) = None
+    # Other id forms of a task whose pass counts as its own (``task_is_passed``).
+    also_passed_as: tuple[ReviewIdFn, ...] = ()
 
 
 def _format_091(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> str:
@@ -104,6 +111,26 @@ DIALECT_091 = ReviewDialect(
     all_passed=ALL_PASSED,
     drop_catch_all_for_files=False,
     format_tasks=_format_091,
+)
+
+
+def load_rules_keys_014(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
+    """The ``.deepreview`` rules, 0.14's keys inside ``review`` accepted."""
+    return load_all_rules(project_root, keys_014=True)
+
+
+# A server answering both generations (``mcpserve --generation both``) serves these 0.9.1
+# tools beside 0.14's quality gate, and both must see one project:
+# - the gate names a review by 0.14's id, these tools by 0.9.1's; a pass the agent recorded
+#   under the gate's id counts here too (the gate honours these ids in turn);
+# - the gate reads a ``.deepreview`` with 0.14's keys (``reference_files``,
+#   ``precomputed_info_for_reviewer_bash_command``), so these tools read the same file the same
+#   way rather than call it broken, and give the reviewer what the keys ask for.
+DIALECT_091_BOTH = replace(
+    DIALECT_091,
+    load_rules=load_rules_keys_014,
+    prepare_render=prepare_render_091_keys_014,
+    also_passed_as=(compute_review_id_014,),
 )
 
 
@@ -206,13 +233,17 @@ def _review_instructions(
         return NO_MATCHES
 
     render = (
-        dialect.prepare_render(tasks, project_root, dialect.review_id)
+        dialect.prepare_render(tasks, project_root, dialect.review_id, dialect.also_passed_as)
         if dialect.prepare_render
         else dialect.render
     )
     try:
         written = write_instruction_files(
-            tasks, project_root, review_id=dialect.review_id, render=render
+            tasks,
+            project_root,
+            review_id=dialect.review_id,
+            render=render,
+            also_passed_as=dialect.also_passed_as,
         )
     except OSError as exc:
         return f"Review error: Error writing instruction files: {exc}"
