@@ -220,3 +220,14 @@ def test_the_rebuild_command_recounts_one_project_or_all(history):
     assert snapshot() == kept
     with pytest.raises(CommandError, match="No project with id 999999"):
         call_command("insights_rebuild", "--project", "999999")
+
+
+def test_the_step_times_table_says_when_its_figures_are_from_buckets(history, monkeypatch):
+    from reviews.insight_tables import insight_table
+
+    exact = insight_table(name="step-times", filters=in_range())
+    assert not any("buckets" in note for note in exact.notes)
+    monkeypatch.setattr(insights, "EXACT_STEP_TIMES_LIMIT", 0)
+    estimated = insight_table(name="step-times", filters=in_range())
+    assert any("within 1% of the exact figure" in note for note in estimated.notes)
+    assert [row[:3] for row in estimated.rows] == [row[:3] for row in exact.rows]
