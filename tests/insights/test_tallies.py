@@ -231,3 +231,21 @@ def test_the_step_times_table_says_when_its_figures_are_from_buckets(history, mo
     estimated = insight_table(name="step-times", filters=in_range())
     assert any("within 1% of the exact figure" in note for note in estimated.notes)
     assert [row[:3] for row in estimated.rows] == [row[:3] for row in exact.rows]
+
+
+@pytest.mark.parametrize("top", [1, 2, 8])
+def test_agent_activity_from_the_tallies_matches_the_events(history, monkeypatch, top):
+    # Every session of the history is job "demo": naming it reads the events and sessions
+    # instead of the tallies, and must find the same figures.
+    monkeypatch.setattr(insights, "TOP_AGENTS", top)
+
+    def shown(filters):
+        return [
+            (a.agent_id, a.steps_per_day, a.steps, a.failed_reviews, a.aborts, a.others)
+            for a in insights.agent_activity(filters=filters)
+        ]
+
+    assert in_range().uses_agent_tallies and not in_range(job="demo").uses_agent_tallies
+    assert shown(in_range()) == shown(in_range(job="demo"))
+    assert shown(in_range(agent_id="a2")) == shown(in_range(agent_id="a2", job="demo"))
+    assert len(shown(in_range())) == min(top + 1, 3) if top < 3 else 3
