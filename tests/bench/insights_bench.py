@@ -693,7 +693,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def measure(runs: int) -> list[dict]:
+def measure(runs: int, only: list[str] | None = None) -> list[dict]:
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
@@ -736,6 +736,8 @@ def measure(runs: int) -> list[dict]:
     targets.append(
         ("REST history Markdown", f"/api/sessions/{session.session_id}/history/markdown", token)
     )
+    if only:
+        targets = [t for t in targets if any(word in t[0] for word in only)]
     results = []
     for label, url, headers in targets:
         for _ in range(2):
@@ -777,6 +779,12 @@ def main() -> int:
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL"))
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--reseed", action="store_true")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="WORD",
+        help="measure only the rows whose label holds WORD (repeatable), e.g. --only reviews",
+    )
     args = parser.parse_args()
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     configure(args.database_url)
@@ -787,7 +795,7 @@ def main() -> int:
     from django.db import connection
 
     seed(args.reseed)
-    results = measure(args.runs)
+    results = measure(args.runs, args.only)
     ok = True
     print(
         f"\nInsights on {connection.vendor} with {SESSIONS:,} sessions, "
