@@ -20,6 +20,9 @@ class ReviewResult(models.Model):
 
     step_run = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="reviews")
     session = models.ForeignKey(WorkflowSession, on_delete=models.CASCADE, related_name="reviews")
+    # The step run's ``step_id`` (which never changes), kept here so that the insights group
+    # verdicts by step without joining every review to the large step-run table.
+    step_id = models.CharField(max_length=255)
     attempt = models.IntegerField()
     run_each = models.CharField(max_length=255)
     target_file = models.CharField(max_length=1024, null=True, blank=True)
@@ -45,6 +48,11 @@ class ReviewResult(models.Model):
             models.CheckConstraint(
                 condition=Q(reviewer_kind__in=["self", "external", "human"]),
                 name="reviews_reviewresult_reviewer_kind_valid",
+            ),
+            # A writer that forgets the copied step id fails loudly instead of leaving the
+            # verdict out of the insights.
+            models.CheckConstraint(
+                condition=~Q(step_id=""), name="reviews_reviewresult_step_id_set"
             ),
         ]
         indexes = [

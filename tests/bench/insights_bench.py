@@ -351,7 +351,7 @@ def seed(reseed: bool) -> None:
             [r for r in runs if r[2] == "wrap_up" and r[5] is not None], REVIEWS // 2
         )
         reviews = []
-        for rpk, spk, _step, _index, _at, ended, _status in reviewed:
+        for rpk, spk, step, _index, _at, ended, _status in reviewed:
             for attempt in (1, 2):
                 passed = attempt == 2
                 criteria = [
@@ -366,6 +366,7 @@ def seed(reseed: bool) -> None:
                     (
                         rpk,
                         spk,
+                        step,
                         attempt,
                         "wrap_up.md",
                         "wrap_up.md",
@@ -385,6 +386,7 @@ def seed(reseed: bool) -> None:
             [
                 "step_run_id",
                 "session_id",
+                "step_id",
                 "attempt",
                 "run_each",
                 "target_file",

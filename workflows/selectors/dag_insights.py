@@ -17,10 +17,10 @@ from django.db.models import Count, F, Q, Sum, Value, Window
 from django.db.models.functions import Coalesce, NullIf, RowNumber
 
 from workflows.models import Agent, Job, StepRun, WorkflowSession
+from workflows.selectors.durations import exact_duration
 from workflows.selectors.insights import (
     Dialect,
     InsightFilter,
-    duration,
     percentiles_by,
     seconds,
 )
@@ -74,7 +74,7 @@ def handoff_waits(*, filters: InsightFilter) -> list[HandoffWait]:
         assigned_at__gte=filters.start,
         assigned_at__lt=filters.end,
     ).annotate(role=_role())
-    wait = duration("assigned_at", "ready_at")
+    wait = exact_duration("assigned_at", "ready_at")
     ranked = percentiles_by(claimed, value=wait, group="role")
     longest = {
         row["role"]: row
@@ -146,7 +146,7 @@ def role_load(*, filters: InsightFilter) -> list[RoleLoad]:
             completed=Count("pk", filter=done),
             failed=Count("pk", filter=failed),
             busy=Sum(
-                duration("completed_at", "assigned_at"),
+                exact_duration("completed_at", "assigned_at"),
                 filter=(done | failed) & Q(assigned_at__isnull=False),
             ),
         )
