@@ -16,6 +16,7 @@ from django.db.models import (
     DateTimeField,
     ExpressionWrapper,
     F,
+    Max,
     OuterRef,
     Q,
     Subquery,
@@ -71,7 +72,8 @@ def review_pass_rates(*, filters: InsightFilter) -> list[ReviewPassRate]:
         _reviews(filters)
         .filter(reviewer_kind__in=JUDGES)
         .values("step_id", "run_each")
-        .annotate(n=Count("pk"), ok=Count("pk", filter=Q(passed=True)))
+        # ``passed`` (never null) rather than the primary key: the count reads the index alone.
+        .annotate(n=Count("passed"), ok=Count("passed", filter=Q(passed=True)))
         .order_by("-n", "step_id", "run_each")
     )
     return [ReviewPassRate(row["step_id"], row["run_each"], row["n"], row["ok"]) for row in rows]
@@ -250,12 +252,16 @@ def waits(*, filters: InsightFilter) -> Waits:
     reviewer = percentiles_by(
         _reviews(filters).filter(duration_ms__isnull=False), value=F("duration_ms")
     ).get(None)
+    # The newest failure as an aggregate, not the first row of a sorted subquery: SQLite ranks
+    # the rulings by a difference that names it several times, and a MAX needs no sort each time.
     latest_failure = (
         ReviewResult.objects.filter(
             step_run=OuterRef("step_run"), passed=False, created_at__lte=OuterRef("created_at")
         )
-        .order_by("-created_at", "-pk")
-        .values("created_at")[:1]
+        .order_by()
+        .values("step_run")
+        .annotate(latest=Max("created_at"))
+        .values("latest")
     )
     rulings = HumanDecision.objects.filter(
         filters.session_q("step_run__session__"),

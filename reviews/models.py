@@ -59,8 +59,21 @@ class ReviewResult(models.Model):
             # A session page lists every review attempt of every step run.
             models.Index(fields=["session", "id"], name="rv_result_session_idx"),
             models.Index(fields=["step_run", "attempt"], name="rv_result_steprun_idx"),
-            # Insights: the verdicts given in a date range (pass rates, rounds, criteria).
-            models.Index(fields=["created_at"], name="rv_result_created_idx"),
+            # Insights: the verdicts given in a date range (pass rates, rounds, criteria,
+            # reviewers' time), read from the index alone, without the wide feedback rows.
+            models.Index(
+                fields=[
+                    "created_at",
+                    "reviewer_kind",
+                    "step_id",
+                    "run_each",
+                    "attempt",
+                    "passed",
+                    "step_run",
+                    "duration_ms",
+                ],
+                name="rv_result_insights_idx",
+            ),
         ]
 
     def __str__(self) -> str:

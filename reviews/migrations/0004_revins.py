@@ -31,6 +31,23 @@ class Migration(migrations.Migration):
             preserve_default=False,
         ),
         migrations.RunPython(copy_step_ids, migrations.RunPython.noop, elidable=False),
+        migrations.RemoveIndex(model_name="reviewresult", name="rv_result_created_idx"),
+        migrations.AddIndex(
+            model_name="reviewresult",
+            index=models.Index(
+                fields=[
+                    "created_at",
+                    "reviewer_kind",
+                    "step_id",
+                    "run_each",
+                    "attempt",
+                    "passed",
+                    "step_run",
+                    "duration_ms",
+                ],
+                name="rv_result_insights_idx",
+            ),
+        ),
         migrations.AddConstraint(
             model_name="reviewresult",
             constraint=models.CheckConstraint(

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
-from django.db.models import Count, F, Q, Sum, Value, Window
-from django.db.models.functions import Coalesce, NullIf, RowNumber
+from django.db.models import Count, F, Max, Q, Sum, Value
+from django.db.models.functions import Coalesce, NullIf
 
 from workflows.models import Agent, Job, StepRun, WorkflowSession
 from workflows.selectors.durations import exact_duration
@@ -75,18 +76,21 @@ def handoff_waits(*, filters: InsightFilter) -> list[HandoffWait]:
         assigned_at__lt=filters.end,
     ).annotate(role=_role())
     wait = exact_duration("assigned_at", "ready_at")
-    ranked = percentiles_by(claimed, value=wait, group="role")
-    longest = {
-        row["role"]: row
-        for row in claimed.annotate(
-            wait=wait,
-            longest_rank=Window(
-                RowNumber(), partition_by=[F("role")], order_by=[wait.desc(), F("pk").asc()]
-            ),
-        )
-        .filter(longest_rank=1)
+    ranked = percentiles_by(claimed, value=wait, group="role", extra={"longest": Max(wait)})
+    # The run behind each role's longest wait: matched on the figure itself rather than ranked
+    # by a second window over every run (SQLite sorts each window anew); the first run wins a
+    # tie.
+    longest_q = Q(pk__in=[])
+    for role, p in ranked.items():
+        longest_q |= Q(role=role, wait=p.extra["longest"])
+    longest: dict[str, dict[str, Any]] = {}
+    for row in (
+        claimed.annotate(wait=wait)
+        .filter(longest_q)
+        .order_by("pk")
         .values("role", "wait", "session__session_id", "step_id")
-    }
+    ):
+        longest.setdefault(row["role"], row)
     waits = [
         HandoffWait(
             role=role,
