@@ -7,7 +7,8 @@ waited on reviewers and on people. One query each, bounded by the filter's date 
 
 from __future__ import annotations
 
-from collections import defaultdict
+import json
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +21,9 @@ from django.db.models import (
     OuterRef,
     Q,
     Subquery,
+    TextField,
 )
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 
 from reviews.models import HumanDecision, ReviewResult
 from workflows.models import WorkflowSession
@@ -120,31 +122,41 @@ def criterion_pass_rates(*, filters: InsightFilter) -> CriteriaInsights:
     if not filters.wants(Dialect.DEEPWORK):
         return CriteriaInsights([], 0, False)
     # The session's foreign key only: naming the session of every row would join a large
-    # table; only the few samples kept are named, by a small read below.
+    # table; only the few samples kept are named, by a small read below. The lists come as
+    # text, decoded here once each (the JSON field's converter costs as much again).
     rows = list(
         _reviews(filters)
         .filter(reviewer_kind__in=JUDGES)
         .exclude(criteria_results=[])
         .order_by("-created_at", "-pk")
-        .values_list("criteria_results", "feedback", "session_id", "step_id")[
+        .values_list(Cast("criteria_results", TextField()), "feedback", "session_id", "step_id")[
             : JSON_SAMPLE_LIMIT + 1
         ]
     )
     sampled = len(rows) > JSON_SAMPLE_LIMIT
     rows = rows[:JSON_SAMPLE_LIMIT]
-    rates: dict[str, CriterionRate] = {}
+    # Plain counters in the loop (it sees every criterion of thousands of verdicts).
+    results_by: Counter[str] = Counter()
+    passed_by: Counter[str] = Counter()
     pending: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-    for results, feedback, session_pk, step_id in rows:
+    for text, feedback, session_pk, step_id in rows:
+        results = json.loads(text)
         for item in results if isinstance(results, list) else []:
-            if not isinstance(item, dict) or not isinstance(item.get("criterion"), str):
+            if not isinstance(item, dict):
                 continue
-            rate = rates.setdefault(item["criterion"], CriterionRate(item["criterion"]))
-            rate.results += 1
+            criterion = item.get("criterion")
+            if not isinstance(criterion, str):
+                continue
+            results_by[criterion] += 1
             if item.get("passed") is True:
-                rate.passed += 1
-            elif len(pending[rate.criterion]) < FEEDBACK_SAMPLES:
-                text = item.get("feedback") or feedback or ""
-                pending[rate.criterion].append((session_pk, step_id, str(text)))
+                passed_by[criterion] += 1
+            elif len(kept_for := pending[criterion]) < FEEDBACK_SAMPLES:
+                said = item.get("feedback") or feedback or ""
+                kept_for.append((session_pk, step_id, str(said)))
+    rates = {
+        criterion: CriterionRate(criterion, n, passed_by[criterion])
+        for criterion, n in results_by.items()
+    }
     kept = [sample for samples in pending.values() for sample in samples]
     session_ids = dict(
         WorkflowSession.objects.filter(pk__in={s for s, _, _ in kept}).values_list(
