@@ -27,7 +27,7 @@ from django.db.models.functions import Cast, Coalesce
 
 from reviews.models import HumanDecision, ReviewResult
 from workflows.models import WorkflowSession
-from workflows.selectors.durations import exact_duration
+from workflows.selectors.durations import exact_duration, percentiles_once
 from workflows.selectors.insights import (
     JSON_SAMPLE_LIMIT,
     Dialect,
@@ -285,5 +285,7 @@ def waits(*, filters: InsightFilter) -> Waits:
             output_field=DateTimeField(),
         )
     )
-    person = percentiles_by(rulings, value=exact_duration("created_at", "requested_at")).get(None)
+    # Ranked once per ruling: the request time is a subquery, costly to compute again in every
+    # window on SQLite.
+    person = percentiles_once(rulings, value=exact_duration("created_at", "requested_at")).get(None)
     return Waits(in_seconds(reviewer, scale=0.001), in_seconds(person))

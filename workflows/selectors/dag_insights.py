@@ -10,23 +10,18 @@ it is taken from a lost agent) and is claimed when an agent of its role, or a pe
 
 from __future__ import annotations
 
-import datetime as dt
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import EmptyResultSet
-from django.db import connections
-from django.db.models import Count, F, Max, Q, QuerySet, Sum, Value
+from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, NullIf
 
 from workflows.models import Agent, Job, StepRun, WorkflowSession
-from workflows.selectors.durations import ExactDuration, exact_duration
+from workflows.selectors.durations import exact_duration, percentiles_once
 from workflows.selectors.insights import (
     Dialect,
     InsightFilter,
-    Percentiles,
-    percentiles_by,
     seconds,
 )
 
@@ -51,55 +46,6 @@ def _dag_runs(filters: InsightFilter) -> Q:
 
 def _role() -> Coalesce:
     return Coalesce(NullIf(F("step_def__assigned_role"), Value("")), Value(ANY_ROLE))
-
-
-def _wait_percentiles(claimed: QuerySet[StepRun], wait: ExactDuration) -> dict[str, Percentiles]:
-    """Per role: how many waits, their median and p90, and the longest (``extra["longest"]``).
-
-    PostgreSQL has percentile aggregates (``percentiles_by``). On SQLite the waits are ranked
-    with window functions; ranking the query as it stands names the wait and the role in
-    every window and every filter on the ranks, and SQLite computes each again (three times the
-    work), so the runs are selected in a subquery and ranked outside it, each wait computed
-    once. Same nearest ranks as ``percentiles_by``: the smallest r with r >= p*n."""
-    if connections[claimed.db].vendor == "postgresql":
-        return percentiles_by(claimed, value=wait, group="role", extra={"longest": Max(wait)})
-    try:
-        inner, params = claimed.annotate(wait=wait).values("role", "wait").query.sql_with_params()
-    except EmptyResultSet:
-        return {}
-    sql = f"""
-        SELECT role, wait, pos, n, longest FROM (
-            SELECT role, wait,
-                ROW_NUMBER() OVER (PARTITION BY role ORDER BY wait) AS pos,
-                COUNT(*) OVER (PARTITION BY role) AS n,
-                MAX(wait) OVER (PARTITION BY role) AS longest
-            FROM (SELECT "role" AS role, "wait" AS wait FROM ({inner}))
-        )
-        WHERE (2 * pos >= n AND 2 * pos < n + 2)
-            OR (10 * pos >= 9 * n AND 10 * pos < 9 * n + 10)
-    """  # the inner query is Django's own, its values passed as parameters
-    found: dict[str, dict[str, Any]] = {}
-    with connections[claimed.db].cursor() as cursor:
-        cursor.execute(sql, params)
-        for role, value, pos, n, longest in cursor.fetchall():
-            slot = found.setdefault(role, {"count": n, "longest": longest})
-            if 2 * pos >= n > 2 * (pos - 1):
-                slot["median"] = value
-            if 10 * pos >= 9 * n > 10 * (pos - 1):
-                slot["p90"] = value
-
-    def span(microseconds: int) -> dt.timedelta:  # as the duration field would give it
-        return dt.timedelta(microseconds=microseconds)
-
-    return {
-        role: Percentiles(
-            count=slot["count"],
-            median=span(slot["median"]),
-            p90=span(slot["p90"]),
-            extra={"longest": span(slot["longest"])},
-        )
-        for role, slot in found.items()
-    }
 
 
 @dataclass(frozen=True)
@@ -129,13 +75,13 @@ def handoff_waits(*, filters: InsightFilter) -> list[HandoffWait]:
         assigned_at__lt=filters.end,
     ).annotate(role=_role())
     wait = exact_duration("assigned_at", "ready_at")
-    ranked = _wait_percentiles(claimed, wait)
+    ranked = percentiles_once(claimed, value=wait, group="role", largest=True)
     # The run behind each role's longest wait: matched on the figure itself rather than ranked
     # by a second window over every run (SQLite sorts each window anew); the first run wins a
     # tie.
     longest_q = Q(pk__in=[])
     for role, p in ranked.items():
-        longest_q |= Q(role=role, wait=p.extra["longest"])
+        longest_q |= Q(role=role, wait=p.extra["max"])
     longest: dict[str, dict[str, Any]] = {}
     for row in (
         claimed.annotate(wait=wait)
