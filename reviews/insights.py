@@ -264,8 +264,8 @@ def waits(*, filters: InsightFilter) -> Waits:
     reviewer = percentiles_by(
         _reviews(filters).filter(duration_ms__isnull=False), value=F("duration_ms")
     ).get(None)
-    # The newest failure as an aggregate, not the first row of a sorted subquery: SQLite ranks
-    # the rulings by a difference that names it several times, and a MAX needs no sort each time.
+    # The newest failure as an aggregate, not the first row of a sorted subquery: it is looked
+    # up for every ruling, and a MAX needs no sort.
     latest_failure = (
         ReviewResult.objects.filter(
             step_run=OuterRef("step_run"), passed=False, created_at__lte=OuterRef("created_at")
