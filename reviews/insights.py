@@ -7,7 +7,8 @@ waited on reviewers and on people. One query each, bounded by the filter's date 
 
 from __future__ import annotations
 
-from collections import defaultdict
+import json
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,20 +17,22 @@ from django.db.models import (
     DateTimeField,
     ExpressionWrapper,
     F,
+    Max,
     OuterRef,
     Q,
     Subquery,
+    TextField,
 )
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Cast, Coalesce
 
 from reviews.models import HumanDecision, ReviewResult
-from workflows.models import StepRun, WorkflowSession
+from workflows.models import WorkflowSession
+from workflows.selectors.durations import exact_duration, percentiles_once
 from workflows.selectors.insights import (
     JSON_SAMPLE_LIMIT,
     Dialect,
     InsightFilter,
     Percentiles,
-    duration,
     in_seconds,
     percentiles_by,
 )
@@ -70,14 +73,12 @@ def review_pass_rates(*, filters: InsightFilter) -> list[ReviewPassRate]:
     rows = (
         _reviews(filters)
         .filter(reviewer_kind__in=JUDGES)
-        .values("step_run__step_id", "run_each")
-        .annotate(n=Count("pk"), ok=Count("pk", filter=Q(passed=True)))
-        .order_by("-n", "step_run__step_id", "run_each")
+        .values("step_id", "run_each")
+        # ``passed`` (never null) rather than the primary key: the count reads the index alone.
+        .annotate(n=Count("passed"), ok=Count("passed", filter=Q(passed=True)))
+        .order_by("-n", "step_id", "run_each")
     )
-    return [
-        ReviewPassRate(row["step_run__step_id"], row["run_each"], row["n"], row["ok"])
-        for row in rows
-    ]
+    return [ReviewPassRate(row["step_id"], row["run_each"], row["n"], row["ok"]) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -116,48 +117,55 @@ def criterion_pass_rates(*, filters: InsightFilter) -> CriteriaInsights:
 
     Criteria sit in each verdict's JSON list, which SQLite and PostgreSQL unnest with
     different functions, so the lists are read back, newest first, at most
-    ``JSON_SAMPLE_LIMIT`` of them (``sampled`` says when the range held more): three queries.
+    ``JSON_SAMPLE_LIMIT`` of them (``sampled`` says when the range held more): two queries.
     """
     if not filters.wants(Dialect.DEEPWORK):
         return CriteriaInsights([], 0, False)
-    # Foreign keys only: naming the sessions and steps of every row would join two large
-    # tables; only the few samples kept are named, by two small reads below.
+    # The session's foreign key only: naming the session of every row would join a large
+    # table; only the few samples kept are named, by a small read below. The lists come as
+    # text, decoded here once each (the JSON field's converter costs as much again).
     rows = list(
         _reviews(filters)
         .filter(reviewer_kind__in=JUDGES)
         .exclude(criteria_results=[])
         .order_by("-created_at", "-pk")
-        .values_list("criteria_results", "feedback", "session_id", "step_run_id")[
+        .values_list(Cast("criteria_results", TextField()), "feedback", "session_id", "step_id")[
             : JSON_SAMPLE_LIMIT + 1
         ]
     )
     sampled = len(rows) > JSON_SAMPLE_LIMIT
     rows = rows[:JSON_SAMPLE_LIMIT]
-    rates: dict[str, CriterionRate] = {}
-    pending: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
-    for results, feedback, session_pk, run_pk in rows:
+    # Plain counters in the loop (it sees every criterion of thousands of verdicts).
+    results_by: Counter[str] = Counter()
+    passed_by: Counter[str] = Counter()
+    pending: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    for text, feedback, session_pk, step_id in rows:
+        results = json.loads(text)
         for item in results if isinstance(results, list) else []:
-            if not isinstance(item, dict) or not isinstance(item.get("criterion"), str):
+            if not isinstance(item, dict):
                 continue
-            rate = rates.setdefault(item["criterion"], CriterionRate(item["criterion"]))
-            rate.results += 1
+            criterion = item.get("criterion")
+            if not isinstance(criterion, str):
+                continue
+            results_by[criterion] += 1
             if item.get("passed") is True:
-                rate.passed += 1
-            elif len(pending[rate.criterion]) < FEEDBACK_SAMPLES:
-                text = item.get("feedback") or feedback or ""
-                pending[rate.criterion].append((session_pk, run_pk, str(text)))
+                passed_by[criterion] += 1
+            elif len(kept_for := pending[criterion]) < FEEDBACK_SAMPLES:
+                said = item.get("feedback") or feedback or ""
+                kept_for.append((session_pk, step_id, str(said)))
+    rates = {
+        criterion: CriterionRate(criterion, n, passed_by[criterion])
+        for criterion, n in results_by.items()
+    }
     kept = [sample for samples in pending.values() for sample in samples]
     session_ids = dict(
         WorkflowSession.objects.filter(pk__in={s for s, _, _ in kept}).values_list(
             "pk", "session_id"
         )
     )
-    step_ids = dict(
-        StepRun.objects.filter(pk__in={r for _, r, _ in kept}).values_list("pk", "step_id")
-    )
     for criterion, samples in pending.items():
         rates[criterion].samples = [
-            FeedbackSample(session_ids[s], step_ids[r], text) for s, r, text in samples
+            FeedbackSample(session_ids[s], step_id, text) for s, step_id, text in samples
         ]
     ordered = sorted(rates.values(), key=lambda r: (-r.failed, r.rate, r.criterion))
     return CriteriaInsights(ordered, len(rows), sampled)
@@ -183,13 +191,13 @@ def attempts_per_step(*, filters: InsightFilter) -> list[StepAttempts]:
     rows = (
         _reviews(filters)
         .filter(reviewer_kind__in=JUDGES, attempt__gte=1)
-        .values("step_run__step_id", "attempt")
+        .values("step_id", "attempt")
         .annotate(runs=Count("step_run", distinct=True))
         .order_by()
     )
     reached: dict[str, dict[int, int]] = defaultdict(dict)
     for row in rows:
-        reached[row["step_run__step_id"]][row["attempt"]] = row["runs"]
+        reached[row["step_id"]][row["attempt"]] = row["runs"]
     result = []
     for step_id in sorted(reached):
         counts = reached[step_id]
@@ -256,12 +264,16 @@ def waits(*, filters: InsightFilter) -> Waits:
     reviewer = percentiles_by(
         _reviews(filters).filter(duration_ms__isnull=False), value=F("duration_ms")
     ).get(None)
+    # The newest failure as an aggregate, not the first row of a sorted subquery: it is looked
+    # up for every ruling, and a MAX needs no sort.
     latest_failure = (
         ReviewResult.objects.filter(
             step_run=OuterRef("step_run"), passed=False, created_at__lte=OuterRef("created_at")
         )
-        .order_by("-created_at", "-pk")
-        .values("created_at")[:1]
+        .order_by()
+        .values("step_run")
+        .annotate(latest=Max("created_at"))
+        .values("latest")
     )
     rulings = HumanDecision.objects.filter(
         filters.session_q("step_run__session__"),
@@ -273,5 +285,7 @@ def waits(*, filters: InsightFilter) -> Waits:
             output_field=DateTimeField(),
         )
     )
-    person = percentiles_by(rulings, value=duration("created_at", "requested_at")).get(None)
+    # Ranked once per ruling: the request time is a subquery, costly to compute again in every
+    # window on SQLite.
+    person = percentiles_once(rulings, value=exact_duration("created_at", "requested_at")).get(None)
     return Waits(in_seconds(reviewer, scale=0.001), in_seconds(person))

@@ -20,6 +20,9 @@ class ReviewResult(models.Model):
 
     step_run = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="reviews")
     session = models.ForeignKey(WorkflowSession, on_delete=models.CASCADE, related_name="reviews")
+    # The step run's ``step_id`` (which never changes), kept here so that the insights group
+    # verdicts by step without joining every review to the large step-run table.
+    step_id = models.CharField(max_length=255)
     attempt = models.IntegerField()
     run_each = models.CharField(max_length=255)
     target_file = models.CharField(max_length=1024, null=True, blank=True)
@@ -46,13 +49,31 @@ class ReviewResult(models.Model):
                 condition=Q(reviewer_kind__in=["self", "external", "human"]),
                 name="reviews_reviewresult_reviewer_kind_valid",
             ),
+            # A writer that forgets the copied step id fails loudly instead of leaving the
+            # verdict out of the insights.
+            models.CheckConstraint(
+                condition=~Q(step_id=""), name="reviews_reviewresult_step_id_set"
+            ),
         ]
         indexes = [
             # A session page lists every review attempt of every step run.
             models.Index(fields=["session", "id"], name="rv_result_session_idx"),
             models.Index(fields=["step_run", "attempt"], name="rv_result_steprun_idx"),
-            # Insights: the verdicts given in a date range (pass rates, rounds, criteria).
-            models.Index(fields=["created_at"], name="rv_result_created_idx"),
+            # Insights: the verdicts given in a date range (pass rates, rounds, criteria,
+            # reviewers' time), read from the index alone, without the wide feedback rows.
+            models.Index(
+                fields=[
+                    "created_at",
+                    "reviewer_kind",
+                    "step_id",
+                    "run_each",
+                    "attempt",
+                    "passed",
+                    "step_run",
+                    "duration_ms",
+                ],
+                name="rv_result_insights_idx",
+            ),
         ]
 
     def __str__(self) -> str:

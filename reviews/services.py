@@ -161,10 +161,14 @@ def review_plan(
             )
             if claimed:
                 feedback = f"Changes requested by {changes.decided_by_name}: {changes.reason}"
+                step_id, attempt = StepRun.objects.values_list("step_id", "quality_attempts").get(
+                    pk=changes.step_run_id
+                )
                 ReviewResult.objects.create(
                     step_run_id=changes.step_run_id,
                     session=checkpoint.session,
-                    attempt=StepRun.objects.get(pk=changes.step_run_id).quality_attempts,
+                    step_id=step_id,
+                    attempt=attempt,
                     run_each="step",
                     passed=False,
                     feedback=feedback,
@@ -344,6 +348,7 @@ def review_conclude(
             ReviewResult.objects.create(
                 step_run_id=plan.run_ids[task.step_id],
                 session=checkpoint.session,
+                step_id=task.step_id,
                 attempt=plan.attempt,
                 run_each=task.run_each,
                 target_file=task.target_file,
@@ -409,6 +414,7 @@ def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> Non
         ReviewResult(
             step_run_id=plan.run_ids[step_id],
             session=checkpoint.session,
+            step_id=step_id,
             attempt=attempts[plan.run_ids[step_id]],
             run_each="step",
             passed=True,

@@ -100,6 +100,7 @@ def _failed(
     return ReviewResult(
         step_run=run,
         session=checkpoint.session,
+        step_id=run.step_id,
         attempt=0,
         run_each=run_each[:255],
         target_file=target[:1024] or None,
@@ -168,6 +169,7 @@ def step014_finish(
             ReviewResult.objects.create(
                 step_run=run,
                 session=checkpoint.session,
+                step_id=run.step_id,
                 attempt=run.quality_attempts,
                 run_each="step",
                 passed=True,
@@ -209,6 +211,7 @@ def step014_finish(
             ReviewResult(
                 step_run=run,
                 session=checkpoint.session,
+                step_id=run.step_id,
                 attempt=run.quality_attempts,
                 run_each=task.review_id[:255],
                 target_file=task.scope[:1024] or None,

@@ -173,6 +173,7 @@ def seed(reseed: bool) -> None:
             ReviewResult(
                 step_run=run,
                 session_id=run.session_id,
+                step_id=run.step_id,
                 attempt=1,
                 run_each="step",
                 passed=rng.random() > 0.3,

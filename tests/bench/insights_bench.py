@@ -364,7 +364,7 @@ def seed(reseed: bool) -> None:
             [r for r in runs if r[2] == "wrap_up" and r[5] is not None], REVIEWS // 2
         )
         reviews = []
-        for rpk, spk, _step, _index, _at, ended, _status in reviewed:
+        for rpk, spk, step, _index, _at, ended, _status in reviewed:
             for attempt in (1, 2):
                 passed = attempt == 2
                 criteria = [
@@ -379,6 +379,7 @@ def seed(reseed: bool) -> None:
                     (
                         rpk,
                         spk,
+                        step,
                         attempt,
                         "wrap_up.md",
                         "wrap_up.md",
@@ -398,6 +399,7 @@ def seed(reseed: bool) -> None:
             [
                 "step_run_id",
                 "session_id",
+                "step_id",
                 "attempt",
                 "run_each",
                 "target_file",
@@ -708,7 +710,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def measure(runs: int) -> list[dict]:
+def measure(runs: int, only: list[str] | None = None) -> list[dict]:
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
@@ -751,6 +753,8 @@ def measure(runs: int) -> list[dict]:
     targets.append(
         ("REST history Markdown", f"/api/sessions/{session.session_id}/history/markdown", token)
     )
+    if only:
+        targets = [t for t in targets if any(word in t[0] for word in only)]
     results = []
     for label, url, headers in targets:
         for _ in range(2):
@@ -792,6 +796,12 @@ def main() -> int:
     parser.add_argument("--database-url", default=os.environ.get("BENCH_DATABASE_URL"))
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--reseed", action="store_true")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="WORD",
+        help="measure only the rows whose label holds WORD (repeatable), e.g. --only reviews",
+    )
     args = parser.parse_args()
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     configure(args.database_url)
@@ -802,7 +812,7 @@ def main() -> int:
     from django.db import connection
 
     seed(args.reseed)
-    results = measure(args.runs)
+    results = measure(args.runs, args.only)
     ok = True
     print(
         f"\nInsights on {connection.vendor} with {SESSIONS:,} sessions, "

@@ -30,6 +30,12 @@ def person():
     return get_user_model().objects.create_user("rita", password="x")
 
 
+def reviews_name_their_steps() -> bool:
+    """Every stored verdict carries its step run's step id (the insights group by it)."""
+    pairs = list(ReviewResult.objects.values_list("step_id", "step_run__step_id"))
+    return bool(pairs) and all(copied == step_id for copied, step_id in pairs)
+
+
 def start(project, catalog):
     return sessions014.session014_start(
         project=project,
@@ -66,6 +72,7 @@ def test_tasks_then_passes_are_stored(project014, catalog, demo_project):
     assert sorted(passes) == sorted(
         (review_id, "Marked as passed with mark_review_as_passed.") for review_id, _, _ in asked
     )
+    assert reviews_name_their_steps()
 
 
 def test_an_override_reason_skips_reviews_and_is_recorded(project014, catalog):
@@ -77,6 +84,7 @@ def test_an_override_reason_skips_reviews_and_is_recorded(project014, catalog):
         "reviewed by hand",
         "dw14:S",
     )
+    assert reviews_name_their_steps()
 
 
 def test_a_schema_failure_is_recorded_and_changes_no_step(project014, catalog, demo_project):
@@ -86,6 +94,7 @@ def test_a_schema_failure_is_recorded_and_changes_no_step(project014, catalog, d
     assert isinstance(answer, NeedsWork014)
     assert answer.feedback.startswith("JSON schema validation failed:")
     assert ReviewResult.objects.get().run_each == "json_schema"
+    assert reviews_name_their_steps()
     assert StepRun.objects.get(status="active").step_id == "gather"
 
 
@@ -98,6 +107,7 @@ def test_people_request_changes_and_override_on_014_steps(project014, catalog, p
     assert answer.feedback == "Changes requested by rita: Cite the 2024 paper."
     human = ReviewResult.objects.get(reviewer_kind="human")
     assert (human.reviewer, human.passed) == ("rita", False)
+    assert reviews_name_their_steps()
 
     review_override(step_run=run, reason="Good enough for a draft.", by=person)
     assert isinstance(finish(project014), sessions014.Advanced014)

@@ -148,6 +148,7 @@ def build_history(tmp_path: Path) -> History:
         ReviewResult.objects.create(
             step_run=r,
             session=r.session,
+            step_id=r.step_id,
             attempt=attempt,
             run_each="summary.md",
             target_file="summary.md",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from reviews import insights as review_insights
-from tests.insights.conftest import D1, D2, D3, NOW, in_range
+from reviews.models import ReviewResult
+from tests.insights.conftest import D1, D2, D3, NOW, at, in_range
 from workflows.selectors import insights
 
 pytestmark = pytest.mark.django_db
@@ -110,6 +111,43 @@ def test_criterion_pass_rates_most_failed_first_with_feedback(history):
     assert [(s.session_id, s.step_id, s.feedback) for s in found.criteria[0].samples] == [
         ("s3", "wrap_up", "Too short"),
         ("s1", "wrap_up", "Misses note 3"),
+    ]
+
+
+def test_criteria_skip_what_is_not_a_criterion_and_count_only_true_as_passed(history):
+    """Verdicts are stored as reviewers give them: a list that is not one, items that are not
+    criteria, a ``passed`` that is not ``true`` (a failure), feedback left empty (the verdict's
+    own stands in)."""
+    run = history.runs["s3.wrap_up"]
+    odd = [
+        {"criterion": "Complete", "passed": True},
+        {"criterion": "Complete"},
+        {"criterion": 7, "passed": False},
+        "Clear",
+        {"criterion": "Cited", "passed": "yes", "feedback": ""},
+    ]
+    for n, criteria in enumerate(({"criterion": "Clear", "passed": False}, odd)):
+        ReviewResult.objects.create(
+            step_run=run,
+            session=run.session,
+            step_id=run.step_id,
+            attempt=3 + n,
+            run_each="summary.md",
+            passed=False,
+            feedback=f"verdict {n}",
+            criteria_results=criteria,
+            reviewer_kind=ReviewResult.Reviewer.EXTERNAL,
+            created_at=at(D3, 12, n),
+        )
+    found = review_insights.criterion_pass_rates(filters=in_range())
+    assert found.reviews_read == 5
+    rows = [
+        (c.criterion, c.results, c.passed, [s.feedback for s in c.samples]) for c in found.criteria
+    ]
+    assert rows == [
+        ("Complete", 5, 2, ["verdict 1", "Too short", "Misses note 3"]),
+        ("Cited", 1, 0, ["verdict 1"]),
+        ("Clear", 3, 3, []),
     ]
 
 

@@ -140,6 +140,18 @@ def test_handoff_waits_per_role(run_dag):
     assert waits(in_range(workflow="other")) == []
 
 
+def test_the_longest_wait_names_the_first_run_of_a_tie(run_dag):
+    _, _, until = run_dag
+    until(900)
+    # b waits as long as plan (60 s; 0, 60, 60): plan, the earlier run, is named. A second
+    # longer (0, 60, 61): b.
+    b = StepRun.objects.get(step_id="b")
+    StepRun.objects.filter(pk=b.pk).update(ready_at=b.assigned_at - dt.timedelta(seconds=60))
+    assert waits(in_range())[0] == ("swe", 3, 60.0, 60.0, 60.0, "plan")
+    StepRun.objects.filter(pk=b.pk).update(ready_at=b.assigned_at - dt.timedelta(seconds=61))
+    assert waits(in_range())[0] == ("swe", 3, 60.0, 61.0, 61.0, "b")
+
+
 def test_load_per_role_while_running_and_after(run_dag):
     _, _, until = run_dag
     until(120)

@@ -68,6 +68,7 @@ def more(history, first: int, n: int) -> None:
             ReviewResult.objects.create(
                 step_run=r,
                 session=s,
+                step_id=r.step_id,
                 attempt=1,
                 run_each=f"r{k}",
                 passed=bool(k % 2),

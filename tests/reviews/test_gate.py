@@ -78,6 +78,12 @@ GATE_JOB = textwrap.dedent(
 )
 
 
+async def reviews_name_their_steps() -> bool:
+    """Every stored verdict carries its step run's step id (the insights group by it)."""
+    pairs = [p async for p in ReviewResult.objects.values_list("step_id", "step_run__step_id")]
+    return bool(pairs) and all(copied == step_id for copied, step_id in pairs)
+
+
 def start_session(project_dir: Path, job_name: str):
     """Register the project, claim an agent and start ``job_name``'s main workflow."""
     from workflows.services.agents import ProcessHolder, agent_claim
@@ -182,6 +188,7 @@ async def test_failing_then_passing(gated, reviewer_env):
         r async for r in ReviewResult.objects.order_by("id").values_list("attempt", "passed")
     ]
     assert attempts == [(1, False), (2, True)]
+    assert await reviews_name_their_steps()
 
 
 async def test_failing_until_the_attempt_limit(gated, reviewer_env):
@@ -392,6 +399,7 @@ async def test_human_request_changes_reaches_the_agent(gated, reviewer_env):
     assert calls(log) == []
     stored = await ReviewResult.objects.aget()
     assert (stored.reviewer_kind, stored.reviewer, stored.passed) == ("human", "bob", False)
+    assert await reviews_name_their_steps()
     # Delivered once: the next hand-in is reviewed normally.
     assert (await hand_in(gated, command_gate(), {"draft.md": "draft.md"})).status == "next_step"
 
@@ -435,6 +443,7 @@ async def test_self_review_mode_writes_instructions_and_accepts_an_override(gate
         True,
         "Self-review passed",
     )
+    assert await reviews_name_their_steps()
 
 
 async def test_without_a_gate_reviewed_steps_advance(gated):
@@ -504,6 +513,7 @@ async def test_each_member_of_a_concurrent_entry_gets_its_own_reviews(
         async for step_id, passed in ReviewResult.objects.values_list("step_run__step_id", "passed")
     }
     assert results == {("left", True), ("right", False)}
+    assert await reviews_name_their_steps()
 
 
 def test_large_and_missing_files_get_placeholders_not_content(tmp_path):

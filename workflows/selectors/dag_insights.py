@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
-from django.db.models import Count, F, Q, Sum, Value, Window
-from django.db.models.functions import Coalesce, NullIf, RowNumber
+from django.db.models import Count, F, Q, Sum, Value
+from django.db.models.functions import Coalesce, NullIf
 
 from workflows.models import Agent, Job, StepRun, WorkflowSession
+from workflows.selectors.durations import exact_duration, percentiles_once
 from workflows.selectors.insights import (
     Dialect,
     InsightFilter,
-    duration,
-    percentiles_by,
     seconds,
 )
 
@@ -74,19 +74,22 @@ def handoff_waits(*, filters: InsightFilter) -> list[HandoffWait]:
         assigned_at__gte=filters.start,
         assigned_at__lt=filters.end,
     ).annotate(role=_role())
-    wait = duration("assigned_at", "ready_at")
-    ranked = percentiles_by(claimed, value=wait, group="role")
-    longest = {
-        row["role"]: row
-        for row in claimed.annotate(
-            wait=wait,
-            longest_rank=Window(
-                RowNumber(), partition_by=[F("role")], order_by=[wait.desc(), F("pk").asc()]
-            ),
-        )
-        .filter(longest_rank=1)
+    wait = exact_duration("assigned_at", "ready_at")
+    ranked = percentiles_once(claimed, value=wait, group="role", largest=True)
+    # The run behind each role's longest wait: matched on the figure itself rather than ranked
+    # by a second window over every run (SQLite sorts each window anew); the first run wins a
+    # tie.
+    longest_q = Q(pk__in=[])
+    for role, p in ranked.items():
+        longest_q |= Q(role=role, wait=p.extra["max"])
+    longest: dict[str, dict[str, Any]] = {}
+    for row in (
+        claimed.annotate(wait=wait)
+        .filter(longest_q)
+        .order_by("pk")
         .values("role", "wait", "session__session_id", "step_id")
-    }
+    ):
+        longest.setdefault(row["role"], row)
     waits = [
         HandoffWait(
             role=role,
@@ -146,7 +149,7 @@ def role_load(*, filters: InsightFilter) -> list[RoleLoad]:
             completed=Count("pk", filter=done),
             failed=Count("pk", filter=failed),
             busy=Sum(
-                duration("completed_at", "assigned_at"),
+                exact_duration("completed_at", "assigned_at"),
                 filter=(done | failed) & Q(assigned_at__isnull=False),
             ),
         )
