@@ -11,6 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
+from tests.deepwork014.fixtures import write_demo14
 from tests.driving import step_finish
 from tests.insights.conftest import D3, in_range
 from tests.insights.test_dag_insights import PLAN
@@ -24,7 +25,7 @@ from workflows.models import (
     WorkflowSession,
 )
 from workflows.selectors import insights
-from workflows.services import dag, sessions
+from workflows.services import dag, sessions, sessions014
 from workflows.tallies import insight_tallies_rebuild
 
 pytestmark = pytest.mark.django_db
@@ -251,3 +252,41 @@ def test_agent_activity_from_the_tallies_matches_the_events(history, monkeypatch
     assert shown(in_range(agent_id="a2")) == shown(in_range(agent_id="a2", job="demo"))
     # Three agents: all drawn, or the top ones and "other agents".
     assert [a[0] for a in shown(in_range())][: min(top, 3)] == ["a1", "a2", "b1"][: min(top, 3)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_014_services_keep_the_tallies_as_a_rebuild_counts_them(project, demo_project, catalog):
+    write_demo14(demo_project)
+
+    def start(conversation):
+        sessions014.session014_start(
+            project=project,
+            catalog=catalog.view(),
+            conversation_id=conversation,
+            agent_id=None,
+            job_name="demo14",
+            workflow_name="plain",
+            goal="tallies",
+        )
+
+    def finish(conversation):
+        checkpoint = sessions014.step014_checkpoint(
+            project=project, conversation_id=conversation, agent_id=None, outputs={}
+        )
+        sessions014.step014_advance(checkpoint=checkpoint)
+
+    start("A")
+    finish("A")
+    finish("A")
+    start("B")
+    finish("B")
+    sessions014.session014_abort(
+        project=project, conversation_id="B", agent_id=None, explanation="enough"
+    )
+    kept = snapshot()
+    insight_tallies_rebuild()
+    assert snapshot() == kept
+    # Two 0.14 sessions: one completed, one aborted; three steps finished.
+    assert [(row[2], *row[-3:]) for row in kept["sessions"]] == [("0.14", 2, 1, 1)]
+    assert sum(row[-3] for row in kept["agents"]) == 3
+    assert sum(row[-1] for row in kept["steps"] if row[0] == "day") == 3
