@@ -5,10 +5,10 @@ Counted from events, so each count moves exactly when its event is written, neve
 
 - ``session_started``: a session started on its start day; ``session_completed`` and
   ``session_aborted``: one of that day's sessions completed or aborted.
-- ``step_finished``: the agent's steps finished that day, and each finished run's time in its
-  step's histogram (the day's and the month's rows).
-- ``review_failed``: the agent's failed review rounds that day; ``session_aborted`` also counts
-  an abort for the session's agent on the day it ended.
+- ``step_finished``: the agent's steps finished in the session's workflow that day (and that
+  month), and each finished run's time in its step's histogram (the day's and the month's).
+- ``review_failed``: the agent's failed review rounds likewise; ``session_aborted`` also counts
+  an abort for the session's agent on the day (and in the month) it ended.
 
 A run sent back by ``go_to_step`` keeps its place in the histogram: its time was spent. Each
 count is one ``INSERT … ON CONFLICT DO UPDATE`` adding to the row, so concurrent writers add up
@@ -32,7 +32,16 @@ from workflows import histograms
 from workflows.models import Event, StepRun, WorkflowSession
 
 _SESSION_KEY = ("day", "project_id", "generation", "job_id", "job_name", "workflow_name")
-_AGENT_KEY = ("day", "project_id", "agent_id")
+_AGENT_KEY = (
+    "period",
+    "period_start",
+    "project_id",
+    "agent_id",
+    "generation",
+    "job_id",
+    "job_name",
+    "workflow_name",
+)
 _STEP_KEY = (
     "period",
     "period_start",
@@ -110,6 +119,21 @@ def _session_key(session: WorkflowSession) -> tuple[Any, ...]:
     )
 
 
+def _agent_keys(
+    day: dt.date, agent_id: int | None, session: WorkflowSession
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The day's and the month's ``AgentTally`` keys of something an agent did in a session."""
+    rest = (
+        session.project_id,
+        agent_id,
+        session.generation,
+        session.job_id,
+        session.job_name,
+        session.workflow_name,
+    )
+    return ("day", day, *rest), ("month", month_of(day), *rest)
+
+
 def _step_rows(
     session: WorkflowSession, runs: Iterable[tuple[str, int, dt.datetime, dt.datetime]]
 ) -> dict[tuple[Any, ...], dict[str, int]]:
@@ -144,14 +168,15 @@ def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | 
         (global_apps.get_model("workflows", "AgentTally")._meta.db_table),
     )
     session_table, agent_table = tables
-    if kind in (Event.Kind.STEP_FINISHED, Event.Kind.REVIEW_FAILED):
-        by_agent: Counter[tuple[Any, ...]] = Counter(
-            (utc_day(e.created_at), e.project_id, e.agent_id) for e in events
-        )
-        field = "steps_finished" if kind == Event.Kind.STEP_FINISHED else "reviews_failed"
-        _add(using, agent_table, _AGENT_KEY, {k: {field: n} for k, n in by_agent.items()})
     if session is None:
         return
+    if kind in (Event.Kind.STEP_FINISHED, Event.Kind.REVIEW_FAILED):
+        field = "steps_finished" if kind == Event.Kind.STEP_FINISHED else "reviews_failed"
+        by_agent: Counter[tuple[Any, ...]] = Counter()
+        for e in events:
+            for key in _agent_keys(utc_day(e.created_at), e.agent_id, session):
+                by_agent[key] += 1
+        _add(using, agent_table, _AGENT_KEY, {k: {field: n} for k, n in by_agent.items()})
     if kind == Event.Kind.SESSION_STARTED:
         _add(using, session_table, _SESSION_KEY, {_session_key(session): {"started": 1}})
     elif kind == Event.Kind.SESSION_COMPLETED:
@@ -159,8 +184,8 @@ def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | 
     elif kind == Event.Kind.SESSION_ABORTED:
         _add(using, session_table, _SESSION_KEY, {_session_key(session): {"aborted": 1}})
         ended = session.completed_at or events[0].created_at
-        key = (utc_day(ended), session.project_id, session.agent_id)
-        _add(using, agent_table, _AGENT_KEY, {key: {"sessions_aborted": 1}})
+        keys = _agent_keys(utc_day(ended), session.agent_id, session)
+        _add(using, agent_table, _AGENT_KEY, {key: {"sessions_aborted": 1} for key in keys})
     elif kind == Event.Kind.STEP_FINISHED:
         step_ids = {str(e.payload.get("step_id")) for e in events}
         # The run each event finished: the step's newest completed run in this session.
@@ -233,34 +258,46 @@ def insight_tallies_rebuild(
         session_tally.objects.using(using).bulk_create(session_rows, batch_size=2000)
 
         agents: dict[tuple[Any, ...], Counter[str]] = {}
+        owner = (
+            "session__generation",
+            "session__job_id",
+            "session__job_name",
+            "session__workflow_name",
+        )
         counted = (
             event_model.objects.using(using)
-            .filter(scope, kind__in=[Event.Kind.STEP_FINISHED, Event.Kind.REVIEW_FAILED])
+            .filter(
+                scope,
+                kind__in=[Event.Kind.STEP_FINISHED, Event.Kind.REVIEW_FAILED],
+                session__isnull=False,
+            )
             .annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
-            .values("day", "project_id", "agent_id", "kind")
+            .values_list("day", "project_id", "agent_id", "kind", *owner)
             .annotate(n=Count("*"))
             .order_by()
         )
-        for row in counted:
-            field = (
-                "steps_finished" if row["kind"] == Event.Kind.STEP_FINISHED else "reviews_failed"
-            )
-            key = (row["day"], row["project_id"], row["agent_id"])
-            agents.setdefault(key, Counter())[field] += row["n"]
+        for day, project, agent, kind, *catalog, n in counted:
+            field = "steps_finished" if kind == Event.Kind.STEP_FINISHED else "reviews_failed"
+            for period, start in (("day", day), ("month", month_of(day))):
+                key = (period, start, project, agent, *catalog)
+                agents.setdefault(key, Counter())[field] += n
         aborted = (
             session_model.objects.using(using)
             .filter(scope, status=status.ABORTED, completed_at__isnull=False)
             .annotate(day=TruncDate("completed_at", tzinfo=dt.UTC))
-            .values("day", "project_id", "agent_id")
+            .values_list(
+                "day", "project_id", "agent_id", "generation", "job_id", "job_name", "workflow_name"
+            )
             .annotate(n=Count("pk"))
             .order_by()
         )
-        for row in aborted:
-            key = (row["day"], row["project_id"], row["agent_id"])
-            agents.setdefault(key, Counter())["sessions_aborted"] += row["n"]
+        for day, project, agent, *catalog, n in aborted:
+            for period, start in (("day", day), ("month", month_of(day))):
+                key = (period, start, project, agent, *catalog)
+                agents.setdefault(key, Counter())["sessions_aborted"] += n
         agent_rows = [
-            agent_tally(day=day, project_id=project, agent_id=agent, **counts)
-            for (day, project, agent), counts in agents.items()
+            agent_tally(**dict(zip(_AGENT_KEY, key, strict=True)), **counts)
+            for key, counts in agents.items()
         ]
         agent_tally.objects.using(using).bulk_create(agent_rows, batch_size=2000)
 

@@ -43,35 +43,72 @@ class SessionTally(models.Model):
         return f"{self.day} {self.job_name}/{self.workflow_name}: {self.started} started"
 
 
-class AgentTally(models.Model):
-    """One agent's steps finished, failed review rounds and aborted sessions on one day."""
+class Period(models.TextChoices):
+    """A tally row counts one day, or one month (kept beside the days so that a long range
+    reads a dozen month rows instead of hundreds of day rows)."""
 
-    day = models.DateField()
+    DAY = "day", "Day"
+    MONTH = "month", "Month"
+
+
+class AgentTally(models.Model):
+    """One agent's steps finished, failed review rounds and aborted sessions in one workflow,
+    on one day or in one month."""
+
+    Period = Period
+
+    period = models.CharField(max_length=8, choices=Period.choices)
+    # The day, or the first day of the month.
+    period_start = models.DateField()
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
+    generation = models.CharField(max_length=8)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    job_name = models.CharField(max_length=255)
+    workflow_name = models.CharField(max_length=255)
     steps_finished = models.IntegerField(default=0, db_default=0)
     reviews_failed = models.IntegerField(default=0, db_default=0)
     sessions_aborted = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["day", "project", "agent"], name="wf_agenttally_key"),
+            models.CheckConstraint(
+                condition=models.Q(period__in=["day", "month"]),
+                name="wf_agenttally_period_valid",
+            ),
+            models.UniqueConstraint(
+                fields=[
+                    "period",
+                    "period_start",
+                    "project",
+                    "agent",
+                    "generation",
+                    "job",
+                    "job_name",
+                    "workflow_name",
+                ],
+                name="wf_agenttally_key",
+            ),
+        ]
+        indexes = [
+            # The days of the few agents a chart draws one by one.
+            models.Index(
+                fields=["period", "agent", "period_start"], name="wf_agenttally_agent_idx"
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.day} agent {self.agent_id}: {self.steps_finished} steps"
+        return f"{self.period} {self.period_start} agent {self.agent_id}: {self.steps_finished}"
 
 
 class StepTimeTally(models.Model):
     """How many runs of one step, completed in one day or one month, took a time that falls in
-    one bucket of the duration histogram (``workflows.histograms``). The month rows cover long
-    ranges in few rows; the day rows cover the range's partial months at its edges."""
+    one bucket of the duration histogram (``workflows.histograms``). A range reads the month
+    rows of its whole months and the day rows of the days at its edges."""
 
-    class Period(models.TextChoices):
-        DAY = "day", "Day"
-        MONTH = "month", "Month"
+    Period = Period
 
     period = models.CharField(max_length=8, choices=Period.choices)
     # The day, or the first day of the month.

@@ -53,7 +53,16 @@ def snapshot() -> dict[str, list[tuple]]:
             .order_by()
         ),
         "agents": sorted(
-            AgentTally.objects.values_list("day", "project_id", "agent_id")
+            AgentTally.objects.values_list(
+                "period",
+                "period_start",
+                "project_id",
+                "agent_id",
+                "generation",
+                "job_id",
+                "job_name",
+                "workflow_name",
+            )
             .annotate(a=Sum("steps_finished"), b=Sum("reviews_failed"), c=Sum("sessions_aborted"))
             .order_by(),
             key=repr,
@@ -116,7 +125,10 @@ def test_the_services_keep_the_tallies_as_a_rebuild_counts_them(project, agent, 
     # completed; seven steps finished, one failed round, one abort; gather's time counted
     # four times (the run sent back too), for the day and for the month.
     assert [row[-3:] for row in kept["sessions"]] == [(2, 1, 1), (1, 1, 0)]
-    assert [row[-3:] for row in kept["agents"]] == [(7, 1, 1)]
+    # The agent's figures per workflow: main (six steps, the failed round, the abort), quick.
+    for period in ("day", "month"):
+        agents = [(row[-4], *row[-3:]) for row in kept["agents"] if row[0] == period]
+        assert agents == [("main", 6, 1, 1), ("quick", 1, 0, 0)]
     gather_days = [row for row in kept["steps"] if row[0] == "day" and row[7] == "gather"]
     assert sum(row[-1] for row in gather_days) == 4
     months = [row for row in kept["steps"] if row[0] == "month"]
@@ -235,9 +247,11 @@ def test_the_step_times_table_says_when_its_figures_are_from_buckets(history, mo
 
 
 @pytest.mark.parametrize("top", [1, 2, 8])
-def test_agent_activity_from_the_tallies_matches_the_events(history, monkeypatch, top):
-    # Every session of the history is job "demo": naming it reads the events and sessions
-    # instead of the tallies, and must find the same figures.
+def test_agent_activity_filtered_by_a_job_that_holds_everything_is_the_same(
+    history, monkeypatch, top
+):
+    # Every session of the history is job "demo": naming it filters the tallies' rows by job
+    # and must find the same figures as reading them all.
     monkeypatch.setattr(insights, "TOP_AGENTS", top)
 
     def shown(filters):
@@ -246,8 +260,6 @@ def test_agent_activity_from_the_tallies_matches_the_events(history, monkeypatch
             for a in insights.agent_activity(filters=filters)
         ]
 
-    assert in_range().uses_agent_tallies
-    assert not in_range(job="demo").uses_agent_tallies
     assert shown(in_range()) == shown(in_range(job="demo"))
     assert shown(in_range(agent_id="a2")) == shown(in_range(agent_id="a2", job="demo"))
     # Three agents: all drawn, or the top ones and "other agents".
@@ -288,5 +300,5 @@ def test_the_014_services_keep_the_tallies_as_a_rebuild_counts_them(project, dem
     assert snapshot() == kept
     # Two 0.14 sessions: one completed, one aborted; three steps finished.
     assert [(row[2], *row[-3:]) for row in kept["sessions"]] == [("0.14", 2, 1, 1)]
-    assert sum(row[-3] for row in kept["agents"]) == 3
+    assert sum(row[-3] for row in kept["agents"] if row[0] == "day") == 3
     assert sum(row[-1] for row in kept["steps"] if row[0] == "day") == 3

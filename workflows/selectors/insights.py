@@ -46,7 +46,6 @@ from workflows.errors import InvalidInput
 from workflows.models import (
     AgentTally,
     Decision,
-    Event,
     Issue,
     Job,
     SessionTally,
@@ -147,20 +146,6 @@ class InsightFilter:
             q &= Q(**{f"{prefix}agent__agent_id": self.agent_id})
         return q
 
-    def event_q(self) -> Q:
-        """The filter on the events a session writes while it runs (steps finished, review
-        rounds): their own project and agent columns, and their session only for the job,
-        workflow and generation (so an unfiltered count joins nothing); a joined session must
-        have been open during the range, which lets the join read only those."""
-        q = self._catalog_q("session__")
-        if q:
-            q &= _open_during("session__", self)
-        if self.project_id is not None:
-            q &= Q(project_id=self.project_id)
-        if self.agent_id is not None:
-            q &= Q(agent__agent_id=self.agent_id)
-        return q
-
     def deepwork_q(self, prefix: str = "") -> Q:
         """``session_q`` less the DAG executions, which are sessions too but have their own
         tab (the reads of reviews, rulings and events need not say so: a DAG writes none)."""
@@ -179,11 +164,6 @@ class InsightFilter:
         """Whether the session tallies can answer: they have no agent. With an agent the
         agent's own sessions and runs are few enough to read one by one."""
         return self.agent_id is None
-
-    @property
-    def uses_agent_tallies(self) -> bool:
-        """Whether the agent tallies can answer: they have no job, workflow or generation."""
-        return self.job is None and self.workflow is None and self.generation is None
 
     def _catalog_q(self, prefix: str) -> Q:
         q = Q()
@@ -568,81 +548,13 @@ class AgentActivity:
 
 def agent_activity(*, filters: InsightFilter) -> list[AgentActivity]:
     """Per agent: steps finished per day, failed review rounds and aborted sessions: the
-    ``TOP_AGENTS`` busiest drawn one by one, the rest summed as "other agents". One query of
-    the agents' daily tallies; with a job, workflow or generation (which those lack), three
-    of the events and sessions themselves."""
+    ``TOP_AGENTS`` busiest drawn one by one, the rest summed as "other agents". Two queries
+    of the agents' tallies: each agent's totals (the range's month rows and its edge days),
+    to rank them; then steps per day of the ones drawn and of the rest together, so a year of
+    100 agents returns about 3k rows."""
     if not filters.wants(Dialect.DEEPWORK):
         return []
-    days = filters.days
-    index = {day: n for n, day in enumerate(days)}
-    agents: dict[str, AgentActivity] = {}
-
-    def of(agent_id: str) -> AgentActivity:
-        if agent_id not in agents:
-            agents[agent_id] = AgentActivity(agent_id=agent_id, steps_per_day=[0] * len(days))
-        return agents[agent_id]
-
-    if filters.uses_agent_tallies:
-        return _agent_activity_from_tallies(filters)
-    # From the outbox: each finished step is a ``step_finished`` event carrying its agent and
-    # project, so neither count joins the sessions (wf_event_kind_time_idx bounds the range).
-    # COUNT(*), not COUNT(id): the id is not in that index, and naming it sends PostgreSQL to
-    # the table for every event instead of reading the index alone.
-    finished = (
-        Event.objects.filter(
-            filters.event_q(),
-            kind=Event.Kind.STEP_FINISHED,
-            created_at__gte=filters.start,
-            created_at__lt=filters.end,
-        )
-        .annotate(day=_day("created_at"))
-        .values("agent__agent_id", "day")
-        .annotate(n=Count("*"))
-        .order_by()
-    )
-    failed = (
-        Event.objects.filter(
-            filters.event_q(),
-            kind=Event.Kind.REVIEW_FAILED,
-            created_at__gte=filters.start,
-            created_at__lt=filters.end,
-        )
-        .values("agent__agent_id")
-        .annotate(n=Count("*"))
-        .order_by()
-    )
-    aborted = (
-        WorkflowSession.objects.filter(
-            filters.session_q(),
-            status=WorkflowSession.Status.ABORTED,
-            completed_at__gte=filters.start,
-            completed_at__lt=filters.end,
-        )
-        .values("agent__agent_id")
-        .annotate(n=Count("pk"))
-        .order_by()
-    )
-    for row in finished:
-        activity = of(row["agent__agent_id"])
-        activity.steps_per_day[index[row["day"]]] += row["n"]
-        activity.steps += row["n"]
-    for row in failed:
-        of(row["agent__agent_id"]).failed_reviews += row["n"]
-    for row in aborted:
-        of(row["agent__agent_id"]).aborts += row["n"]
-    return _top_agents(agents, len(days))
-
-
-# Stand for every agent not drawn one by one, and for "no agent", in the per-day query below:
-# longer than any agent id may be (128), so no agent is mistaken for them.
-_OTHER_AGENTS, _NO_AGENT = "other agents ".ljust(130, "."), "no agent ".ljust(130, ".")
-
-
-def _agent_activity_from_tallies(filters: InsightFilter) -> list[AgentActivity]:
-    """``agent_activity`` from the agents' daily tallies in two queries: each agent's totals
-    (to rank them), then steps per day of the ones drawn and of the rest together, so a year
-    of 100 agents returns about 3k rows rather than 36k."""
-    tallied = AgentTally.objects.filter(day__gte=filters.since, day__lte=filters.until)
+    tallied = AgentTally.objects.filter(filters._catalog_q(""))
     if filters.project_id is not None:
         tallied = tallied.filter(project_id=filters.project_id)
     if filters.agent_id is not None:
@@ -656,7 +568,10 @@ def _agent_activity_from_tallies(filters: InsightFilter) -> list[AgentActivity]:
             failed_reviews=failed,
             aborts=aborts,
         )
-        for agent_id, steps, failed, aborts in tallied.values("agent__agent_id")
+        for agent_id, steps, failed, aborts in tallied.filter(
+            _periods_q(filters.since, filters.until)
+        )
+        .values("agent__agent_id")
         .annotate(
             steps=Sum("steps_finished"),
             failed=Sum("reviews_failed"),
@@ -678,15 +593,25 @@ def _agent_activity_from_tallies(filters: InsightFilter) -> list[AgentActivity]:
         series[_OTHER_AGENTS] = shown[-1]
     index = {day: n for n, day in enumerate(days)}
     for key, day, steps in (
-        tallied.annotate(who=who)
-        .values("who", "day")
+        tallied.filter(
+            period=AgentTally.Period.DAY,
+            period_start__gte=filters.since,
+            period_start__lte=filters.until,
+        )
+        .annotate(who=who)
+        .values("who", "period_start")
         .annotate(steps=Sum("steps_finished"))
-        .values_list("who", "day", "steps")
+        .values_list("who", "period_start", "steps")
         .order_by()
     ):
         if steps and key in series:
             series[key].steps_per_day[index[day]] += steps
     return shown
+
+
+# Stand for every agent not drawn one by one, and for "no agent", in the per-day query below:
+# longer than any agent id may be (128), so no agent is mistaken for them.
+_OTHER_AGENTS, _NO_AGENT = "other agents ".ljust(130, "."), "no agent ".ljust(130, ".")
 
 
 def _top_agents(agents: dict[str, AgentActivity], days: int) -> list[AgentActivity]:
