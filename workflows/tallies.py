@@ -90,7 +90,10 @@ def _add(
     columns = [*key, *counted]
     tuple_sql = "(" + ", ".join(["%s"] * len(columns)) + ")"
     params: list[Any] = []
-    for values, counts in rows.items():
+    # Rows in one order everywhere, and tables in one order (agents, step times, sessions):
+    # two transactions adding to the same rows on PostgreSQL then wait for each other in turn
+    # instead of deadlocking.
+    for values, counts in sorted(rows.items(), key=lambda item: repr(item[0])):
         for value in values:
             params.append(
                 connection.ops.adapt_datefield_value(value) if isinstance(value, dt.date) else value
@@ -182,10 +185,10 @@ def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | 
     elif kind == Event.Kind.SESSION_COMPLETED:
         _add(using, session_table, _SESSION_KEY, {_session_key(session): {"completed": 1}})
     elif kind == Event.Kind.SESSION_ABORTED:
-        _add(using, session_table, _SESSION_KEY, {_session_key(session): {"aborted": 1}})
         ended = session.completed_at or events[0].created_at
         keys = _agent_keys(utc_day(ended), session.agent_id, session)
         _add(using, agent_table, _AGENT_KEY, {key: {"sessions_aborted": 1} for key in keys})
+        _add(using, session_table, _SESSION_KEY, {_session_key(session): {"aborted": 1}})
     elif kind == Event.Kind.STEP_FINISHED:
         step_ids = {str(e.payload.get("step_id")) for e in events}
         # The run each event finished: the step's newest completed run in this session.

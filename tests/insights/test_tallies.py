@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connections
 from django.db.models import Sum
 
 from tests.deepwork014.fixtures import write_demo14
@@ -302,3 +305,50 @@ def test_the_014_services_keep_the_tallies_as_a_rebuild_counts_them(project, dem
     assert [(row[2], *row[-3:]) for row in kept["sessions"]] == [("0.14", 2, 1, 1)]
     assert sum(row[-3] for row in kept["agents"] if row[0] == "day") == 3
     assert sum(row[-1] for row in kept["steps"] if row[0] == "day") == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_agents_finishing_and_aborting_at_once_add_up(project, demo_project, catalog):
+    # Eight conversations on one 0.14 workflow, all on the same tally rows (same day, job,
+    # workflow, step and, for equal durations, bucket), each finishing its first step, half of
+    # them then aborting, all released together: every count lands, none is lost or doubled.
+    write_demo14(demo_project)
+    contenders = 8
+    for n in range(contenders):
+        sessions014.session014_start(
+            project=project,
+            catalog=catalog.view(),
+            conversation_id=f"C{n}",
+            agent_id=None,
+            job_name="demo14",
+            workflow_name="plain",
+            goal="race",
+        )
+    ready = threading.Barrier(contenders)
+
+    def contender(n: int) -> None:
+        try:
+            conversation = f"C{n}"
+            checkpoint = sessions014.step014_checkpoint(
+                project=project, conversation_id=conversation, agent_id=None, outputs={}
+            )
+            ready.wait(timeout=30)
+            sessions014.step014_advance(checkpoint=checkpoint)
+            if n % 2:
+                sessions014.session014_abort(
+                    project=project, conversation_id=conversation, agent_id=None, explanation="x"
+                )
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(contenders) as pool:
+        list(pool.map(contender, range(contenders)))
+
+    kept = snapshot()
+    assert sum(row[-3] for row in kept["sessions"]) == contenders
+    assert sum(row[-1] for row in kept["sessions"]) == contenders // 2
+    assert sum(row[-3] for row in kept["agents"] if row[0] == "day") == contenders
+    assert sum(row[-1] for row in kept["agents"] if row[0] == "day") == contenders // 2
+    assert sum(row[-1] for row in kept["steps"] if row[0] == "month") == contenders
+    insight_tallies_rebuild()
+    assert snapshot() == kept
