@@ -46,8 +46,10 @@ JUDGES = (ReviewResult.Reviewer.SELF, ReviewResult.Reviewer.EXTERNAL)
 
 
 def _reviews(filters: InsightFilter) -> Any:
+    # Verdicts carry their session's project, generation, job and workflow: only an agent
+    # filter joins the sessions.
     return ReviewResult.objects.filter(
-        filters.session_q("session__"),
+        filters.copied_q(agent="session__agent__agent_id"),
         created_at__gte=filters.start,
         created_at__lt=filters.end,
     )

@@ -30,7 +30,7 @@ from reviews.gate import (
     self_review_instructions,
     system_prompt,
 )
-from reviews.models import HumanDecision, ReviewResult
+from reviews.models import HumanDecision, ReviewResult, copied_from
 from workflows import events, limits
 from workflows.db import db_sync_to_async
 from workflows.errors import Conflict, InvalidInput, WorkflowError
@@ -167,6 +167,7 @@ def review_plan(
                 ReviewResult.objects.create(
                     step_run_id=changes.step_run_id,
                     session=checkpoint.session,
+                    **copied_from(checkpoint.session),
                     step_id=step_id,
                     attempt=attempt,
                     run_each="step",
@@ -348,6 +349,7 @@ def review_conclude(
             ReviewResult.objects.create(
                 step_run_id=plan.run_ids[task.step_id],
                 session=checkpoint.session,
+                **copied_from(checkpoint.session),
                 step_id=task.step_id,
                 attempt=plan.attempt,
                 run_each=task.run_each,
@@ -414,6 +416,7 @@ def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> Non
         ReviewResult(
             step_run_id=plan.run_ids[step_id],
             session=checkpoint.session,
+            **copied_from(checkpoint.session),
             step_id=step_id,
             attempt=attempts[plan.run_ids[step_id]],
             run_each="step",

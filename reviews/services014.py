@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reviews import gate014
-from reviews.models import HumanDecision, ReviewResult
+from reviews.models import HumanDecision, ReviewResult, copied_from
 from workflows import events
 from workflows.models import Event, StepRun
 from workflows.services import sessions014
@@ -100,6 +100,7 @@ def _failed(
     return ReviewResult(
         step_run=run,
         session=checkpoint.session,
+        **copied_from(checkpoint.session),
         step_id=run.step_id,
         attempt=0,
         run_each=run_each[:255],
@@ -169,6 +170,7 @@ def step014_finish(
             ReviewResult.objects.create(
                 step_run=run,
                 session=checkpoint.session,
+                **copied_from(checkpoint.session),
                 step_id=run.step_id,
                 attempt=run.quality_attempts,
                 run_each="step",
@@ -211,6 +213,7 @@ def step014_finish(
             ReviewResult(
                 step_run=run,
                 session=checkpoint.session,
+                **copied_from(checkpoint.session),
                 step_id=run.step_id,
                 attempt=run.quality_attempts,
                 run_each=task.review_id[:255],

@@ -91,7 +91,7 @@ def seed(reseed: bool) -> None:
     from django.core.management import call_command
     from django.utils import timezone
 
-    from reviews.models import ReviewResult
+    from reviews.models import ReviewResult, copied_from
     from workflows.models import Agent, Event, Job, StepRun, WorkflowSession
     from workflows.services.catalog import Catalog
     from workflows.services.projects import project_ensure
@@ -174,6 +174,7 @@ def seed(reseed: bool) -> None:
                 step_run=run,
                 session_id=run.session_id,
                 step_id=run.step_id,
+                **copied_from(run.session),
                 attempt=1,
                 run_each="step",
                 passed=rng.random() > 0.3,

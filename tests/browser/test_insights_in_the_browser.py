@@ -11,6 +11,7 @@ import os
 import pytest
 from channels.db import database_sync_to_async
 
+from reviews.models import ReviewResult
 from tests.browser.conftest import create_person, log_in
 from tests.insights.conftest import D1, D3, build_history
 from workflows.events import SessionStarted, event_record
@@ -125,6 +126,9 @@ async def test_insights_in_the_browser(web_server, browser, history):
 
     # The dialect splits DeepWork 0.9 from 0.14: s2 (D1) is made a 0.14 session.
     await database_sync_to_async(WorkflowSession.objects.filter(session_id="s2").update)(
+        generation="0.14"
+    )
+    await database_sync_to_async(ReviewResult.objects.filter(session__session_id="s2").update)(
         generation="0.14"
     )
     # Changed past the event writer: the tallies are recounted, as after any such edit.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reviews.models import HumanDecision, ReviewResult
+from reviews.models import HumanDecision, ReviewResult, copied_from
 from tests.conftest import DEMO_JOB
 from tests.factories import make_user, write_job
 from workflows.models import (
@@ -148,6 +148,7 @@ def build_history(tmp_path: Path) -> History:
         ReviewResult.objects.create(
             step_run=r,
             session=r.session,
+            **copied_from(r.session),
             step_id=r.step_id,
             attempt=attempt,
             run_each="summary.md",

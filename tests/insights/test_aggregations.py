@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reviews import insights as review_insights
-from reviews.models import ReviewResult
+from reviews.models import ReviewResult, copied_from
 from tests.insights.conftest import D1, D2, D3, NOW, at, in_range
 from workflows.selectors import insights
 
@@ -130,6 +130,7 @@ def test_criteria_skip_what_is_not_a_criterion_and_count_only_true_as_passed(his
         ReviewResult.objects.create(
             step_run=run,
             session=run.session,
+            **copied_from(run.session),
             step_id=run.step_id,
             attempt=3 + n,
             run_each="summary.md",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from reviews import insights as reviews
+from reviews.models import ReviewResult
 from tests.insights.conftest import D1, D2, D3, in_range
 from workflows.errors import InvalidInput
 from workflows.models import WorkflowSession
@@ -19,6 +20,8 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def split(history):
     WorkflowSession.objects.filter(session_id__in=["s2", "s3"]).update(generation="0.14")
+    # Rows that copy a session's generation (the session never changes it in practice).
+    ReviewResult.objects.filter(session__session_id__in=["s2", "s3"]).update(generation="0.14")
     insight_tallies_rebuild()
     return history
 

@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from api.services import api_token_create
 from reviews.insight_tables import INSIGHT_NAMES
-from reviews.models import ReviewResult
+from reviews.models import ReviewResult, copied_from
 from tests.factories import make_user
 from tests.insights.conftest import D1, D3
 from workflows.models import Agent, Event, StepRun, WorkflowSession
@@ -68,6 +68,7 @@ def more(history, first: int, n: int) -> None:
             ReviewResult.objects.create(
                 step_run=r,
                 session=s,
+                **copied_from(s),
                 step_id=r.step_id,
                 attempt=1,
                 run_each=f"r{k}",

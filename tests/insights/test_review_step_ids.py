@@ -1,4 +1,5 @@
-"""Migration reviews 0004 copies each existing review's step id from its step run."""
+"""Migrations reviews 0004 and 0005 copy onto each existing review its step run's step id and
+its session's project, generation, job and workflow."""
 
 from __future__ import annotations
 
@@ -11,18 +12,23 @@ from reviews.models import ReviewResult
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("reviews", "0003_insights14")]
-AFTER = [("reviews", "0004_revins")]
+COPIED = ("project_id", "generation", "job_id", "job_name", "workflow_name")
 
 
-def migrate(targets) -> None:
+def migrate(targets=None) -> None:
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
-    executor.migrate(targets)
+    # Without targets: every app to its latest migration, as the other tests expect.
+    executor.migrate(targets or executor.loader.graph.leaf_nodes())
 
 
-def test_the_migration_fills_each_reviews_step_id(history):
-    expected = sorted(ReviewResult.objects.values_list("pk", "step_run__step_id"))
-    assert {step_id for _, step_id in expected} >= {"wrap_up", "gather"}
+def test_the_migrations_copy_each_reviews_step_and_session(history):
+    expected_steps = sorted(ReviewResult.objects.values_list("pk", "step_run__step_id"))
+    assert {step_id for _, step_id in expected_steps} >= {"wrap_up", "gather"}
+    expected_sessions = sorted(
+        ReviewResult.objects.values_list("pk", *(f"session__{field}" for field in COPIED))
+    )
+    assert {row[2] for row in expected_sessions} == {"0.9"}
     migrate(BEFORE)
     try:
         with connection.cursor() as cursor:
@@ -32,7 +38,9 @@ def test_the_migration_fills_each_reviews_step_id(history):
                     cursor, ReviewResult._meta.db_table
                 )
             ]
-        assert "step_id" not in columns  # the reviews as they were before the copy
+        # The reviews as they were before the copies.
+        assert not {"step_id", *COPIED} & set(columns)
     finally:
-        migrate(AFTER)
-    assert sorted(ReviewResult.objects.values_list("pk", "step_id")) == expected
+        migrate()
+    assert sorted(ReviewResult.objects.values_list("pk", "step_id")) == expected_steps
+    assert sorted(ReviewResult.objects.values_list("pk", *COPIED)) == expected_sessions

@@ -151,13 +151,21 @@ class InsightFilter:
         tab (the reads of reviews, rulings and events need not say so: a DAG writes none)."""
         return self.session_q(prefix) & ~Q(**{f"{prefix}job_id__in": _dag_jobs()})
 
+    def copied_q(self, *, agent: str | None = None) -> Q:
+        """The filter on rows that carry their session's project, generation, job and
+        workflow (the tallies, review verdicts); ``agent`` is the path to an agent id, for the
+        rows that have one."""
+        q = self._catalog_q("")
+        if self.project_id is not None:
+            q &= Q(project_id=self.project_id)
+        if self.agent_id is not None and agent is not None:
+            q &= Q(**{agent: self.agent_id})
+        return q
+
     def tally_q(self) -> Q:
         """The filter on ``SessionTally`` and ``StepTimeTally`` rows, which carry the session's
         project, generation, job and workflow but no agent (see ``uses_tallies``)."""
-        q = self._catalog_q("") & ~Q(job_id__in=_dag_jobs())
-        if self.project_id is not None:
-            q &= Q(project_id=self.project_id)
-        return q
+        return self.copied_q() & ~Q(job_id__in=_dag_jobs())
 
     @property
     def uses_tallies(self) -> bool:
@@ -554,11 +562,7 @@ def agent_activity(*, filters: InsightFilter) -> list[AgentActivity]:
     100 agents returns about 3k rows."""
     if not filters.wants(Dialect.DEEPWORK):
         return []
-    tallied = AgentTally.objects.filter(filters._catalog_q(""))
-    if filters.project_id is not None:
-        tallied = tallied.filter(project_id=filters.project_id)
-    if filters.agent_id is not None:
-        tallied = tallied.filter(agent__agent_id=filters.agent_id)
+    tallied = AgentTally.objects.filter(filters.copied_q(agent="agent__agent_id"))
     days = filters.days
     agents = {
         agent_id: AgentActivity(
