@@ -32,6 +32,9 @@ class Toolset:
     # Instructions that depend on the DeepWork tool generation served and the project root
     # (overrides the above).
     instructions_for: Callable[[str, Path], str] | None = None
+    # Whether its tools' schemas may hold $ref (nested models, published workflows' schemas),
+    # which FastMCP's middleware inlines in every listing for clients that cannot follow them.
+    schema_refs: bool = False
 
 
 # The workflow tools of the generation the server was asked for (deepwork014.register).
@@ -60,6 +63,7 @@ TRACKER = Toolset(
     specs.TRACKER_TOOL_NAMES,
     _registered_by("mcp_bridge.toolsets.tracker"),
     instructions=specs.TRACKER_INSTRUCTIONS,
+    schema_refs=True,
 )
 WORKFLOW_TOOLS = Toolset(
     "workflow-tools",
@@ -67,12 +71,14 @@ WORKFLOW_TOOLS = Toolset(
     workflow_tools.register,
     instructions=workflow_tools.INSTRUCTIONS,
     cache_ttl=workflow_tools.cache_ttl,
+    schema_refs=True,
 )
 AGENTS = Toolset(
     "agents",
     specs.AGENTS_TOOL_NAMES,
     _registered_by("mcp_bridge.toolsets.agents"),
     instructions=specs.AGENTS_INSTRUCTIONS,
+    schema_refs=True,
 )
 
 # What each name on the command line serves, in order. DeepWork 0.9.1's wire carries the review
