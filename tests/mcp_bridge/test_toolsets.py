@@ -143,6 +143,6 @@ async def test_only_servers_with_schema_refs_inline_them(demo_project, name):
     assert not inlining
     async with Client(server, mode="legacy") as client:
         for tool in await client.list_tools():
-            schemas = json.dumps([tool.inputSchema, tool.outputSchema])
+            schemas = json.dumps([tool.input_schema, tool.output_schema])
             assert "$ref" not in schemas, tool.name
             assert "$defs" not in schemas, tool.name
