@@ -140,8 +140,7 @@ class DatabaseThread:
     def run_checked(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn`` with the connection checked before and, on a broken one, run once more."""
         conn = connections[DEFAULT_DB_ALIAS]
-        # Checked here, without the SELECT 1 that Django's health check would send first.
-        conn.health_check_enabled = False
+        _without_health_check(conn)
         if conn.connection is not None and not conn.in_atomic_block and _server_hung_up(conn):
             logger.warning("The database closed this server's connection; reconnecting")
             conn.close()
@@ -154,8 +153,14 @@ class DatabaseThread:
             # Nothing succeeded before the connection broke: nothing was written.
             logger.warning("The database connection broke (%s); retrying on a new one", exc)
             conn.close()
-        conn.health_check_enabled = False
+        _without_health_check(conn)
         return fn(*args, **kwargs)
+
+
+def _without_health_check(conn: Any) -> None:
+    """Checked here instead of by the ``SELECT 1`` Django's health check sends before the
+    first query of every call (a new connection turns it back on from the settings)."""
+    conn.health_check_enabled = False
 
 
 def _usable(conn: Any) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -15,10 +16,11 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import close_old_connections, connection
+from django.db import OperationalError, close_old_connections, connection
 from django.utils import timezone
 from fastmcp.client.transports import StdioTransport
 
+from mcp_bridge import dbthread
 from mcp_bridge.dbthread import DatabaseThread
 from tests.e2e.driver import Driver
 from tests.processes import MANAGE, child_database_url, child_env
@@ -139,6 +141,73 @@ def test_the_database_thread_sends_no_health_check_query_before_a_call():
         pid = database.call(marked)
         database.call(without_queries)
         assert last_statement(pid) == "SELECT pg_backend_pid()"
+    finally:
+        database.call(lambda: connection.close())
+        database.executor.shutdown()
+
+
+def _own_pid() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        return cursor.fetchone()[0]
+
+
+def _terminated(pid: int) -> None:
+    """Terminate backend ``pid`` (from this thread's connection) and wait until it is gone."""
+    _terminate(pid)
+    deadline = time.monotonic() + WAIT_SECONDS
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+            if cursor.fetchone()[0] == 0:
+                return
+            assert time.monotonic() < deadline, "the backend did not go"
+            time.sleep(0.05)
+
+
+def _terminated_elsewhere(pid: int) -> None:
+    """``_terminated`` from a thread of its own (with its own connection, closed after)."""
+
+    def terminate() -> None:
+        try:
+            _terminated(pid)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=terminate)
+    thread.start()
+    thread.join()
+
+
+@pytest.mark.parametrize("statements_before", [0, 1])
+def test_a_call_is_run_again_only_if_nothing_succeeded_before_its_connection_broke(
+    monkeypatch, statements_before
+):
+    """The check before a call would see the server's goodbye; here it is made to miss it (as
+    when the server goes while the call starts), so the call itself meets the broken
+    connection."""
+    monkeypatch.setattr(dbthread, "_server_hung_up", lambda conn: False)
+    database = DatabaseThread()
+    runs: list[int] = []
+
+    def call() -> int:
+        runs.append(1)
+        if statements_before and len(runs) == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1 /* succeeded */")
+            _terminated_elsewhere(_own_pid())
+        return _own_pid()
+
+    try:
+        first = database.call(_own_pid)
+        if statements_before:
+            with pytest.raises(OperationalError):
+                database.executor.submit(call).result()
+            assert len(runs) == 1
+        else:
+            _terminated(first)
+            assert database.executor.submit(call).result() != first
+            assert len(runs) == 2
     finally:
         database.call(lambda: connection.close())
         database.executor.shutdown()
