@@ -11,6 +11,7 @@ import os
 import secrets
 import threading
 from argparse import ArgumentParser
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ def _heartbeat(
             if database is None:
                 _beat_on_own_connection(state, agent, dispatch)
             else:
-                database.call(lambda agent=agent: _beat(state, agent, dispatch))  # type: ignore[misc]
+                database.call(partial(_beat, state, agent, dispatch))
         except Exception:
             logger.exception("Heartbeat failed")
 
