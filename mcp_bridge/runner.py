@@ -19,6 +19,7 @@ import stat
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor
 from contextlib import asynccontextmanager, suppress
 from typing import Any, TypeVar
 
@@ -271,12 +272,31 @@ async def _serve_stdio(mcp: FastMCP) -> None:
         reset_transport(token)
 
 
-def run_stdio(mcp: FastMCP) -> None:
+async def _serve_sdk_stdio(mcp: FastMCP) -> None:
+    await mcp.run_stdio_async(show_banner=False)
+
+
+async def _on_database_thread(
+    serve: Callable[[FastMCP], Any], mcp: FastMCP, executor: Executor | None
+) -> None:
+    """``serve(mcp)`` with the tools' database calls on ``executor``'s one thread."""
+    if executor is None:
+        await serve(mcp)
+        return
+    from asgiref.sync import ThreadSensitiveContext
+
+    async with ThreadSensitiveContext(executor=executor):
+        await serve(mcp)
+
+
+def run_stdio(mcp: FastMCP, database: Executor | None = None) -> None:
+    """Serve on stdin/stdout; the tools' database calls on ``database`` (a one-thread
+    executor) when given, else on asgiref's thread."""
     if sys.platform == "win32" or not (is_pipe(0) and is_pipe(1)):
         # A terminal or a file: the SDK's thread-based transport handles those.
-        mcp.run(transport="stdio", show_banner=False)
+        anyio.run(_on_database_thread, _serve_sdk_stdio, mcp, database)
         return
-    anyio.run(_serve_stdio, mcp)
+    anyio.run(_on_database_thread, _serve_stdio, mcp, database)
 
 
 def run_http(

@@ -90,6 +90,9 @@ def server_for_state(
         auth=auth,
         mask_error_details=True,
         cache_ttl=min(ttls) if ttls else None,
+        # With no $ref to inline (the deepwork toolset's schemas have none), every tool call
+        # skips the middleware that would look for them.
+        dereference_schemas=any(mount.toolset.schema_refs for mount in mounts),
     )
     for mount in mounts:
         mount.toolset.register(mcp, state, mount.prefix)

@@ -152,6 +152,8 @@ def log_call(
     """
     if stack is not None:
         state.last_stack = stack
+    if not logger.isEnabledFor(logging.INFO):
+        return
     logger.info(
         "tool=%s params=%s stack=%s depth=%d",
         tool,

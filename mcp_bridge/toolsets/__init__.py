@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import agents, deepreview, deepwork, deepwork014, tracker, workflow_tools
+from mcp_bridge.toolsets import deepreview, deepwork, deepwork014, specs, workflow_tools
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class Toolset:
     # Instructions that depend on the DeepWork tool generation served and the project root
     # (overrides the above).
     instructions_for: Callable[[str, Path], str] | None = None
+    # Whether its tools' schemas may hold $ref (nested models, published workflows' schemas),
+    # which FastMCP's middleware inlines in every listing for clients that cannot follow them.
+    schema_refs: bool = False
 
 
 # The workflow tools of the generation the server was asked for (deepwork014.register).
@@ -43,8 +47,23 @@ DEEPWORK = Toolset(
 )
 # 0.14's review texts under --generation 0.14 (deepwork014.register_reviews).
 DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepwork014.register_reviews)
+
+
+def _registered_by(module: str) -> Callable[[FastMCP, ServerState, str], None]:
+    """``module.register``, the module imported only by a server that serves its toolset."""
+
+    def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
+        import_module(module).register(mcp, state, prefix)
+
+    return register
+
+
 TRACKER = Toolset(
-    "tracker", tracker.TOOL_NAMES, tracker.register, instructions=tracker.INSTRUCTIONS
+    "tracker",
+    specs.TRACKER_TOOL_NAMES,
+    _registered_by("mcp_bridge.toolsets.tracker"),
+    instructions=specs.TRACKER_INSTRUCTIONS,
+    schema_refs=True,
 )
 WORKFLOW_TOOLS = Toolset(
     "workflow-tools",
@@ -52,8 +71,15 @@ WORKFLOW_TOOLS = Toolset(
     workflow_tools.register,
     instructions=workflow_tools.INSTRUCTIONS,
     cache_ttl=workflow_tools.cache_ttl,
+    schema_refs=True,
 )
-AGENTS = Toolset("agents", agents.TOOL_NAMES, agents.register, instructions=agents.INSTRUCTIONS)
+AGENTS = Toolset(
+    "agents",
+    specs.AGENTS_TOOL_NAMES,
+    _registered_by("mcp_bridge.toolsets.agents"),
+    instructions=specs.AGENTS_INSTRUCTIONS,
+    schema_refs=True,
+)
 
 # What each name on the command line serves, in order. DeepWork 0.9.1's wire carries the review
 # tools, so `deepwork` includes `deepreview`; `deepreview` alone serves only the review tools

@@ -26,6 +26,8 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets.specs import AGENTS_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
+from mcp_bridge.toolsets.specs import AGENTS_TOOL_NAMES as TOOL_NAMES  # noqa: F401
 from workflows.dag import responsive_seconds
 from workflows.dag_schemas import (
     DagAgentOut,
@@ -50,35 +52,6 @@ logger = logging.getLogger("deepwork.mcp")
 
 T = TypeVar("T")
 
-TOOL_NAMES = (
-    "define_workflow",
-    "get_workflow_details",
-    "list_workflows",
-    "delete_workflow",
-    "execute_workflow",
-    "report_step_completion",
-    "report_step_failure",
-    "register_agent",
-    "heartbeat",
-    "get_my_assignments",
-    "await_assignment",
-)
-
-INSTRUCTIONS = """\
-# Multi-agent workflows
-
-Plan work as steps with `depends_on` and let the server hand each step to a suitable agent.
-- Take part: `register_agent(agent_id, roles)` once (a server started with `--agent-id` is
-  registered already), then `await_assignment(agent_id)` to wait for a step. Do the step
-  (its `tool_to_call` with `tool_arguments`, using the `dependency_results`), then call
-  `report_step_completion` with its `result`, or `report_step_failure` with what went wrong.
-  Call `heartbeat` now and then if your server was not started with `--agent-id`: an agent
-  without a recent heartbeat gets no work, and its steps are handed to another agent.
-- Orchestrate: `define_workflow` (steps with `step_id`, `description`, optional
-  `assigned_role` or `assigned_agent_id`, `depends_on`, `tool_to_call`, `tool_arguments`),
-  then `execute_workflow`; follow it with `get_workflow_details`. A failed step fails the
-  workflow.
-"""
 
 # The seed's input schemas, advertised exactly as it writes them; arguments are checked by the
 # functions' own signatures and then by the engine, whose errors name the rule broken.

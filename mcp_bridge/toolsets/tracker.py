@@ -26,6 +26,8 @@ from pydantic_core import to_json
 
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets.specs import TRACKER_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
+from mcp_bridge.toolsets.specs import TRACKER_TOOL_NAMES as TOOL_NAMES
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import Conflict, InvalidInput, NotFound, WorkflowError
 from workflows.selectors import tracker as selectors
@@ -33,32 +35,8 @@ from workflows.services import tracker as services
 
 logger = logging.getLogger("deepwork.mcp")
 
-TOOL_NAMES = (
-    "start_workflow",
-    "complete_workflow",
-    "get_context",
-    "start_task",
-    "complete_task",
-    "log_decision",
-    "log_issue",
-    "log_milestone",
-    "start_phase",
-    "complete_phase",
-)
 
 LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
-
-INSTRUCTIONS = """\
-# Workflow tracker
-
-Record what you actually do, so people can follow it live: `start_workflow` once, then for
-each piece of work `start_task` (with `phase` to group tasks into numbered phases, and
-`parent_task_id` for a sub-task) and `complete_task` with its outcome; the server reports the
-files each task changed. Log architectural choices with `log_decision`, problems with
-`log_issue` (`requires_human_review` makes it a blocker a person resolves), progress with
-`log_milestone`. `get_context` reads it all back, page by page. Finish with
-`complete_workflow`.
-"""
 
 
 def _code(exc: WorkflowError) -> str:

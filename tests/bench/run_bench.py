@@ -84,6 +84,7 @@ TARGETS: dict[str, tuple[float, str]] = {
 }
 LABELS = {
     "cold_start": "cold start (spawn -> tools/list)",
+    "cold_start_cpu": "cold start, server CPU",
     "get_workflows": "get_workflows (1 job)",
     "start_workflow": "start_workflow",
     "finished_step": "finished_step",
@@ -383,14 +384,21 @@ async def measure_cold_start(
     for i, order in _orders(list(servers), runs):
         for key in order:
             server = servers[key]
+            before = _children()
             start = time.perf_counter()
             async with server.client(projects[key]) as client:
                 tools = await client.list_tools()
                 elapsed = time.perf_counter() - start
+                # The CPU the server spent getting there (interpreter, imports, set-up): unlike
+                # the wall time it hardly moves with the machine's load.
+                spawned = _children() - before
+                cpu = server_cpu(spawned.pop()) if len(spawned) == 1 else None
             if not any(t.name == "get_workflows" for t in tools):
                 raise HarnessError(f"{server.label}: tools/list has no get_workflows")
             samples[key].append(elapsed)
-        log(f"  cold start {i + 1}/{runs}: " + _last(samples))
+            if cpu is not None:
+                samples.setdefault(f"{key}:cpu", []).append(cpu)
+        log(f"  cold start {i + 1}/{runs}: " + _last({k: samples[k] for k in servers}))
     return samples, protocol
 
 
@@ -568,6 +576,7 @@ TARGETS14: dict[str, tuple[float, str]] = {
 }
 LABELS14 = {
     "cold_start": "cold start (spawn -> tools/list)",
+    "cold_start_cpu": "cold start, server CPU",
     **{tool: tool for tool in TOOLS14},
     **{f"{tool}_cpu": f"{tool}, server CPU" for tool in TOOLS14},
 }
@@ -784,6 +793,7 @@ async def run14(args: argparse.Namespace, base: Path, template: Server) -> dict[
     cold, protocol = await measure_cold_start(servers, projects, args.cold_runs)
     for key in servers:
         raw[key]["cold_start"] = cold[key]
+        raw[key]["cold_start_cpu"] = cold.get(f"{key}:cpu", [])
     if args.only != "cold-start":
         log(f"0.14 peer: {args.warmup} warm-up + {args.iterations} cycles per server")
         per_call = await measure_per_call14(servers, projects, args.iterations, args.warmup)
@@ -960,6 +970,7 @@ async def run091(
     cold, protocol = await measure_cold_start(servers, fixtures.one_job, args.cold_runs)
     for key in servers:
         raw[key]["cold_start"] = cold[key]
+        raw[key]["cold_start_cpu"] = cold.get(f"{key}:cpu", [])
     if args.only == "cold-start":
         return _measured(raw, protocol, started, servers)
 

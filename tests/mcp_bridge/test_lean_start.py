@@ -20,6 +20,16 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 WEB_STACK = ("ninja", "daphne", "dashboard", "api", "django.contrib.admin", "channels")
 # Libraries FastMCP would load on the way to the first answer that mcpserve does without.
 NOT_NEEDED = ("griffe", "key_value", "beartype")
+# The toolsets the default server does not serve, and what only they use.
+NOT_SERVED = (
+    "mcp_bridge.toolsets.tracker",
+    "mcp_bridge.toolsets.agents",
+    "mcp_bridge.toolsets.workflow_tools_provider",
+    "workflows.selectors.dag",
+    "workflows.services.dag",
+    "workflows.selectors.tracker",
+    "workflows.services.tracker",
+)
 
 
 def test_mcpserve_imports_no_web_stack(demo_project, tmp_path):
@@ -59,6 +69,6 @@ def test_mcpserve_imports_no_web_stack(demo_project, tmp_path):
     # The list is real: it holds what mcpserve does use.
     assert "fastmcp" in imported
     assert "workflows.services.sessions" in imported
-    for root in WEB_STACK + NOT_NEEDED:
+    for root in WEB_STACK + NOT_NEEDED + NOT_SERVED:
         loaded = sorted(m for m in imported if m == root or m.startswith(root + "."))
         assert not loaded, f"mcpserve imported {loaded}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -128,3 +129,20 @@ async def test_a_later_toolset_sharing_a_tool_name_is_mounted_under_its_prefix(d
 def test_mcpserve_refuses_roles_without_the_agents_toolset(demo_project: Path):
     with pytest.raises(CommandError, match=r"--roles needs --toolsets agents"):
         call_command("mcpserve", "--path", str(demo_project), "--roles", "swe")
+
+
+@pytest.mark.parametrize("name", list(TOOLSETS))
+async def test_only_servers_with_schema_refs_inline_them(demo_project, name):
+    """A server whose toolsets' schemas hold no $ref skips FastMCP's $ref-inlining middleware
+    on every call: the same answers only as long as those schemas really have none."""
+    server = create_server(demo_project, toolsets=[name])
+    inlining = "DereferenceRefsMiddleware" in {type(m).__name__ for m in server.middleware}
+    if any(toolset.schema_refs for toolset in TOOLSETS[name]):
+        assert inlining
+        return
+    assert not inlining
+    async with Client(server, mode="legacy") as client:
+        for tool in await client.list_tools():
+            schemas = json.dumps([tool.input_schema, tool.output_schema])
+            assert "$ref" not in schemas, tool.name
+            assert "$defs" not in schemas, tool.name

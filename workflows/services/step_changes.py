@@ -34,11 +34,11 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
@@ -50,6 +50,8 @@ from workflows.db import retrying_when_busy
 from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # How long an exiting process waits for the looks still queued.
 EXIT_WAIT_SECONDS = 5.0
@@ -254,7 +256,14 @@ def drain(timeout: float | None = None) -> bool:
 
 def _wait_for(session_pk: int, timeout: float) -> None:
     job = _latest.get(session_pk)
-    if job is not None and not job.done.wait(timeout):
+    if job is None:
+        return
+    # The database thread waiting here runs the look's queries meanwhile.
+    if _database_thread is None:
+        done = job.done.wait(timeout)
+    else:
+        done = _database_thread.wait(job.done, timeout)
+    if not done:
         logger.warning("The start snapshot of session %s is still being taken", session_pk)
 
 
@@ -286,10 +295,29 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str | bytes) else value
 
 
-def _look(job: _Job) -> None:
+# A process that does all its database work on one thread (a stdio ``mcpserve``: one
+# connection per agent) sets this (``mcp_bridge.dbthread.DatabaseThread``): the worker then
+# hands its queries to that thread instead of opening a connection of its own.
+_database_thread: Any = None
+
+
+def use_database_thread(thread: Any) -> None:
+    global _database_thread
+    _database_thread = thread
+
+
+def _db(fn: Callable[[], T]) -> T:
+    return fn() if _database_thread is None else _database_thread.call(fn)
+
+
+def _pending_rows(session_pk: int) -> list[Any]:
     with connection.cursor() as cursor:
-        cursor.execute(_PENDING_SQL, [job.session_pk, StepRun.FilesStatus.PENDING.value])
-        rows = cursor.fetchall()
+        cursor.execute(_PENDING_SQL, [session_pk, StepRun.FilesStatus.PENDING.value])
+        return cursor.fetchall()
+
+
+def _look(job: _Job) -> None:
+    rows = _db(lambda: _pending_rows(job.session_pk))
     if not rows:
         return
     project_id, agent_id = rows[0][7], rows[0][8]
@@ -329,9 +357,9 @@ def _look(job: _Job) -> None:
         after = changes.snapshot_take(root=job.root)
     # Writes always go in a transaction: on SQLite that takes the write lock up front
     # (IMMEDIATE) and waits for it, where a lone statement could fail at once on contention.
-    overlaps = _overlap_warnings(project_id, agent_id, ended) if ended else {}
+    overlaps = _db(lambda: _overlap_warnings(project_id, agent_id, ended)) if ended else {}
     owners = (Project(pk=project_id), WorkflowSession(pk=job.session_pk), Agent(pk=agent_id))
-    retrying_when_busy(lambda: _store(owners, ended, found, overlaps, began, after))()
+    _db(retrying_when_busy(lambda: _store(owners, ended, found, overlaps, began, after)))
 
 
 def _compare(

@@ -11,12 +11,14 @@ import os
 import secrets
 import threading
 from argparse import ArgumentParser
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 
+from mcp_bridge.dbthread import DatabaseThread
 from mcp_bridge.migrate import migrate_if_needed
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets
@@ -24,6 +26,7 @@ from mcp_bridge.toolsets.deepwork014 import DEFAULT_GENERATION, GENERATIONS
 from reviews.services import REVIEW_TIMEOUT_SECONDS
 from workflows.files import project_makedirs
 from workflows.services import agents as agent_services
+from workflows.services import step_changes
 
 logger = logging.getLogger("deepwork.mcpserve")
 
@@ -33,6 +36,7 @@ AGENT_ID_ENV = "DEEPWORK_AGENT_ID"
 ALLOWED_HOSTS_ENV = "DEEPWORK_MCP_ALLOWED_HOSTS"
 WORKFLOW_SOURCE_ENV = "DEEPWORK_WORKFLOW_SOURCE"
 WORKFLOW_SOURCE_TOKEN_ENV = "DEEPWORK_WORKFLOW_SOURCE_TOKEN"
+TELEMETRY_ENV = "FASTMCP_TELEMETRY_MODE"
 
 
 def heartbeat_seconds() -> float:
@@ -42,25 +46,44 @@ def heartbeat_seconds() -> float:
     return min(HEARTBEAT_SECONDS, responsive_seconds() / 3)
 
 
-def _heartbeat(state: ServerState, stop: threading.Event, dispatch: bool = False) -> None:
+def _heartbeat(
+    state: ServerState,
+    stop: threading.Event,
+    dispatch: bool = False,
+    database: DatabaseThread | None = None,
+) -> None:
+    """Heartbeat the server's agent until ``stop``; its database work on ``database`` (the
+    stdio server's one database thread), else on this thread's own connection."""
     while not stop.wait(heartbeat_seconds()):
         agent = state.claimed_agent()
         if agent is None:
             continue
         try:
-            close_old_connections()
-            if not agent_services.agent_heartbeat(agent=agent, holder=state.holder):
-                logger.warning("Agent %s was taken over by another process", agent.agent_id)
-            elif dispatch:
-                # Serving the agents toolset: waiting DAG steps may fit this agent, and steps
-                # of agents that went silent are handed on.
-                from workflows.services.dag import dag_dispatch
-
-                dag_dispatch(project=state.project())
+            if database is None:
+                _beat_on_own_connection(state, agent, dispatch)
+            else:
+                database.call(partial(_beat, state, agent, dispatch))
         except Exception:
             logger.exception("Heartbeat failed")
-        finally:
-            close_old_connections()
+
+
+def _beat(state: ServerState, agent: Any, dispatch: bool) -> None:
+    if not agent_services.agent_heartbeat(agent=agent, holder=state.holder):
+        logger.warning("Agent %s was taken over by another process", agent.agent_id)
+    elif dispatch:
+        # Serving the agents toolset: waiting DAG steps may fit this agent, and steps
+        # of agents that went silent are handed on.
+        from workflows.services.dag import dag_dispatch
+
+        dag_dispatch(project=state.project())
+
+
+def _beat_on_own_connection(state: ServerState, agent: Any, dispatch: bool) -> None:
+    try:
+        close_old_connections()
+        _beat(state, agent, dispatch)
+    finally:
+        close_old_connections()
 
 
 def _join_agents(state: ServerState, agent_id: str, roles: str | None) -> None:
@@ -224,11 +247,26 @@ class Command(BaseCommand):
             project_makedirs(root=root, relative=".deepwork/tmp")
         except OSError as exc:
             raise CommandError(f"Cannot create .deepwork/tmp in {root}: {exc}") from None
-        migrate_if_needed()
+        transport = options["transport"]
+        # On stdio, one thread does all the process's database work (one connection), from
+        # the migration check on; an http/sse server keeps asgiref's thread for its tools.
+        database = DatabaseThread() if transport == "stdio" else None
+        if database is None:
+            migrate_if_needed()
+        else:
+            database.call(migrate_if_needed)
+            # The step-files worker's queries too (workflows.services.step_changes).
+            step_changes.use_database_thread(database)
 
         from mcp_bridge.server import create_server
 
-        transport = options["transport"]
+        if TELEMETRY_ENV not in os.environ:
+            # FastMCP opens OpenTelemetry spans around every request: no-ops without an SDK,
+            # but not free (attributes, context switches, ~0.1 ms a call). Nothing here exports
+            # traces; FASTMCP_TELEMETRY_MODE=native turns them back on.
+            import fastmcp
+
+            fastmcp.settings.telemetry_mode = "off"
         auth = None
         if transport != "stdio":
             from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
@@ -254,17 +292,27 @@ class Command(BaseCommand):
             generation=options["generation"],
         )
         state: ServerState = mcp.deepwork_state  # type: ignore[attr-defined]
-        # Claim the agent before serving: the process that starts first adopts an orphaned
-        # stack, not whichever process happens to receive its first tool call first.
-        agent = state.agent()
-        if "agents" in toolsets:
-            _join_agents(state, agent.agent_id, options["roles"])
+
+        def claim() -> None:
+            # Claim the agent before serving: the process that starts first adopts an
+            # orphaned stack, not whichever process happens to receive its first tool call.
+            agent = state.agent()
+            if "agents" in toolsets:
+                _join_agents(state, agent.agent_id, options["roles"])
+
+        if database is None:
+            claim()
+            # The database thread used by the tools opens its own connection.
+            connection.close()
+        else:
+            database.call(claim)
+            connection.close()  # in case building the server read anything on this thread
         stop = threading.Event()
         threading.Thread(
-            target=_heartbeat, args=(state, stop, "agents" in toolsets), daemon=True
+            target=_heartbeat,
+            args=(state, stop, "agents" in toolsets, database),
+            daemon=True,
         ).start()
-        # The database thread used by the tools opens its own connection.
-        connection.close()
         # manage.py kept the collector off during start-up; everything alive now lives for the
         # whole process, so freeze it out of future collections and turn collection back on.
         gc.freeze()
@@ -272,8 +320,8 @@ class Command(BaseCommand):
         from mcp_bridge import runner
 
         try:
-            if transport == "stdio":
-                runner.run_stdio(mcp)
+            if database is not None:
+                runner.run_stdio(mcp, database.executor)
             else:
                 allowed_hosts = [*_env_hosts(), *(options["allowed_host"] or [])]
                 if options["host"] not in ("127.0.0.1", "localhost", "::1") and not allowed_hosts:
@@ -294,7 +342,10 @@ class Command(BaseCommand):
         finally:
             stop.set()
             try:
-                close_old_connections()
-                state.release()
+                if database is None:
+                    close_old_connections()
+                    state.release()
+                else:
+                    database.call(state.release)
             except Exception:
                 logger.exception("Could not release the agent")
