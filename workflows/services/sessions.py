@@ -259,6 +259,7 @@ def session_start(
     instructions = read_entry_instructions(job, first)
 
     for _ in range(5):
+        candidate = _new_session_id()
         try:
             with transaction.atomic():
                 if agent_id is not None:
@@ -272,7 +273,7 @@ def session_start(
                     .first()
                 )
                 session = WorkflowSession.objects.create(
-                    session_id=_new_session_id(),
+                    session_id=candidate,
                     project=project,
                     agent=agent,
                     parent=parent,
@@ -303,7 +304,10 @@ def session_start(
                 )
             break
         except IntegrityError:
-            # An 8-hex session id collided with an existing one; draw another.
+            # An 8-hex session id collided with an existing one: draw another. Any other
+            # broken constraint is a fault to report, not to retry into "try again".
+            if not WorkflowSession.objects.filter(session_id=candidate).exists():
+                raise
             continue
     else:
         raise Conflict("Could not allocate a unique session id; try again")
