@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from workflows.models import Job, Project, StepRun, WorkflowSession
+from workflows.models import StepRun, WorkflowSession
+from workflows.tally_models import CopiedFromSession
 
 
-class ReviewResult(models.Model):
+class ReviewResult(CopiedFromSession):
     """One review of one attempt at a step: a reviewer's verdict, or an override of it."""
 
     class Reviewer(models.TextChoices):
@@ -25,13 +24,7 @@ class ReviewResult(models.Model):
     # The step run's ``step_id`` (which never changes), kept here so that the insights group
     # verdicts by step without joining every review to the large step-run table.
     step_id = models.CharField(max_length=255)
-    # The session's project, generation, job and workflow (which never change), likewise: the
-    # insights filter verdicts by them without joining every verdict to its session.
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    generation = models.CharField(max_length=8)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
-    job_name = models.CharField(max_length=255)
-    workflow_name = models.CharField(max_length=255)
+    # With the session's project, generation, job and workflow (``CopiedFromSession``).
     attempt = models.IntegerField()
     run_each = models.CharField(max_length=255)
     target_file = models.CharField(max_length=1024, null=True, blank=True)
@@ -125,12 +118,4 @@ class HumanDecision(models.Model):
         return f"{self.kind} by {self.decided_by_name} on {self.step_run}"
 
 
-def copied_from(session: WorkflowSession) -> dict[str, Any]:
-    """What a verdict copies from its session (see ``ReviewResult``)."""
-    return {
-        "project_id": session.project_id,
-        "generation": session.generation,
-        "job_id": session.job_id,
-        "job_name": session.job_name,
-        "workflow_name": session.workflow_name,
-    }
+copied_from = CopiedFromSession.copied_from

@@ -31,8 +31,8 @@ from django.db.models.functions import TruncDate
 from workflows import histograms
 from workflows.models import Event, StepRun, WorkflowSession
 
-_SESSION_KEY = ("day", "project_id", "generation", "job_id", "job_name", "workflow_name")
-_AGENT_KEY = (
+SESSION_TALLY_KEY = ("day", "project_id", "generation", "job_id", "job_name", "workflow_name")
+AGENT_TALLY_KEY = (
     "period",
     "period_start",
     "project_id",
@@ -42,7 +42,7 @@ _AGENT_KEY = (
     "job_name",
     "workflow_name",
 )
-_STEP_KEY = (
+STEP_TIME_TALLY_KEY = (
     "period",
     "period_start",
     "project_id",
@@ -179,16 +179,16 @@ def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | 
         for e in events:
             for key in _agent_keys(utc_day(e.created_at), e.agent_id, session):
                 by_agent[key] += 1
-        _add(using, agent_table, _AGENT_KEY, {k: {field: n} for k, n in by_agent.items()})
+        _add(using, agent_table, AGENT_TALLY_KEY, {k: {field: n} for k, n in by_agent.items()})
     if kind == Event.Kind.SESSION_STARTED:
-        _add(using, session_table, _SESSION_KEY, {_session_key(session): {"started": 1}})
+        _add(using, session_table, SESSION_TALLY_KEY, {_session_key(session): {"started": 1}})
     elif kind == Event.Kind.SESSION_COMPLETED:
-        _add(using, session_table, _SESSION_KEY, {_session_key(session): {"completed": 1}})
+        _add(using, session_table, SESSION_TALLY_KEY, {_session_key(session): {"completed": 1}})
     elif kind == Event.Kind.SESSION_ABORTED:
         ended = session.completed_at or events[0].created_at
         keys = _agent_keys(utc_day(ended), session.agent_id, session)
-        _add(using, agent_table, _AGENT_KEY, {key: {"sessions_aborted": 1} for key in keys})
-        _add(using, session_table, _SESSION_KEY, {_session_key(session): {"aborted": 1}})
+        _add(using, agent_table, AGENT_TALLY_KEY, {key: {"sessions_aborted": 1} for key in keys})
+        _add(using, session_table, SESSION_TALLY_KEY, {_session_key(session): {"aborted": 1}})
     elif kind == Event.Kind.STEP_FINISHED:
         step_ids = {str(e.payload.get("step_id")) for e in events}
         # The run each event finished: the step's newest completed run in this session.
@@ -209,7 +209,7 @@ def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | 
             if step_id not in newest or completed_at > newest[step_id][3]:
                 newest[step_id] = (step_id, entry_index, started_at, completed_at)
         step_table = global_apps.get_model("workflows", "StepTimeTally")._meta.db_table
-        _add(using, step_table, _STEP_KEY, _step_rows(session, newest.values()))
+        _add(using, step_table, STEP_TIME_TALLY_KEY, _step_rows(session, newest.values()))
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,7 @@ def insight_tallies_rebuild(
             session_model.objects.using(using)
             .filter(scope)
             .annotate(day=TruncDate("started_at", tzinfo=dt.UTC))
-            .values(*_SESSION_KEY)
+            .values(*SESSION_TALLY_KEY)
             .annotate(
                 n=Count("pk"),
                 done=Count("pk", filter=Q(status=status.COMPLETED)),
@@ -251,7 +251,7 @@ def insight_tallies_rebuild(
         )
         session_rows = [
             session_tally(
-                **{k: row[k] for k in _SESSION_KEY},
+                **{k: row[k] for k in SESSION_TALLY_KEY},
                 started=row["n"],
                 completed=row["done"],
                 aborted=row["gone"],
@@ -299,7 +299,7 @@ def insight_tallies_rebuild(
                 key = (period, start, project, agent, *catalog)
                 agents.setdefault(key, Counter())["sessions_aborted"] += n
         agent_rows = [
-            agent_tally(**dict(zip(_AGENT_KEY, key, strict=True)), **counts)
+            agent_tally(**dict(zip(AGENT_TALLY_KEY, key, strict=True)), **counts)
             for key, counts in agents.items()
         ]
         agent_tally.objects.using(using).bulk_create(agent_rows, batch_size=2000)
@@ -333,7 +333,8 @@ def insight_tallies_rebuild(
             steps[("day", day, *rest)] += 1
             steps[("month", month_of(day), *rest)] += 1
         step_rows = [
-            step_tally(**dict(zip(_STEP_KEY, key, strict=True)), runs=n) for key, n in steps.items()
+            step_tally(**dict(zip(STEP_TIME_TALLY_KEY, key, strict=True)), runs=n)
+            for key, n in steps.items()
         ]
         step_tally.objects.using(using).bulk_create(step_rows, batch_size=2000)
     return TalliesRebuilt(len(session_rows), len(agent_rows), len(step_rows))

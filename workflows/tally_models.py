@@ -5,27 +5,49 @@ event of a year.
 Written only by ``workflows.tallies`` (called from the one event writer, in the transaction
 that writes the event), rebuilt from the rows by ``manage.py insights_rebuild``. Every read
 sums them, so two rows with the same key (possible only for a key with a NULL agent) still
-add up right. DeepWork sessions only: DAG executions and tracked workflows have their own
-insights. Days are UTC days, as everywhere in the insights.
+add up right. DAG executions, counted as the sessions they are, are left out when read: they
+have their own tab. Days are UTC days, as everywhere in the insights.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
-from workflows.models import Agent, Job, Project
+from workflows.models import Agent, Job, Project, WorkflowSession
 
 
-class SessionTally(models.Model):
-    """DeepWork sessions started on one day in one workflow, and how many of them have since
-    been completed or aborted (the rest are active)."""
+class CopiedFromSession(models.Model):
+    """A session's project, generation, job and workflow, which never change, copied onto rows
+    that the insights filter by them (tallies, review verdicts), so that they join no
+    session."""
 
-    day = models.DateField()
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     generation = models.CharField(max_length=8)
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
     job_name = models.CharField(max_length=255)
     workflow_name = models.CharField(max_length=255)
+
+    class Meta:
+        abstract = True
+
+    @staticmethod
+    def copied_from(session: WorkflowSession) -> dict[str, Any]:
+        return {
+            "project_id": session.project_id,
+            "generation": session.generation,
+            "job_id": session.job_id,
+            "job_name": session.job_name,
+            "workflow_name": session.workflow_name,
+        }
+
+
+class SessionTally(CopiedFromSession):
+    """DeepWork sessions started on one day in one workflow, and how many of them have since
+    been completed or aborted (the rest are active)."""
+
+    day = models.DateField()
     started = models.IntegerField(default=0, db_default=0)
     completed = models.IntegerField(default=0, db_default=0)
     aborted = models.IntegerField(default=0, db_default=0)
@@ -51,7 +73,7 @@ class Period(models.TextChoices):
     MONTH = "month", "Month"
 
 
-class AgentTally(models.Model):
+class AgentTally(CopiedFromSession):
     """One agent's steps finished, failed review rounds and aborted sessions in one workflow,
     on one day or in one month."""
 
@@ -60,14 +82,9 @@ class AgentTally(models.Model):
     period = models.CharField(max_length=8, choices=Period.choices)
     # The day, or the first day of the month.
     period_start = models.DateField()
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
-    generation = models.CharField(max_length=8)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
-    job_name = models.CharField(max_length=255)
-    workflow_name = models.CharField(max_length=255)
     steps_finished = models.IntegerField(default=0, db_default=0)
     reviews_failed = models.IntegerField(default=0, db_default=0)
     sessions_aborted = models.IntegerField(default=0, db_default=0)
@@ -103,7 +120,7 @@ class AgentTally(models.Model):
         return f"{self.period} {self.period_start} agent {self.agent_id}: {self.steps_finished}"
 
 
-class StepTimeTally(models.Model):
+class StepTimeTally(CopiedFromSession):
     """How many runs of one step, completed in one day or one month, took a time that falls in
     one bucket of the duration histogram (``workflows.histograms``). A range reads the month
     rows of its whole months and the day rows of the days at its edges."""
@@ -113,11 +130,6 @@ class StepTimeTally(models.Model):
     period = models.CharField(max_length=8, choices=Period.choices)
     # The day, or the first day of the month.
     period_start = models.DateField()
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    generation = models.CharField(max_length=8)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
-    job_name = models.CharField(max_length=255)
-    workflow_name = models.CharField(max_length=255)
     step_id = models.CharField(max_length=255)
     entry_index = models.IntegerField()
     bucket = models.IntegerField()

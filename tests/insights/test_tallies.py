@@ -29,49 +29,34 @@ from workflows.models import (
 )
 from workflows.selectors import insights
 from workflows.services import dag, sessions, sessions014
-from workflows.tallies import insight_tallies_rebuild
+from workflows.tallies import (
+    AGENT_TALLY_KEY,
+    SESSION_TALLY_KEY,
+    STEP_TIME_TALLY_KEY,
+    insight_tallies_rebuild,
+)
 
 pytestmark = pytest.mark.django_db
 
 
 def snapshot() -> dict[str, list[tuple]]:
     """Every tally's summed counts per key (rows with equal keys add up when read)."""
-    session_keys = ("day", "project_id", "generation", "job_id", "job_name", "workflow_name")
-    step_keys = (
-        "period",
-        "period_start",
-        "project_id",
-        "generation",
-        "job_id",
-        "job_name",
-        "workflow_name",
-        "step_id",
-        "entry_index",
-        "bucket",
-    )
     return {
         "sessions": sorted(
-            SessionTally.objects.values_list(*session_keys)
+            SessionTally.objects.values_list(*SESSION_TALLY_KEY)
             .annotate(a=Sum("started"), b=Sum("completed"), c=Sum("aborted"))
             .order_by()
         ),
         "agents": sorted(
-            AgentTally.objects.values_list(
-                "period",
-                "period_start",
-                "project_id",
-                "agent_id",
-                "generation",
-                "job_id",
-                "job_name",
-                "workflow_name",
-            )
+            AgentTally.objects.values_list(*AGENT_TALLY_KEY)
             .annotate(a=Sum("steps_finished"), b=Sum("reviews_failed"), c=Sum("sessions_aborted"))
             .order_by(),
             key=repr,
         ),
         "steps": sorted(
-            StepTimeTally.objects.values_list(*step_keys).annotate(n=Sum("runs")).order_by()
+            StepTimeTally.objects.values_list(*STEP_TIME_TALLY_KEY)
+            .annotate(n=Sum("runs"))
+            .order_by()
         ),
     }
 
