@@ -12,7 +12,12 @@ import pytest
 
 from tests.deepwork014.fixtures import write_demo14
 from tests.e2e.driver import Driver
-from tests.reviews import commit_all, isolate_git, make_repo, rule, write, write_rules
+from tests.reviews import (
+    commit_all,
+    isolate_git,
+    make_repo,
+    write_notes_rule_with_014_keys,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -21,13 +26,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 def project(demo_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     isolate_git(monkeypatch, tmp_path)
     write_demo14(demo_project)
-    notes = rule(["*.md"], instructions="Notes follow the guide.")
-    notes["review"]["reference_files"] = [{"path": "docs/guide.md", "description": "The guide"}]
-    notes["review"]["precomputed_info_for_reviewer_bash_command"] = "docs/context.sh"
-    write_rules(demo_project, {"notes_rule": notes})
-    write(demo_project, "docs/guide.md", "Every note names a source.\n")
-    script = write(demo_project, "docs/context.sh", 'echo "changed lines: $(wc -l < notes.md)"\n')
-    script.chmod(0o755)
+    write_notes_rule_with_014_keys(demo_project)
     return demo_project
 
 

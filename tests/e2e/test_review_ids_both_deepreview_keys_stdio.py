@@ -16,7 +16,14 @@ import pytest
 
 from tests.deepwork014.fixtures import write_demo14
 from tests.e2e.driver import Driver
-from tests.reviews import commit_all, isolate_git, make_repo, rule, write, write_rules
+from tests.reviews import (
+    commit_all,
+    isolate_git,
+    make_repo,
+    rule,
+    write_notes_rule_with_014_keys,
+    write_rules,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -28,13 +35,7 @@ CONTEXT = "## Precomputed Context\n\nchanged lines: 1\n"
 def project(demo_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     isolate_git(monkeypatch, tmp_path)
     write_demo14(demo_project)
-    notes = rule(["*.md"], instructions="Notes follow the guide.")
-    notes["review"]["reference_files"] = [{"path": "docs/guide.md", "description": "The guide"}]
-    notes["review"]["precomputed_info_for_reviewer_bash_command"] = "docs/context.sh"
-    write_rules(demo_project, {"notes_rule": notes})
-    write(demo_project, "docs/guide.md", "Every note names a source.\n")
-    script = write(demo_project, "docs/context.sh", 'echo "changed lines: $(wc -l < notes.md)"\n')
-    script.chmod(0o755)
+    write_notes_rule_with_014_keys(demo_project)
     make_repo(demo_project)
     commit_all(demo_project, "initial")
     (demo_project / "notes.md").write_text("notes, with a source\n")

@@ -85,3 +85,16 @@ def write_text_rules(directory: Path, text: str) -> Path:
     path = directory / ".deepreview"
     path.write_text(textwrap.dedent(text))
     return path
+
+
+def write_notes_rule_with_014_keys(project_dir: Path) -> None:
+    """A `.deepreview` rule on every Markdown file that uses DeepWork 0.14's two extra keys: a
+    reference file (docs/guide.md) and a precomputed-context command (docs/context.sh, which
+    counts the lines of notes.md)."""
+    notes = rule(["*.md"], instructions="Notes follow the guide.")
+    notes["review"]["reference_files"] = [{"path": "docs/guide.md", "description": "The guide"}]
+    notes["review"]["precomputed_info_for_reviewer_bash_command"] = "docs/context.sh"
+    write_rules(project_dir, {"notes_rule": notes})
+    write(project_dir, "docs/guide.md", "Every note names a source.\n")
+    script = write(project_dir, "docs/context.sh", 'echo "changed lines: $(wc -l < notes.md)"\n')
+    script.chmod(0o755)
