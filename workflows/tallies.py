@@ -26,7 +26,7 @@ from typing import Any
 
 from django.apps import apps as global_apps
 from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 
 from workflows import histograms
@@ -368,3 +368,46 @@ def insight_tallies_rebuild(
         ]
         step_tally.objects.using(using).bulk_create(step_rows, batch_size=2000)
     return TalliesRebuilt(len(session_rows), len(agent_rows), len(step_rows))
+
+
+def insight_tallies_summed(*, project_id: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
+    """Every tally's counts summed per key (rows with equal keys add up when read), sorted: what
+    a recount must reproduce. For checks (the tests, the soak), not for pages."""
+    apps = global_apps
+    scope = Q() if project_id is None else Q(project_id=project_id)
+    sessions = apps.get_model("workflows", "SessionTally").objects.filter(scope)
+    agents = apps.get_model("workflows", "AgentTally").objects.filter(scope)
+    steps = apps.get_model("workflows", "StepTimeTally").objects.filter(scope)
+    return {
+        "sessions": sorted(
+            sessions.values_list(*SESSION_TALLY_KEY)
+            .annotate(a=Sum("started"), b=Sum("completed"), c=Sum("aborted"))
+            .order_by()
+        ),
+        "agents": sorted(
+            agents.values_list(*AGENT_TALLY_KEY)
+            .annotate(a=Sum("steps_finished"), b=Sum("reviews_failed"), c=Sum("sessions_aborted"))
+            .order_by(),
+            key=repr,
+        ),
+        "steps": sorted(steps.values_list(*STEP_TIME_TALLY_KEY).annotate(n=Sum("runs")).order_by()),
+    }
+
+
+def insight_tallies_differences(*, project_id: int) -> list[str]:
+    """How a project's tallies differ from a recount of its rows (the recount is rolled back):
+    none, when every count was written with the event it counts."""
+    kept = insight_tallies_summed(project_id=project_id)
+    with transaction.atomic():
+        insight_tallies_rebuild(project_id=project_id)
+        recounted = insight_tallies_summed(project_id=project_id)
+        transaction.set_rollback(True)
+    problems = []
+    for table, rows in kept.items():
+        extra = sorted(set(rows) - set(recounted[table]), key=repr)
+        missing = sorted(set(recounted[table]) - set(rows), key=repr)
+        if extra or missing:
+            problems.append(
+                f"{table} tallies differ from a recount: kept {extra[:3]}, recounted {missing[:3]}"
+            )
+    return problems

@@ -29,36 +29,13 @@ from workflows.models import (
 )
 from workflows.selectors import insights
 from workflows.services import dag, sessions, sessions014
-from workflows.tallies import (
-    AGENT_TALLY_KEY,
-    SESSION_TALLY_KEY,
-    STEP_TIME_TALLY_KEY,
-    insight_tallies_rebuild,
-)
+from workflows.tallies import insight_tallies_rebuild, insight_tallies_summed
 
 pytestmark = pytest.mark.django_db
 
 
 def snapshot() -> dict[str, list[tuple]]:
-    """Every tally's summed counts per key (rows with equal keys add up when read)."""
-    return {
-        "sessions": sorted(
-            SessionTally.objects.values_list(*SESSION_TALLY_KEY)
-            .annotate(a=Sum("started"), b=Sum("completed"), c=Sum("aborted"))
-            .order_by()
-        ),
-        "agents": sorted(
-            AgentTally.objects.values_list(*AGENT_TALLY_KEY)
-            .annotate(a=Sum("steps_finished"), b=Sum("reviews_failed"), c=Sum("sessions_aborted"))
-            .order_by(),
-            key=repr,
-        ),
-        "steps": sorted(
-            StepTimeTally.objects.values_list(*STEP_TIME_TALLY_KEY)
-            .annotate(n=Sum("runs"))
-            .order_by()
-        ),
-    }
+    return insight_tallies_summed()
 
 
 def start(project, agent, catalog, workflow="main") -> str:

@@ -339,6 +339,7 @@ class Database:
 
         from reviews.models import ReviewResult
         from workflows.models import Event, StepRun, WorkflowSession
+        from workflows.tallies import insight_tallies_differences
 
         close_old_connections()
         problems: list[str] = []
@@ -475,6 +476,9 @@ class Database:
                         f"session {above.session_id} is above {below.session_id} on the stack "
                         "but not its child"
                     )
+        # The insights' tallies are written with the events they count: a kill between the two
+        # would leave them apart from a recount of the rows.
+        problems.extend(insight_tallies_differences(project_id=project.pk))
         return problems
 
 

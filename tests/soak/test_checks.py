@@ -11,12 +11,13 @@ import json
 from pathlib import Path
 
 import pytest
+from django.db.models import F
 from fastmcp import Client
 
 from mcp_bridge.server import create_server
 from reviews.models import ReviewResult
 from tests.soak.kill_soak import Database, Frame, matches, write_project
-from workflows.models import Event, StepRun, WorkflowSession
+from workflows.models import AgentTally, Event, StepRun, WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 OVERRIDE = "Checked against every criterion."
@@ -85,6 +86,8 @@ def break_rows(kind: str) -> None:
         StepRun.objects.filter(session=done).update(status="active")
     elif kind == "doubled start":
         Event.objects.create(project=session.project, session=session, kind="session_started")
+    elif kind == "tally off":
+        AgentTally.objects.filter(period="day").update(steps_finished=F("steps_finished") + 1)
 
 
 FINDINGS = {
@@ -95,6 +98,7 @@ FINDINGS = {
     "revision off": "transitions",
     "finished session with a live run": "1 active runs left",
     "doubled start": "2 session_started events",
+    "tally off": "agents tallies differ from a recount",
 }
 
 
