@@ -30,7 +30,14 @@ from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 
 from workflows import histograms
-from workflows.models import Event, StepRun, WorkflowSession
+from workflows.models import (
+    AgentTally,
+    Event,
+    SessionTally,
+    StepRun,
+    StepTimeTally,
+    WorkflowSession,
+)
 
 SESSION_TALLY_KEY = ("day", "project_id", "generation", "job_id", "job_name", "workflow_name")
 AGENT_TALLY_KEY = (
@@ -176,15 +183,11 @@ def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | 
     called in the transaction that wrote them)."""
     if not events or events[0].kind not in TALLIED_KINDS:
         return
-    kind = events[0].kind
-    using = router.db_for_write(Event)
-    tables = (
-        global_apps.get_model("workflows", "SessionTally")._meta.db_table,
-        (global_apps.get_model("workflows", "AgentTally")._meta.db_table),
-    )
-    session_table, agent_table = tables
     if session is None:
         return
+    kind = events[0].kind
+    using = router.db_for_write(Event)
+    session_table, agent_table = SessionTally._meta.db_table, AgentTally._meta.db_table
     if kind in (Event.Kind.STEP_FINISHED, Event.Kind.REVIEW_FAILED):
         field = "steps_finished" if kind == Event.Kind.STEP_FINISHED else "reviews_failed"
         by_agent: Counter[tuple[Any, ...]] = Counter()
@@ -210,8 +213,12 @@ def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | 
         ):
             if step_id not in newest or completed_at > newest[step_id][3]:
                 newest[step_id] = (step_id, entry_index, started_at, completed_at)
-        step_table = global_apps.get_model("workflows", "StepTimeTally")._meta.db_table
-        _add(using, step_table, STEP_TIME_TALLY_KEY, _step_rows(session, newest.values()))
+        _add(
+            using,
+            StepTimeTally._meta.db_table,
+            STEP_TIME_TALLY_KEY,
+            _step_rows(session, newest.values()),
+        )
 
 
 def _finished_runs(
@@ -373,11 +380,10 @@ def insight_tallies_rebuild(
 def insight_tallies_summed(*, project_id: int | None = None) -> dict[str, list[tuple[Any, ...]]]:
     """Every tally's counts summed per key (rows with equal keys add up when read), sorted: what
     a recount must reproduce. For checks (the tests, the soak), not for pages."""
-    apps = global_apps
     scope = Q() if project_id is None else Q(project_id=project_id)
-    sessions = apps.get_model("workflows", "SessionTally").objects.filter(scope)
-    agents = apps.get_model("workflows", "AgentTally").objects.filter(scope)
-    steps = apps.get_model("workflows", "StepTimeTally").objects.filter(scope)
+    sessions = SessionTally.objects.filter(scope)
+    agents = AgentTally.objects.filter(scope)
+    steps = StepTimeTally.objects.filter(scope)
     return {
         "sessions": sorted(
             sessions.values_list(*SESSION_TALLY_KEY)
