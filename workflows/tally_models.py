@@ -73,15 +73,30 @@ class Period(models.TextChoices):
     MONTH = "month", "Month"
 
 
-class AgentTally(CopiedFromSession):
-    """One agent's steps finished, failed review rounds and aborted sessions in one workflow,
-    on one day or in one month."""
+class PeriodTally(CopiedFromSession):
+    """A tally row of one day, or of one month (a range reads the month rows of its whole
+    months and the day rows of the days at its edges)."""
 
     Period = Period
 
     period = models.CharField(max_length=8, choices=Period.choices)
     # The day, or the first day of the month.
     period_start = models.DateField()
+
+    class Meta:
+        abstract = True
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(period__in=["day", "month"]),
+                name="wf_%(class)s_period_valid",
+            ),
+        ]
+
+
+class AgentTally(PeriodTally):
+    """One agent's steps finished, failed review rounds and aborted sessions in one workflow,
+    on one day or in one month."""
+
     agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
@@ -91,10 +106,7 @@ class AgentTally(CopiedFromSession):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(
-                condition=models.Q(period__in=["day", "month"]),
-                name="wf_agenttally_period_valid",
-            ),
+            *PeriodTally.Meta.constraints,
             models.UniqueConstraint(
                 fields=[
                     "period",
@@ -120,16 +132,11 @@ class AgentTally(CopiedFromSession):
         return f"{self.period} {self.period_start} agent {self.agent_id}: {self.steps_finished}"
 
 
-class StepTimeTally(CopiedFromSession):
+class StepTimeTally(PeriodTally):
     """How many runs of one step, completed in one day or one month, took a time that falls in
     one bucket of the duration histogram (``workflows.histograms``). A range reads the month
     rows of its whole months and the day rows of the days at its edges."""
 
-    Period = Period
-
-    period = models.CharField(max_length=8, choices=Period.choices)
-    # The day, or the first day of the month.
-    period_start = models.DateField()
     step_id = models.CharField(max_length=255)
     entry_index = models.IntegerField()
     bucket = models.IntegerField()
@@ -137,10 +144,7 @@ class StepTimeTally(CopiedFromSession):
 
     class Meta:
         constraints = [
-            models.CheckConstraint(
-                condition=models.Q(period__in=["day", "month"]),
-                name="wf_steptimetally_period_valid",
-            ),
+            *PeriodTally.Meta.constraints,
             # Leads with the period and its start: the index the range reads.
             models.UniqueConstraint(
                 fields=[
