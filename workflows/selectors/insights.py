@@ -137,7 +137,7 @@ class InsightFilter:
         return Dialect.GENERATIONS.get(self.dialect or "")
 
     def session_q(self, prefix: str = "") -> Q:
-        """The filter on DeepWork sessions (``prefix`` reaches them from another model, e.g.
+        """The filter on sessions (``prefix`` reaches them from another model, e.g.
         ``session__``), without the date range: each insight bounds its own timestamp."""
         q = self._catalog_q(prefix)
         if self.project_id is not None:
@@ -312,8 +312,9 @@ def _dag_jobs() -> QuerySet[Job, Any]:
 
 
 def _periods_q(since: dt.date, until: dt.date) -> Q:
-    """The ``StepTimeTally`` rows that cover ``since``..``until`` exactly: the month rows of
-    the whole months in it, the day rows of the days left at either edge."""
+    """The rows of a day-and-month tally (``PeriodTally``: agents, step times) that cover
+    ``since``..``until`` exactly: the month rows of the whole months in it, the day rows of
+    the days left at either edge."""
     months: list[dt.date] = []
     month = month_of(since) if since.day == 1 else _next_month(since)
     while month <= until and month != dt.date.max:
