@@ -372,6 +372,61 @@ def test_another_agents_step_at_the_same_time_is_named_in_a_warning(project, age
     ]
 
 
+def test_runs_that_ended_or_never_began_are_not_named(project, agent):
+    """Runs sent back by go_to_step, sessions aborted before the step began and DAG steps that
+    never reached an agent have no end time, yet no one is working on them."""
+    from workflows.services.agents import agent_ensure
+    from workflows.services.dag import dag_define, dag_execute
+
+    other = agent_ensure(project=project, agent_id="helper")
+    theirs = start(project, other).begin_step.session_id
+    step_finish(project=project, agent=other, outputs={"notes.md": "notes.md"}, session_id=theirs)
+    sessions.session_go_to_step(project=project, agent=other, step_id="gather", session_id=theirs)
+    sessions.session_abort(project=project, agent=other, explanation="done", session_id=theirs)
+    assert StepRun.objects.filter(status="invalidated", completed_at=None).exists()
+    defined = dag_define(
+        project=project,
+        creator_id="planner",
+        name="Later",
+        description=None,
+        steps=[{"step_id": "wait", "description": "no agent has this role", "assigned_role": "x"}],
+    )
+    dag_execute(project=project, workflow_id=defined.job.dir_name, triggering_agent_id="planner")
+    assert StepRun.objects.filter(status="ready", completed_at=None).exists()
+
+    start(project, agent)
+    settle()
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    settle()
+    gather = [run for run in runs("gather") if run.session.agent_id == agent.pk]
+    assert files_of(gather[0])["warnings"] == []
+
+
+def test_a_dag_step_is_named_after_the_agent_it_was_handed_to(project, agent):
+    from workflows.services.dag import dag_agent_register, dag_define, dag_execute
+
+    dag_agent_register(project=project, agent_id="builder", roles=["swe"])
+    defined = dag_define(
+        project=project,
+        creator_id="planner",
+        name="Build",
+        description=None,
+        steps=[{"step_id": "build", "description": "build it", "assigned_role": "swe"}],
+    )
+    dag_execute(project=project, workflow_id=defined.job.dir_name, triggering_agent_id="planner")
+    (held,) = StepRun.objects.filter(step_id="build", status="assigned")
+
+    start(project, agent)
+    settle()
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    settle()
+    gather = [run for run in runs("gather") if run.session.agent_id == agent.pk]
+    assert files_of(gather[0])["warnings"] == [
+        "other agents worked in this project at the same time, so some of these changes may be "
+        f"theirs: builder: {held.session.session_id}/build"
+    ]
+
+
 def test_a_step_finished_before_its_start_look_ran_is_still_compared(
     project, agent, demo_project, monkeypatch
 ):

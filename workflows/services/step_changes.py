@@ -392,13 +392,31 @@ def _recorded(result: changes.FilesChanged) -> RunFiles:
 
 # Other agents' step runs in the project that overlap a time window, written out: it runs after
 # every finished step, and the ORM spends longer building it than the database answering it.
+# A run is held by its DAG assignee, else by its session's agent, from when that agent got it
+# (assignment, else its start) until it ended. A run with no end counts only while it is really
+# live: active or assigned in a session still going. Runs sent back by go_to_step, DAG steps
+# that never reached an agent, and runs of sessions that ended long ago are no one's work now.
+_ENDED = ", ".join(
+    f"'{status}'"
+    for status in (
+        StepRun.Status.COMPLETED,
+        StepRun.Status.ABORTED,
+        StepRun.Status.FAILED,
+        StepRun.Status.INVALIDATED,
+    )
+)
+_HELD = f"'{StepRun.Status.ACTIVE}', '{StepRun.Status.ASSIGNED}'"
+_GOING = f"'{WorkflowSession.Status.ACTIVE}', '{WorkflowSession.Status.RUNNING}'"
 _OVERLAP_SQL = (
     "SELECT a.agent_id, s.session_id, r.step_id "
     f"FROM {StepRun._meta.db_table} r "
     f"JOIN {WorkflowSession._meta.db_table} s ON r.session_id = s.id "
-    f"JOIN {Agent._meta.db_table} a ON s.agent_id = a.id "
-    "WHERE s.project_id = %s AND s.agent_id <> %s AND r.started_at < %s "
-    "AND (r.completed_at IS NULL OR r.completed_at > %s) "
+    f"JOIN {Agent._meta.db_table} a ON a.id = COALESCE(r.assigned_agent_id, s.agent_id) "
+    "WHERE s.project_id = %s AND COALESCE(r.assigned_agent_id, s.agent_id) <> %s "
+    "AND COALESCE(r.assigned_at, r.started_at) < %s "
+    "AND ((r.completed_at IS NOT NULL AND r.completed_at > %s "
+    f"AND r.status IN ({_ENDED})) "
+    f"OR (r.completed_at IS NULL AND r.status IN ({_HELD}) AND s.status IN ({_GOING}))) "
     "ORDER BY r.id LIMIT 10"
 )
 
