@@ -246,6 +246,10 @@ class WorkflowSession(models.Model):
         default="",
         help_text="The person who aborted the session; empty when its agent did.",
     )
+    # A person aborted the session while it was the top of its agent's stack, and the agent has
+    # not been told yet: its next hand-in is refused once with who, when and why, so it does not
+    # hand its work to the session below or read a bare "no active session".
+    abort_untold = models.BooleanField(default=False)
     started_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)

@@ -59,7 +59,11 @@ def stack_for_agent(*, agent: Agent) -> Stack:
     return tuple(StackItem(job_name=job, workflow_name=wf, step_id=step) for job, wf, step in rows)
 
 
-def _check_targetable(session: WorkflowSession | None, session_id: str | None) -> WorkflowSession:
+def _check_targetable(
+    session: WorkflowSession | None, session_id: str | None, *, untold_aborts: bool = False
+) -> WorkflowSession:
+    if untold_aborts and session is not None and session.abort_untold:
+        return session
     if session_id is None:
         if session is None:
             raise NotFound(NO_ACTIVE_SESSION)
@@ -88,20 +92,22 @@ def session_head(*, project: Project, agent: Agent, session_id: str | None) -> W
     return _check_targetable(session, session_id)
 
 
-def session_resolve(*, project: Project, agent: Agent, session_id: str | None) -> WorkflowSession:
+def session_resolve(
+    *, project: Project, agent: Agent, session_id: str | None, untold_aborts: bool = False
+) -> WorkflowSession:
     """The session a call targets: ``session_id`` anywhere in the project, else the top of
-    the caller's own stack."""
+    the caller's own stack. With ``untold_aborts``, a session a person aborted on top of that
+    stack, which its agent has not been told of, is answered as it is (not active)."""
     # The job's parsed definition is a large JSON document nothing here reads: leave it behind.
     sessions = WorkflowSession.objects.select_related("job", "workflow").defer("job__definition")
     if session_id is None:
-        session = (
-            sessions.filter(agent=agent, status=WorkflowSession.Status.ACTIVE)
-            .order_by("-id")
-            .first()
-        )
+        live = Q(status=WorkflowSession.Status.ACTIVE)
+        if untold_aborts:
+            live |= Q(abort_untold=True)
+        session = sessions.filter(live, agent=agent).order_by("-id").first()
     else:
         session = sessions.filter(project=project, session_id=session_id).first()
-    session = _check_targetable(session, session_id)
+    session = _check_targetable(session, session_id, untold_aborts=untold_aborts)
     if session.generation == WorkflowSession.Generation.DEEPWORK_014:
         # A 0.14 session walks 0.14's rules (typed outputs, inputs, its reviews): its steps
         # are handed in through a 0.14 call, never through 0.9.1's. (Aborting works for both.)

@@ -340,7 +340,12 @@ def step_checkpoint(
     """
     limits.check_outputs(outputs)
     limits.NOTES.check("notes", notes)
-    session = session_resolve(project=project, agent=agent, session_id=session_id)
+    session = session_resolve(
+        project=project, agent=agent, session_id=session_id, untold_aborts=True
+    )
+    if session.status != WorkflowSession.Status.ACTIVE:
+        session_abort_tell(session=session, then=ABORT_TOLD_NEXT)
+        session = session_resolve(project=project, agent=agent, session_id=session_id)
     entries = workflow_entries(workflow=session.workflow)
     if session.current_entry_index >= len(entries):
         raise JobBroken(f"Current step not found: {session.current_step_id}")
@@ -444,6 +449,36 @@ def step_advance(
     return StepAdvanced(begun=_begun(session, job, next_entry, instructions), stack=stack)
 
 
+class AbortedByPerson(NotFound):
+    """The hand-in named (or would have gone to) a session a person aborted; told once."""
+
+
+ABORT_TOLD_NEXT = (
+    "Nothing was handed in. Call finished_step again to go on with the session below it, if "
+    "any, or use start_workflow to begin a workflow."
+)
+
+
+def session_abort_tell(*, session: WorkflowSession, then: str) -> None:
+    """Tell the agent, once, that a person aborted ``session``: raise ``AbortedByPerson`` with
+    who, when and why, followed by ``then`` (what the agent may do next, in its generation's
+    words). Claiming the notice is a compare-and-set, so two calls at once tell it once. A
+    notice gone stale (the agent has started a session since) is dropped without a word."""
+    if session.status != WorkflowSession.Status.ABORTED or not session.abort_untold:
+        return
+    newer = WorkflowSession.objects.filter(agent_id=session.agent_id, pk__gt=session.pk).exists()
+    told = WorkflowSession.objects.filter(pk=session.pk, abort_untold=True).update(
+        abort_untold=False
+    )
+    if told and not newer:
+        when = session.completed_at or timezone.now()
+        raise AbortedByPerson(
+            f"Session '{session.session_id}' ({session.job_name}/{session.workflow_name}) was "
+            f"aborted by {session.aborted_by} at {when:%Y-%m-%d %H:%M:%S} UTC. Their reason: "
+            f"{session.abort_reason or '(none given)'}. {then}"
+        )
+
+
 def session_abort(
     *,
     project: Project,
@@ -465,12 +500,20 @@ def session_abort(
     aborted_step = session.current_step_id
     now = timezone.now()
     with transaction.atomic():
+        # The agent is told of a person's abort only when its next hand-in would have acted on
+        # the session: when it is the top of the agent's stack (nothing nested above it).
+        untold = bool(by_person) and not (
+            WorkflowSession.objects.filter(
+                agent_id=session.agent_id, status=WorkflowSession.Status.ACTIVE, pk__gt=session.pk
+            ).exists()
+        )
         claim_session(
             session,
             status=WorkflowSession.Status.ABORTED,
             abort_reason=explanation,
             aborted_by=by_person,
             completed_at=now,
+            abort_untold=untold,
         )
         with connection.cursor() as cursor:
             cursor.execute(

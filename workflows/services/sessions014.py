@@ -22,6 +22,7 @@ from pathlib import Path
 
 import yaml
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from workflows import events, limits
@@ -34,7 +35,12 @@ from workflows.results import Stack
 from workflows.selectors import stack_for_agent
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import CatalogView
-from workflows.services.sessions import claim_session, read_step_instructions, resolve_workflow
+from workflows.services.sessions import (
+    claim_session,
+    read_step_instructions,
+    resolve_workflow,
+    session_abort_tell,
+)
 
 GENERATION = WorkflowSession.Generation.DEEPWORK_014
 
@@ -44,6 +50,10 @@ NO_ACTIVE_FINISH = (
     "finished_step with quality_review_override_reason until you get back to your prior step."
 )
 NO_ACTIVE = "No active workflow session. Use start_workflow to begin a workflow."
+ABORT_TOLD_NEXT = (
+    "Nothing was handed in. Call finished_step again with the same session_id to go on with the "
+    "workflow below it, if any, or start one with start_workflow."
+)
 JSON_SCHEMA_FAILED = "JSON schema validation failed:"
 MAX_SCHEMA_FILE_BYTES = 16 * 1024 * 1024
 
@@ -88,12 +98,15 @@ def conversation_stack_agent(
     return Agent.objects.filter(project=project, agent_id=key).first()
 
 
-def _top(agent: Agent | None) -> WorkflowSession | None:
+def _top(agent: Agent | None, *, untold_aborts: bool = False) -> WorkflowSession | None:
     if agent is None:
         return None
+    live = Q(status=WorkflowSession.Status.ACTIVE)
+    if untold_aborts:
+        live |= Q(abort_untold=True)
     return (
         WorkflowSession.objects.select_related("job", "workflow")
-        .filter(agent=agent, status=WorkflowSession.Status.ACTIVE)
+        .filter(live, agent=agent)
         .order_by("-id")
         .first()
     )
@@ -361,13 +374,19 @@ def session014_start(
 
 
 def session014_top(
-    *, project: Project, conversation_id: str, agent_id: str | None, missing: str
+    *,
+    project: Project,
+    conversation_id: str,
+    agent_id: str | None,
+    missing: str,
+    untold_aborts: bool = False,
 ) -> WorkflowSession:
-    """The top of the named stack, or ``NotFound(missing)`` when it is empty."""
+    """The top of the named stack, or ``NotFound(missing)`` when it is empty. With
+    ``untold_aborts``, a session a person aborted on top of it, not yet told, is answered."""
     agent = conversation_stack_agent(
         project=project, conversation_id=conversation_id, agent_id=agent_id
     )
-    session = _top(agent)
+    session = _top(agent, untold_aborts=untold_aborts)
     if session is None:
         raise NotFound(missing)
     return session
@@ -418,7 +437,16 @@ def step014_checkpoint(
         conversation_id=conversation_id,
         agent_id=agent_id,
         missing=NO_ACTIVE_FINISH,
+        untold_aborts=True,
     )
+    if session.status != WorkflowSession.Status.ACTIVE:
+        session_abort_tell(session=session, then=ABORT_TOLD_NEXT)
+        session = session014_top(
+            project=project,
+            conversation_id=conversation_id,
+            agent_id=agent_id,
+            missing=NO_ACTIVE_FINISH,
+        )
     workflow = runtime_workflow_of(session)
     step = current_rt_step(session, workflow)
     validate014_outputs(step=step, outputs=outputs, project_root=Path(project.root_path))
