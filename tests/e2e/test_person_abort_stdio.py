@@ -22,9 +22,7 @@ REASON = "Wrong ticket: the customer cancelled"
 @database_sync_to_async
 def abort_as_person(session_id: str) -> None:
     alice = get_user_model().objects.get_or_create(username="alice")[0]
-    session = WorkflowSession.objects.select_related("project", "agent").get(
-        session_id=session_id
-    )
+    session = WorkflowSession.objects.select_related("project", "agent").get(session_id=session_id)
     session_abort(
         project=session.project,
         agent=session.agent,
