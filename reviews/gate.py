@@ -172,9 +172,14 @@ def _section(
 ) -> list[str]:
     parts = [f"{MARK} BEGIN {title} {MARK}"]
     if len(files) > max_inline_files:
+        count = f"{len(files)} {'file' if len(files) == 1 else 'files'}"
+        # A self-review lists every file by design (the agent has them open already); only a
+        # reviewer given a few files inline is told that these were too many.
+        why = (
+            "listed, not included inline" if max_inline_files == 0 else "too many to include inline"
+        )
         listing = [
-            f"[{len(files)} files — too many to include inline. Paths listed below. "
-            "Read files as needed to evaluate criteria.]"
+            f"[{count} — {why}. Paths listed below. Read files as needed to evaluate criteria.]"
         ]
         listing.extend(f"- {path}  ({label}: {name})" for name, path in files)
         parts.append("\n".join(listing))

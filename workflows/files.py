@@ -195,21 +195,40 @@ def _resolved_inside(root: Path, inside: PurePosixPath, relative: str) -> PurePo
     return PurePosixPath(resolved.relative_to(root).as_posix())
 
 
+# The server's scratch folder inside a project: made with a ``.gitignore`` of its own, so what
+# the server writes there never shows in the project's ``git status``.
+SCRATCH_FOLDER = (".deepwork", "tmp")
+
+
 def _walk(fd: int, folders: tuple[str, ...], *, create: bool) -> int:
     """Descriptor of ``folders`` below ``fd`` (which is consumed), links refused (ENOTDIR)."""
     try:
-        for folder in folders:
+        for depth, folder in enumerate(folders, start=1):
+            made = False
             if create:
                 # mkdirat never follows: a planted link here is EEXIST, then refused below.
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(folder, 0o755, dir_fd=fd)
+                    made = True
             inner = os.open(folder, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = inner
+            if made and folders[:depth] == SCRATCH_FOLDER:
+                _ignore_everything(fd)
         return fd
     except BaseException:
         os.close(fd)
         raise
+
+
+def _ignore_everything(dir_fd: int) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    with contextlib.suppress(OSError):  # a folder git cannot ignore is no reason to fail
+        handle = os.open(".gitignore", flags, 0o644, dir_fd=dir_fd)
+        try:
+            os.write(handle, b"*\n")
+        finally:
+            os.close(handle)
 
 
 def open_below(root: Path, relative: PurePosixPath) -> BinaryIO:

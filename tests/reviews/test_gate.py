@@ -426,7 +426,7 @@ async def test_self_review_mode_writes_instructions_and_accepts_an_override(gate
     sid = (await WorkflowSession.objects.aget()).session_id
     written = (Path(project.root_path) / f".deepwork/tmp/quality_review_{sid}_draft.md").read_text()
     assert written.startswith("# Quality Review Instructions\n")
-    assert "[1 files — too many to include inline." in written
+    assert "[1 file — listed, not included inline. Paths listed below." in written
     assert "- draft.md  (output: draft.md)" in written
     assert "DRAFT BODY" not in written
     assert "## Author Notes\n\nI checked it" in written
@@ -534,3 +534,19 @@ def test_large_and_missing_files_get_placeholders_not_content(tmp_path):
     assert f"[Large file ({MAX_INLINE_BYTES + 1} bytes) — not included in review." in payload
     assert "xxxx" not in payload
     assert "-------------------- missing.md --------------------\n[File not found]" in payload
+
+
+def test_a_listing_says_why_its_files_are_not_inline(tmp_path):
+    from reviews.gate import _section
+
+    six = [(f"o{n}", f"f{n}.md") for n in range(6)]
+    over = "\n".join(
+        _section(title="T", files=six, label="output", project_root=tmp_path, max_inline_files=5)
+    )
+    assert "[6 files — too many to include inline. Paths listed below." in over
+    one = "\n".join(
+        _section(
+            title="T", files=six[:1], label="output", project_root=tmp_path, max_inline_files=0
+        )
+    )
+    assert "[1 file — listed, not included inline. Paths listed below." in one

@@ -142,3 +142,31 @@ def test_a_file_in_the_way_of_a_folder_is_refused(tmp_path):
     with pytest.raises(NotADirectoryError):
         project_write_text(root=tmp_path, relative="d/f.md", text="x")
     assert (tmp_path / "d").read_text() == "a file, not a folder"
+
+
+def test_the_scratch_folder_is_made_ignored_by_git(tmp_path):
+    import subprocess
+
+    from workflows.files import project_write_text
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    project_write_text(
+        root=tmp_path, relative=".deepwork/tmp/review_instructions/a.md", text="scratch\n"
+    )
+    assert (tmp_path / ".deepwork/tmp/.gitignore").read_text() == "*\n"
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert status.stdout == ""
+
+
+def test_an_existing_scratch_folder_is_left_as_it_is(tmp_path):
+    from workflows.files import project_makedirs
+
+    (tmp_path / ".deepwork/tmp").mkdir(parents=True)
+    project_makedirs(root=tmp_path, relative=".deepwork/tmp/sessions")
+    assert not (tmp_path / ".deepwork/tmp/.gitignore").exists()
