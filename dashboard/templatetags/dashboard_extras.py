@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 from django import template
@@ -18,10 +19,12 @@ KIND_LABELS = dict(Event.Kind.choices)
 
 
 @register.simple_tag
-def when(moment: dt.datetime | None) -> str:
-    """A ``<time>`` element in UTC, or a dash."""
-    if moment is None:
+def when(moment: dt.datetime | str | None) -> str:
+    """A ``<time>`` element in UTC, or a dash; a read model's ISO text reads the same."""
+    if not moment:
         return "—"
+    if isinstance(moment, str):
+        moment = dt.datetime.fromisoformat(moment)
     moment = timezone.localtime(moment, dt.UTC)
     return format_html(
         '<time datetime="{}">{}</time>',
@@ -137,3 +140,16 @@ def table_body(table: Any) -> SafeString:
         for row in rows
     )
     return mark_safe("".join(f"<tr>{row}</tr>" for row in cells))  # noqa: S308 - escaped above
+
+
+# A step's result shown on its DAG page: enough to read, never a whole large report.
+MAX_RESULT_SHOWN = 2_000
+
+
+@register.filter
+def result_text(value: Any) -> str:
+    """A DAG step's result as text (JSON for anything but a string), cut at a few KB."""
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+    if len(text) > MAX_RESULT_SHOWN:
+        return f"{text[:MAX_RESULT_SHOWN]}\n… ({len(text) - MAX_RESULT_SHOWN:,} more characters)"
+    return text

@@ -109,3 +109,25 @@ def test_pages_cost_the_same_queries_however_many_rows(proj):
     big = dag.dag_define(project=proj, creator_id="c", name="big", description="", steps=wide)
     dag.dag_execute(project=proj, workflow_id=big.job.dir_name, triggering_agent_id="c")
     assert (count("/dag/"), count("/agents/"), count(f"/dag/{big.job.dir_name}/")) == before
+
+
+def test_pages_show_times_as_every_other_page_and_each_steps_result(proj):
+    import re
+
+    dag.dag_agent_register(project=proj, agent_id="w", roles=["swe"])
+    wid = dag.dag_define(
+        project=proj, creator_id="c", name="One", description="", steps=PLAN[:2]
+    ).job.dir_name
+    dag.dag_execute(project=proj, workflow_id=wid, triggering_agent_id="c")
+    dag.dag_report_completion(
+        project=proj, workflow_id=wid, step_id="plan", agent_id="w", result={"files": 3}
+    )
+    watching = client_for(make_user(username="wanda", groups=("Watchers",)))
+    iso_with_micro = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+")
+    for url in ("/dag/", f"/dag/{wid}/", "/agents/"):
+        page = watching.get(url).content.decode()
+        assert not iso_with_micro.search(re.sub(r'datetime="[^"]*"', "", page)), url
+        assert re.search(r">\d{4}-\d\d-\d\d \d\d:\d\d:\d\d</time>", page), url
+    page = watching.get(f"/dag/{wid}/").content.decode()
+    assert page.count('data-testid="dag-result"') == 1
+    assert "&quot;files&quot;: 3" in page
