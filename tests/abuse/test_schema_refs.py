@@ -165,7 +165,8 @@ def test_refs_that_leave_the_schema_or_loop_are_load_errors(tmp_path, schema, ex
     message = str(info.value)
     assert "step_arguments -> 2 -> json_schema: the JSON schema of 'data.json' is " in message
     assert expected in message
-    assert "RecursionError" not in message and "Traceback" not in message
+    assert "RecursionError" not in message
+    assert "Traceback" not in message
 
 
 def test_refs_inside_the_schema_still_work(tmp_path):
