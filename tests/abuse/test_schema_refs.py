@@ -264,3 +264,20 @@ def test_deepschemas_and_deepreview_never_follow_a_ref_they_hold(tmp_path, liste
     with pytest.raises(ConfigError, match="Schema validation failed"):
         parse_deepreview_file(tmp_path / ".deepreview", project_root=tmp_path)
     assert listener.requests == []
+
+
+def test_data_nested_past_the_stack_is_an_error_of_the_data_not_a_recursion_error():
+    from workflows import json_schemas
+
+    validator = json_schemas.validator(
+        {"type": "object", "properties": {"child": {"$ref": "#"}}}, dialect="declared"
+    )
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(5000):
+        node["child"] = {}
+        node = node["child"]
+    error = json_schemas.best_error(validator, deep)
+    assert error is not None
+    assert error.message == "the value nests too deeply to be checked"
+    assert [e.message for e in json_schemas.all_errors(validator, deep)] == [error.message]
