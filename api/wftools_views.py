@@ -10,11 +10,17 @@ from django.contrib.auth.models import User
 
 from api.errors import ApiError
 from api.wftools_schemas import RunStartIn
+from workflows import json_schemas
 from workflows.dag_source import DAG_SOURCE_KEY, DagSource
 from workflows.dialects.deepwork_source import DeepWorkSource
 from workflows.selectors.catalog import project_get
 from workflows.services.catalog import catalog_view
-from workflows.workflow_sources import PublishedWorkflow, WorkflowSource, arguments_refusal
+from workflows.workflow_sources import (
+    PublishedWorkflow,
+    WorkflowSource,
+    arguments_problem,
+    input_validator,
+)
 
 DAG_PREFIX = f"{DAG_SOURCE_KEY}:"
 
@@ -48,13 +54,16 @@ def _find(project_id: int, workflow_id: str) -> tuple[WorkflowSource, PublishedW
 
 
 def run_start(*, project_id: int, body: RunStartIn, user: User) -> dict[str, Any]:
-    from jsonschema.validators import validator_for
-
     source, workflow = _find(project_id, body.workflow_id)
-    schema = dict(workflow.input_schema)
-    errors = list(validator_for(schema)(schema).iter_errors(body.input))
-    if errors:
-        raise ApiError(400, "invalid_input", arguments_refusal(workflow.id, errors))
+    try:
+        validator = input_validator(workflow.input_schema)
+    except json_schemas.SchemaProblem as exc:
+        raise ApiError(
+            500, "invalid_schema", f"The input schema of {workflow.id} is refused: {exc.message}"
+        ) from None
+    problem = arguments_problem(workflow.id, validator, body.input)
+    if problem:
+        raise ApiError(400, "invalid_input", problem)
     started = source.start(
         workflow=workflow,
         arguments=body.input,

@@ -161,11 +161,9 @@ def _validator() -> Any:
     # Built once per process: syncing ~200 jobs would otherwise re-read and re-check the schema
     # 200 times. A concurrent first call may build it twice, which is harmless.
     # Imported here: jsonschema is only needed when a job.yml changed, not on every start-up.
-    from jsonschema import Draft7Validator
+    from workflows import json_schemas
 
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    Draft7Validator.check_schema(schema)
-    return Draft7Validator(schema)
+    return json_schemas.validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
 
 def too_large_error(yml_path: Path) -> JobParseError:
@@ -346,9 +344,9 @@ def _check_counts(data: dict[str, Any]) -> None:
 
 
 def _validate_schema(data: dict[str, Any]) -> None:
-    from jsonschema.exceptions import best_match
+    from workflows import json_schemas
 
-    error = best_match(_validator().iter_errors(data))
+    error = json_schemas.best_error(_validator(), data)
     if error is None:
         return
     # `path`, not `absolute_path`, as 0.9.1 did: when best_match descends into a oneOf the

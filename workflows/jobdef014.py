@@ -48,24 +48,15 @@ def is_014_format(data: Mapping[str, Any]) -> bool:
 
 @functools.cache
 def _validator() -> Any:
-    from jsonschema import Draft7Validator
+    from workflows import json_schemas
 
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    Draft7Validator.check_schema(schema)
-    return Draft7Validator(schema)
-
-
-@functools.cache
-def _schema_checker() -> Any:
-    from jsonschema import Draft7Validator
-
-    return Draft7Validator
+    return json_schemas.validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
 
 def _validate_schema(data: Mapping[str, Any]) -> None:
-    from jsonschema.exceptions import best_match
+    from workflows import json_schemas
 
-    error = best_match(_validator().iter_errors(data))
+    error = json_schemas.best_error(_validator(), data)
     if error is None:
         return
     loc = " -> ".join(str(part) for part in error.path) if error.path else "root"
@@ -140,16 +131,17 @@ def _check_semantics(data: Mapping[str, Any]) -> None:
 
 def _check_json_schemas(data: Mapping[str, Any]) -> None:
     # 0.14 only finds a broken json_schema when an output is checked against it; a job whose
-    # schema can never validate anything is reported when it loads instead.
-    from jsonschema.exceptions import SchemaError
+    # schema can never validate anything is reported when it loads instead. So is one whose
+    # $ref leaves it or loops: checking an output must never fetch a URL or recurse forever.
+    from workflows import json_schemas
 
     for index, arg in enumerate(data["step_arguments"]):
         schema = arg.get("json_schema")
         if schema is None:
             continue
         try:
-            _schema_checker().check_schema(schema)
-        except SchemaError as exc:
+            json_schemas.check(schema)
+        except json_schemas.SchemaProblem as exc:
             loc = " -> ".join(str(p) for p in exc.path) if exc.path else "json_schema"
             raise JobParseError(
                 "Job definition validation failed: Validation error at step_arguments -> "

@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.exceptions import ValidationError
+
+from workflows import json_schemas
 
 logger = logging.getLogger("deepwork.workflow_tools")
 
@@ -199,7 +200,11 @@ def _json_size(value: Any) -> int:
 
 
 def usable_schema(schema: Any, where: str) -> Mapping[str, Any]:
-    """``schema`` if it is a valid JSON Schema of an object, else the generic one (logged)."""
+    """``schema`` if it is a valid JSON Schema of an object, else the generic one (logged).
+
+    Raises ``_Skip`` for a schema whose ``$ref`` leaves it, points nowhere or loops: taking
+    any object instead would drop whatever that ref was meant to check.
+    """
     if schema is None:
         return GENERIC_SCHEMA
     reason = None
@@ -211,11 +216,14 @@ def usable_schema(schema: Any, where: str) -> Mapping[str, Any]:
         reason = f"inputSchema is larger than {MAX_SCHEMA_BYTES:,} bytes"
     else:
         try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            reason = f"inputSchema is not a valid JSON Schema: {exc.message}"
-        except RecursionError:
-            reason = "inputSchema nests too deeply"
+            json_schemas.check(schema, dialect="declared")
+        except json_schemas.SchemaProblem as exc:
+            if exc.kind == "ref":
+                raise _Skip(f"inputSchema: {exc.message}") from None
+            if exc.kind == "depth":
+                reason = "inputSchema nests too deeply"
+            else:
+                reason = f"inputSchema is not a valid JSON Schema: {exc.message}"
     if reason is None:
         return schema
     logger.warning("%s: %s; it takes any object instead", where, reason)
@@ -268,6 +276,7 @@ def parse_published(payload: Any, *, label: str) -> list[PublishedWorkflow]:
                 raise _Skip(f"'metadata' must be an object, not {type(metadata).__name__}")
             if _json_size(metadata) > MAX_METADATA_BYTES:
                 raise _Skip(f"'metadata' is larger than {MAX_METADATA_BYTES:,} bytes")
+            input_schema = usable_schema(item.get("inputSchema"), where)
         except _Skip as exc:
             logger.warning("%s skipped: %s", where, exc)
             continue
@@ -282,7 +291,7 @@ def parse_published(payload: Any, *, label: str) -> list[PublishedWorkflow]:
                 description=description,
                 category=category,
                 version=version,
-                input_schema=usable_schema(item.get("inputSchema"), where),
+                input_schema=input_schema,
                 execution_type=execution,
                 metadata=metadata,
             )
@@ -294,6 +303,20 @@ def _path(error: ValidationError) -> str:
     return "$" + "".join(
         f"[{part}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path
     )
+
+
+def input_validator(schema: Mapping[str, Any]) -> Any:
+    """The validator of a published workflow's ``input_schema`` (its ``$schema`` dialect,
+    2020-12 by default). Raises ``json_schemas.SchemaProblem`` for a schema no list check
+    passed: a source's schema is checked by ``usable_schema``, the local ones are the
+    server's own."""
+    return json_schemas.validator(dict(schema), dialect="declared")
+
+
+def arguments_problem(tool_name: str, validator: Any, arguments: Any) -> str | None:
+    """``arguments_refusal`` of what ``arguments`` break, or None when they fit."""
+    errors = json_schemas.all_errors(validator, arguments)
+    return arguments_refusal(tool_name, errors) if errors else None
 
 
 def arguments_refusal(tool_name: str, errors: Iterable[ValidationError]) -> str:

@@ -39,7 +39,6 @@ from fastmcp.server.providers import Provider
 from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 from fastmcp.utilities.versions import VersionSpec
-from jsonschema.validators import validator_for
 from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations, ToolListChangedNotification
 from mcp_types import INVALID_PARAMS
@@ -62,6 +61,7 @@ from mcp_bridge.toolsets.workflow_tools import (
     env_float,
     page_size_from_env,
 )
+from workflows import json_schemas
 from workflows.dag_source import DAG_SOURCE_KEY, DagSource
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.dialects.deepwork_source import DeepWorkSource
@@ -84,7 +84,8 @@ from workflows.workflow_sources import (
     RunStatus,
     SourceError,
     WorkflowSource,
-    arguments_refusal,
+    arguments_problem,
+    input_validator,
 )
 
 logger = logging.getLogger("deepwork.workflow_tools")
@@ -130,11 +131,16 @@ class WorkflowTool(Tool):
 
     def validate_arguments(self, arguments: dict[str, Any]) -> None:
         if self._validator is None:
-            schema = self.parameters
-            self._validator = validator_for(schema)(schema)
-        errors = list(self._validator.iter_errors(arguments))
-        if errors:
-            raise ToolError(arguments_refusal(self.name, errors))
+            try:
+                self._validator = input_validator(self.parameters)
+            except json_schemas.SchemaProblem as exc:
+                raise ToolError(
+                    f"Cannot check the arguments of {self.name}: its inputSchema is refused: "
+                    f"{exc.message}"
+                ) from None
+        problem = arguments_problem(self.name, self._validator, arguments)
+        if problem:
+            raise ToolError(problem)
 
     async def run(self, arguments: dict[str, Any]) -> ToolResult:
         self.validate_arguments(arguments)

@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft7Validator
-from jsonschema.exceptions import best_match
 
+from workflows import json_schemas
 from workflows.files import (
     LINK_OUT,
     FileTooLarge,
@@ -110,13 +109,12 @@ KEYS_014: dict[str, Any] = {
 
 
 @functools.cache
-def _validator(keys_014: bool = False) -> Draft7Validator:
+def _validator(keys_014: bool = False) -> Any:
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     if keys_014:
         schema = copy.deepcopy(schema)
         schema["definitions"]["rule"]["properties"]["review"]["properties"].update(KEYS_014)
-    Draft7Validator.check_schema(schema)
-    return Draft7Validator(schema)
+    return json_schemas.validator(schema)
 
 
 def _read_text(path: Path, project_root: Path) -> str:
@@ -205,7 +203,7 @@ def _validate(data: Any, path: Path, keys_014: bool = False) -> None:
             f"Schema validation failed for {path}: Validation error at {loc}: "
             f"{key!r} is not a valid key (keys must be strings)"
         )
-    error = best_match(_validator(keys_014).iter_errors(data))
+    error = json_schemas.best_error(_validator(keys_014), data)
     if error is None:
         return
     loc = " -> ".join(str(part) for part in error.path) if error.path else "root"

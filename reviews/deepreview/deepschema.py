@@ -38,12 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft7Validator
-from jsonschema.exceptions import best_match
 from wcmatch import glob
 
 from reviews.deepreview.config import ConfigError, ReviewRule, _read_text
 from reviews.deepreview.discovery import ParseFailure, is_skipped_dir
+from workflows import json_schemas
 
 SCHEMAS_DIR = ".deepwork/schemas"
 SCHEMA_FILENAME = "deepschema.yml"
@@ -84,7 +83,7 @@ def _load(path: Path, project_root: Path) -> dict[str, Any]:
         raise SchemaError(f"invalid YAML: {exc}") from None
     if data is None:
         return {}
-    error = best_match(_validator().iter_errors(data))
+    error = json_schemas.best_error(_validator(), data)
     if error is not None:
         loc = " -> ".join(str(part) for part in error.path) if error.path else "root"
         raise SchemaError(
@@ -94,10 +93,8 @@ def _load(path: Path, project_root: Path) -> dict[str, Any]:
 
 
 @functools.cache
-def _validator() -> Draft7Validator:
-    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    Draft7Validator.check_schema(schema)
-    return Draft7Validator(schema)
+def _validator() -> Any:
+    return json_schemas.validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
 
 def _text(data: Mapping[str, Any], key: str) -> str:

@@ -615,14 +615,19 @@ def session014_go_to_step(
 
 def schema_feedback(*, checkpoint: Checkpoint014) -> str | None:
     """The ``needs_work`` feedback when a ``file_path`` output fails its ``json_schema``."""
-    from jsonschema import Draft7Validator
-    from jsonschema.exceptions import best_match
+    from workflows import json_schemas
 
     lines: list[str] = []
     declared = {arg.name: arg for arg in checkpoint.step.outputs}
     for name, value in checkpoint.outputs.items():
         arg = declared[name]
         if arg.type != "file_path" or arg.json_schema is None:
+            continue
+        try:
+            validator = json_schemas.validator(arg.json_schema)
+        except json_schemas.SchemaProblem as exc:
+            # A job stored before its schema was checked on load: refused, never followed.
+            lines.append(f"- Output '{name}': its JSON schema cannot be used: {exc.message}")
             continue
         for path in [value] if isinstance(value, str) else value:
             try:
@@ -633,7 +638,7 @@ def schema_feedback(*, checkpoint: Checkpoint014) -> str | None:
             except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
                 lines.append(f"- Output '{name}' file '{path}': failed to parse: {exc}")
                 continue
-            error = best_match(Draft7Validator(arg.json_schema).iter_errors(data))
+            error = json_schemas.best_error(validator, data)
             if error is not None:
                 loc = " -> ".join(str(p) for p in error.path) if error.path else "root"
                 lines.append(
