@@ -76,6 +76,11 @@ def _covers(area: str, path: str) -> bool:
     return prefix in ("", ".") or path == prefix or path.startswith(prefix + "/")
 
 
+# What a task's warning about files outside its areas says (the dashboard shows those files
+# in a list of their own and leaves that warning out).
+OUTSIDE_AREAS = "changed outside the declared areas"
+
+
 @dataclass(frozen=True)
 class Verification:
     scope_match: bool
@@ -93,7 +98,7 @@ def scope_verify(*, areas: Sequence[str], paths: Iterable[str]) -> Verification:
     if unexpected:
         shown = ", ".join(unexpected[:10]) + (", …" if len(unexpected) > 10 else "")
         warnings.append(
-            f"{len(unexpected)} file(s) changed outside the declared areas "
+            f"{len(unexpected)} file(s) {OUTSIDE_AREAS} "
             f"({', '.join(areas)}): {shown}"
         )
     return Verification(scope_match=not unexpected, unexpected_files=unexpected, warnings=warnings)

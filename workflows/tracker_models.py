@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from workflows import scope
 from workflows.models import Agent, Project
 
 
@@ -180,6 +181,14 @@ class Task(models.Model):
     started_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.BigIntegerField(null=True, blank=True)
+
+    @property
+    def warnings_besides_areas(self) -> list[str]:
+        """The warnings a page shows beside its own list of the files outside the task's areas
+        (the warning about those files would say the same again)."""
+        if not self.unexpected_files:
+            return list(self.warnings)
+        return [warning for warning in self.warnings if scope.OUTSIDE_AREAS not in warning]
 
     class Meta:
         constraints = [

@@ -461,3 +461,50 @@ def test_tasks_completing_at_once_leave_true_workflow_totals(project, agent, wor
     assert workflow.total_tokens == sum(n + 1 + 100 for n in range(CONTENDERS))
     durations = Task.objects.filter(workflow=workflow).values_list("duration_ms", flat=True)
     assert workflow.total_duration_ms == sum(durations)
+
+
+def test_the_current_phase_is_the_one_in_progress(project, agent, workflow):
+    from workflows.selectors.tracker import context_get
+
+    def current() -> int:
+        answer = context_get(project=project, workflow_id=str(workflow.pk), include=["tasks"])
+        return answer["current_phase"]
+
+    assert current() == 0
+    tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g", phase=1
+    )
+    assert current() == 1
+    second = tracker.phase_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), number=2
+    )
+    assert current() == 2
+    tracker.phase_complete(project=project, agent=agent, phase_id=str(second.phase.pk))
+    assert current() == 2
+
+
+def test_completing_a_workflow_says_what_became_of_its_open_phases(project, agent, workflow):
+    task = tracker.task_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g", phase=1
+    ).task
+    tracker.task_complete(
+        project=project, agent=agent, task_id=str(task.pk), status="success", summary="s"
+    )
+    done = tracker.tracked_workflow_complete(
+        project=project, agent=agent, workflow_id=str(workflow.pk), status="completed", summary="s"
+    )
+    assert done.warnings == [
+        "phase 1 ('Phase 1') was still in progress; completed with the workflow"
+    ]
+    assert Phase.objects.get(workflow=workflow, number=1).status == Phase.Status.COMPLETED
+
+    other = tracker.tracked_workflow_start(project=project, agent=agent, name="o", objective="o")
+    for number in (1, 2):
+        tracker.phase_start(project=project, agent=agent, workflow_id=str(other.pk), number=number)
+    partial = tracker.tracked_workflow_complete(
+        project=project, agent=agent, workflow_id=str(other.pk), status="partial", summary="s"
+    )
+    assert partial.warnings == [
+        "phases 1 ('Phase 1'), 2 ('Phase 2') were still in progress and left so; complete or "
+        "fail each with complete_phase"
+    ]

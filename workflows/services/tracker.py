@@ -217,6 +217,11 @@ def _names(tasks: Sequence[Task]) -> str:
     return ", ".join(f"'{task.name}' ({task.pk})" for task in tasks)
 
 
+def _phase_names(phases: Sequence[Phase]) -> str:
+    listed = ", ".join(f"{phase.number} ('{phase.name}')" for phase in phases)
+    return f"phase {listed} was" if len(phases) == 1 else f"phases {listed} were"
+
+
 def tracked_workflow_complete(
     *,
     project: Project,
@@ -250,6 +255,24 @@ def tracked_workflow_complete(
         if running:
             warnings.append(
                 f"{len(running)} task(s) still in progress and left so: {_names(running)}"
+            )
+        open_phases = list(
+            Phase.objects.filter(workflow=workflow, status=Phase.Status.IN_PROGRESS).order_by(
+                "number"
+            )
+        )
+        if open_phases and stored == TrackedWorkflow.Status.COMPLETED:
+            # Nothing runs in them any more (running tasks refuse 'completed'): they are done.
+            for phase in open_phases:
+                _phase_close(phase=phase, agent=agent, status=Phase.Status.COMPLETED)
+            warnings.append(
+                f"{_phase_names(open_phases)} still in progress; completed with the workflow"
+            )
+            workflow.refresh_from_db()
+        elif open_phases:
+            warnings.append(
+                f"{_phase_names(open_phases)} still in progress and left so; complete "
+                "or fail each with complete_phase"
             )
         now = _now()
         totals = Task.objects.filter(workflow=workflow).aggregate(
@@ -306,6 +329,7 @@ def _phase_open(
                 status=phase.status,
             ),
         )
+        _phase_current(workflow, agent, number, now)
         return PhaseStarted(phase=phase, created=True)
     if phase.status in (Phase.Status.COMPLETED, Phase.Status.FAILED):
         raise Conflict(
@@ -316,7 +340,18 @@ def _phase_open(
         phase.status = Phase.Status.IN_PROGRESS
         phase.started_at = now
         phase.save(update_fields=["status", "started_at"])
+        _phase_current(workflow, agent, number, now)
     return PhaseStarted(phase=phase, created=False)
+
+
+def _phase_current(workflow: TrackedWorkflow, agent: Agent, number: int, now: datetime) -> None:
+    """A workflow's current phase is the furthest one started: the one in progress, or the
+    last finished while the next has not begun."""
+    if number > workflow.current_phase:
+        workflow.current_phase = number
+        workflow.updated_at = now
+        workflow.save(update_fields=["current_phase", "updated_at"])
+        _workflow_updated(workflow, agent, "phase_started")
 
 
 def _check_phase_args(number: int, name: str | None) -> None:
