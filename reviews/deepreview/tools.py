@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from reviews.deepreview.changes import GitError, get_changed_files
+from reviews.deepreview.changes import GitError, find_changed_files
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
 from reviews.deepreview.instructions import (
@@ -220,11 +220,13 @@ def _review_instructions(
             )
         if dialect.drop_catch_all_for_files:
             rules = [rule for rule in rules if not is_catch_all(rule)]
-    else:
+    git_warnings: list[str] = []
+    if files is None:
         try:
-            changed = get_changed_files(project_root)
+            found = find_changed_files(project_root)
         except GitError as exc:
             return f"Review error: Git error: {exc}"
+        changed, git_warnings = found.paths, found.warnings
     if not changed:
         return NO_CHANGES
 
@@ -251,6 +253,8 @@ def _review_instructions(
         return dialect.all_passed
 
     output = dialect.format_tasks(written, project_root)
+    if git_warnings:
+        output = "".join(f"Warning: {warning}\n" for warning in git_warnings) + "\n" + output
     if failures:
         output = (
             "Warning: Some .deepreview files could not be parsed:\n"
