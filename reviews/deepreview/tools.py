@@ -27,6 +27,7 @@ from reviews.deepreview.instructions import (
 )
 from reviews.deepreview.instructions014 import prepare_render_091_keys_014
 from reviews.deepreview.matching import build_tasks, file_matches_rule, source_location
+from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,11 @@ class ReviewDialect:
     # Builds the renderer for a run's tasks (0.14 runs their precompute commands first); it
     # is given the task ids and the other id forms a pass also counts under.
     prepare_render: (
-        Callable[[Sequence[ReviewTask], Path, ReviewIdFn, Sequence[ReviewIdFn]], Renderer] | None
+        Callable[
+            [Sequence[ReviewTask], Path, ReviewIdFn, Sequence[ReviewIdFn], CommandPolicy],
+            Renderer,
+        ]
+        | None
     ) = None
     # Other id forms of a task whose pass counts as its own (``task_is_passed``).
     also_passed_as: tuple[ReviewIdFn, ...] = ()
@@ -183,10 +188,15 @@ def get_review_instructions(
     files: list[str] | None,
     platform: str | None,
     dialect: ReviewDialect = DIALECT_091,
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> str:
-    """Run the review pipeline and return the Task list (or an informational/error message)."""
+    """Run the review pipeline and return the Task list (or an informational/error message).
+
+    ``commands`` says whether the rules' precompute commands may run (the server decides)."""
     try:
-        return _review_instructions(Path(os.path.abspath(project_root)), files, platform, dialect)
+        return _review_instructions(
+            Path(os.path.abspath(project_root)), files, platform, dialect, commands
+        )
     except Exception as exc:
         # The tool contract is "never raises"; anything unforeseen still becomes a message.
         logger.exception("Review pipeline failed")
@@ -194,7 +204,11 @@ def get_review_instructions(
 
 
 def _review_instructions(
-    project_root: Path, files: list[str] | None, platform: str | None, dialect: ReviewDialect
+    project_root: Path,
+    files: list[str] | None,
+    platform: str | None,
+    dialect: ReviewDialect,
+    commands: CommandPolicy,
 ) -> str:
     platform = platform or DEFAULT_PLATFORM
     if platform not in SUPPORTED_PLATFORMS:
@@ -235,7 +249,9 @@ def _review_instructions(
         return NO_MATCHES
 
     render = (
-        dialect.prepare_render(tasks, project_root, dialect.review_id, dialect.also_passed_as)
+        dialect.prepare_render(
+            tasks, project_root, dialect.review_id, dialect.also_passed_as, commands
+        )
         if dialect.prepare_render
         else dialect.render
     )
