@@ -60,6 +60,8 @@ def create_server(
             agent_id=agent_id,
             workflow_sources=tuple(workflow_sources),
             generation=generation,
+            # The user's own project: its review commands run, as in DeepWork 0.14.
+            review_commands="run",
         )
     )
     return server_for_state(state, toolsets=toolsets, auth=auth)

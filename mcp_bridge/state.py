@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reviews.deepreview.precompute import RUN_COMMANDS, CommandPolicy, commands_not_allowed
 from reviews.gate import ClaudeReviewer, CommandReviewer
 from reviews.services import REVIEW_TIMEOUT_SECONDS, GateConfig
 from workflows.models import Agent, Project
@@ -45,6 +46,10 @@ class ServerConfig:
     workflow_sources: tuple[Any, ...] = ()
     # Which DeepWork tool generation the deepwork toolset speaks: "0.9", "0.14" or "both".
     generation: str = "both"
+    # Whether the project's review precompute commands run: "run" for a server of the user's
+    # own project (``create_server``, ``mcpserve``); "when_allowed" (the web server's ``/mcp``)
+    # only while a person allows it for the project in the admin.
+    review_commands: str = "when_allowed"
 
 
 class ServerState:
@@ -89,6 +94,19 @@ class ServerState:
     def claimed_agent(self) -> Agent | None:
         """The agent once claimed, without claiming it (for the heartbeat)."""
         return self._agent
+
+    def review_commands(self) -> CommandPolicy:
+        """Whether this call may run the project's review precompute commands; read from the
+        database each time, so a change in the admin counts from the next call."""
+        if self.config.review_commands == "run":
+            return RUN_COMMANDS
+        project = self.project()
+        allowed = (
+            Project.objects.filter(pk=project.pk)
+            .values_list("review_commands_allowed", flat=True)
+            .first()
+        )
+        return RUN_COMMANDS if allowed else commands_not_allowed(project.name)
 
     def ready(self) -> bool:
         return self._agent is not None

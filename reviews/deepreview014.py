@@ -20,6 +20,7 @@ from reviews.deepreview.deepschema import load_deepschema_rules
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
 from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_id_014
 from reviews.deepreview.instructions014 import prepare_render_014, render_014
+from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.deepreview.tools import ReviewDialect, is_catch_all
 
 NO_CONFIG = "No .deepreview configuration files or DeepSchema definitions found."
@@ -103,10 +104,18 @@ DIALECT_014 = ReviewDialect(
 
 
 def get_review_instructions(
-    *, project_root: Path, files: list[str] | None, platform: str | None
+    *,
+    project_root: Path,
+    files: list[str] | None,
+    platform: str | None,
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> str:
     return tools.get_review_instructions(
-        project_root=project_root, files=files, platform=platform, dialect=DIALECT_014
+        project_root=project_root,
+        files=files,
+        platform=platform,
+        dialect=DIALECT_014,
+        commands=commands,
     )
 
 

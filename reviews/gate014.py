@@ -33,6 +33,7 @@ from reviews.deepreview.instructions import (
 )
 from reviews.deepreview.instructions014 import prepare_render_014, render_014
 from reviews.deepreview.matching import build_tasks
+from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.deepreview.tools import confine_files
 from reviews.deepreview014 import (
     REVIEWER,
@@ -125,10 +126,15 @@ def _with_preamble(preamble: str, text: str) -> str:
 
 
 def review_tasks(
-    *, checkpoint: Checkpoint014, honour_091_ids: bool = False
+    *,
+    checkpoint: Checkpoint014,
+    honour_091_ids: bool = False,
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> tuple[list[Task014], list[Task014]]:
     """Write the instruction files of every review not yet passed: (the tasks to run, the
     tasks already marked as passed).
+
+    ``commands``: whether the project rules' precompute commands may run (the server decides).
 
     ``honour_091_ids``: the server also serves 0.9.1's review tools (``--generation both``),
     which name a project rule's review by 0.9.1's id; a pass marked under that id counts here
@@ -242,7 +248,7 @@ def review_tasks(
             project_tasks,
             root,
             review_id=_review_id,
-            render=prepare_render_014(project_tasks, root, _review_id, also),
+            render=prepare_render_014(project_tasks, root, _review_id, also, commands),
             also_passed_as=also,
         )
     ]

@@ -18,6 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from reviews import gate014
+from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.models import HumanDecision, ReviewResult, copied_from
 from workflows import events
 from workflows.models import Event, StepRun
@@ -122,8 +123,11 @@ def step014_finish(
     override_reason: str | None,
     reviews_enabled: bool = True,
     honour_091_ids: bool = False,
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> Finish014:
     """Judge the validated hand-in and advance it, or answer ``needs_work``.
+
+    ``commands``: whether the project rules' precompute commands may run (the server decides).
 
     ``honour_091_ids``: passes marked under the ids 0.9.1's review tools give the project's
     rules count too (``gate014.review_tasks``), for a server serving both generations.
@@ -199,7 +203,9 @@ def step014_finish(
     if not reviews_enabled:
         return _advance(checkpoint, lambda: None)
 
-    outstanding, passed = gate014.review_tasks(checkpoint=checkpoint, honour_091_ids=honour_091_ids)
+    outstanding, passed = gate014.review_tasks(
+        checkpoint=checkpoint, honour_091_ids=honour_091_ids, commands=commands
+    )
     asked = set(
         ReviewResult.objects.filter(step_run=run, passed=False).values_list("run_each", flat=True)
     )

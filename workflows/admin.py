@@ -20,6 +20,7 @@ from deepwork_site.admin_helpers import (
     ReasonPage,
     SessionSearch,
     admin_link,
+    apply_each,
     changelist_link,
     compact_json,
     plural,
@@ -41,6 +42,7 @@ from workflows.models import (
     WorkflowStep,
 )
 from workflows.models014 import SessionJob
+from workflows.services.projects import project_review_commands_set
 from workflows.services.sessions import session_abort
 from workflows.wftools_admin import WorkflowToolFilterAdmin  # noqa: F401  (registers it)
 
@@ -57,9 +59,49 @@ ABORT = ReasonPage(
 
 @admin.register(Project)
 class ProjectAdmin(ReadOnlyAdmin):
-    list_display = ["name", "root_path", "created_at"]
+    list_display = ["name", "root_path", "review_commands", "created_at"]
+    list_filter = ["review_commands_allowed"]
     search_fields = ["name", "root_path"]
     ordering = ["name"]
+    readonly_fields = ["review_commands"]
+    actions = ["allow_review_commands", "disallow_review_commands"]
+
+    @admin.display(description="review commands on the web server")
+    def review_commands(self, obj: Project) -> str:
+        state = "allowed" if obj.review_commands_allowed else "not allowed"
+        if obj.review_commands_changed_at is None:
+            return state
+        when = obj.review_commands_changed_at.strftime("%Y-%m-%d %H:%M UTC")
+        return f"{state} (by {obj.review_commands_changed_by_name or 'unknown'}, {when})"
+
+    def has_allow_review_commands_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("workflows.allow_review_commands")
+
+    def _review_commands_set(
+        self, request: HttpRequest, queryset: QuerySet[Project], allowed: bool
+    ) -> None:
+        assert isinstance(request.user, User)
+        user = request.user
+        verb = "Allowed" if allowed else "Disallowed"
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda project: project_review_commands_set(project=project, allowed=allowed, by=user),
+            name=str,
+            done=lambda n: f"{verb} review commands for {plural(n, 'project')}.",
+        )
+
+    @admin.action(
+        description="Allow review commands (the web server runs their precompute commands)",
+        permissions=["allow_review_commands"],
+    )
+    def allow_review_commands(self, request: HttpRequest, queryset: QuerySet[Project]) -> None:
+        self._review_commands_set(request, queryset, allowed=True)
+
+    @admin.action(description="Disallow review commands", permissions=["allow_review_commands"])
+    def disallow_review_commands(self, request: HttpRequest, queryset: QuerySet[Project]) -> None:
+        self._review_commands_set(request, queryset, allowed=False)
 
 
 @admin.register(Agent)

@@ -14,8 +14,9 @@ compared its non-git snapshots and returned nothing when the start commit was go
   the two trees are really compared.
 
 Nothing here raises for trouble with git or the files: what cannot be known is left out and
-said in a warning. Git always runs with ``-C root`` and a scrubbed environment, so neither the
-server's working directory nor a ``GIT_DIR`` it inherited can point it at another repository.
+said in a warning. Git runs through ``workflows.git``: with ``-C root`` and an allow-listed
+environment, so neither the server's working directory nor a ``GIT_DIR`` it inherited can point
+it at another repository, and nothing the repository's configuration names is run.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import errno
 import hashlib
 import os
 import stat
-import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,8 +34,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from workflows.files import NotRegularFile, file_kind, open_regular_file
+from workflows.git import DEFAULT_TIMEOUT_SECONDS, Git, GitTrouble
 
-GIT_TIMEOUT_SECONDS = 20.0
+GIT_TIMEOUT_SECONDS = DEFAULT_TIMEOUT_SECONDS
 # A snapshot is stored in a JSON column and hashes what it records: both stay bounded.
 MAX_PATHS = 20_000
 MAX_HASHED_BYTES = 256 * 1024 * 1024
@@ -65,17 +66,6 @@ SKIPPED_DIRS = frozenset(
 )
 SKIPPED_PATHS = frozenset({".deepwork/tmp"})
 
-# Variables that would make git look at another repository than the one at the project root.
-_GIT_LOCATION_VARIABLES = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _CHUNK = 1024 * 1024
 
@@ -230,59 +220,25 @@ class FilesChanged:
 # --- Git ---------------------------------------------------------------------------------------
 
 
-class _GitTrouble(Exception):
-    """Git could not answer; str() is the warning."""
-
-
-class _NotARepository(_GitTrouble):
+class _NotARepository(GitTrouble):
     pass
 
 
-def _git_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_LOCATION_VARIABLES}
-    env.update(GIT_PAGER="cat", PAGER="cat", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
-    return env
-
-
-def _git(root: Path, *args: str, stdin: bytes = b"") -> bytes:
-    """Git's stdout for ``args`` run in ``root`` (``stdin`` its input; an empty one rather than
-    the null device, which need not be what it should); ``_GitTrouble`` on any failure."""
-    command = [
-        "git",
-        "--no-optional-locks",
-        "--no-pager",
-        "-c",
-        "core.quotepath=off",
-        # A project's configured fsmonitor is a program of its choosing: never run it.
-        "-c",
-        "core.fsmonitor=false",
-        "-C",
-        str(root),
-        *args,
-    ]
-    try:
-        done = subprocess.run(
-            command,
-            input=stdin,
-            capture_output=True,
-            env=_git_env(),
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except FileNotFoundError:
-        raise _GitTrouble("git is not installed (no git executable on PATH)") from None
-    except subprocess.TimeoutExpired:
-        raise _GitTrouble(
-            f"git {args[0]} did not answer within {GIT_TIMEOUT_SECONDS:g} seconds"
-        ) from None
-    except OSError as exc:
-        raise _GitTrouble(f"git could not be run: {exc}") from None
-    if done.returncode != 0:
-        message = done.stderr.decode("utf-8", "replace").strip() or f"exit {done.returncode}"
+def _git(git: Git, *args: str, stdin: bytes = b"") -> bytes:
+    """Git's stdout for ``args`` (``stdin`` its input; an empty one rather than the null
+    device, which need not be what it should); ``GitTrouble`` on any failure."""
+    done = git.run(*args, stdin=stdin)
+    if not done.ok:
+        message = done.message()
         if "not a git repository" in message:
             raise _NotARepository(message)
-        raise _GitTrouble(f"git {args[0]} failed: {message}")
+        raise GitTrouble(f"git {args[0]} failed: {message}")
     return done.stdout
+
+
+def _git_for(root: Path) -> Git:
+    # Read at call time: tests lower the timeout on this module.
+    return Git(root, timeout=GIT_TIMEOUT_SECONDS)
 
 
 @dataclass(frozen=True)
@@ -324,7 +280,8 @@ def _outside_any_repository(root: Path) -> bool:
     return True
 
 
-def _git_status(root: Path) -> _Status:
+def _git_status(git: Git) -> _Status:
+    root = git.root
     # The common case, a project at the top of its repository, costs one git process instead
     # of two: only a project inside a repository needs rev-parse to learn where it sits; a
     # plain folder costs none.
@@ -333,12 +290,12 @@ def _git_status(root: Path) -> _Status:
     if _is_top_of_work_tree(root):
         prefix = ""
     else:
-        inside = _git(root, "rev-parse", "--is-inside-work-tree", "--show-prefix").split(b"\n")
+        inside = _git(git, "rev-parse", "--is-inside-work-tree", "--show-prefix").split(b"\n")
         if inside[0] != b"true":
             raise _NotARepository("not inside a git work tree")
         prefix = os.fsdecode(inside[1]) if len(inside) > 1 else ""
     out = _git(
-        root,
+        git,
         "status",
         "--porcelain=v2",
         "--branch",
@@ -348,6 +305,9 @@ def _git_status(root: Path) -> _Status:
         "--untracked-files=all",
         "--ignored=no",
         "--no-renames",
+        # Looking inside a submodule starts another git, in a repository whose configuration
+        # (and so its filter drivers) was not read: a submodule counts by its commit only.
+        "--ignore-submodules=dirty",
         "--",
         ".",
     )
@@ -402,16 +362,17 @@ def _against_head(xy: str) -> str | None:
     return "M"
 
 
-def _git_diff(root: Path, base: str) -> dict[str, str]:
-    """Path -> A, M or D between commit ``base`` and the working tree, below ``root``."""
+def _git_diff(git: Git, base: str) -> dict[str, str]:
+    """Path -> A, M or D between commit ``base`` and the working tree, below the root."""
     out = _git(
-        root,
+        git,
         "diff",
         "--name-status",
         "-z",
         "--no-renames",
         "--no-ext-diff",
         "--no-textconv",
+        "--ignore-submodules=dirty",
         "--relative",
         base,
     )
@@ -432,17 +393,17 @@ def _git_diff(root: Path, base: str) -> dict[str, str]:
     return changes
 
 
-def _commit_exists(root: Path, sha: str) -> bool:
+def _commit_exists(git: Git, sha: str) -> bool:
     try:
-        _git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}")
-    except _GitTrouble:
+        _git(git, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{sha}^{{commit}}")
+    except GitTrouble:
         return False
     return True
 
 
-def _empty_tree(root: Path) -> str:
+def _empty_tree(git: Git) -> str:
     # The empty tree's id depends on the repository's hash (SHA-1 or SHA-256); ask git.
-    return _git(root, "hash-object", "-t", "tree", "--stdin").decode().strip()
+    return _git(git, "hash-object", "-t", "tree", "--stdin").decode().strip()
 
 
 # --- Files -------------------------------------------------------------------------------------
@@ -700,14 +661,15 @@ def snapshot_take(*, root: Path) -> Snapshot:
             taken_at_ns=taken_at,
         )
     warnings: list[str] = []
+    git = _git_for(root)
     try:
-        status = _git_status(root)
+        status = _git_status(git)
     except _NotARepository:
         pass
-    except _GitTrouble as exc:
-        warnings.append(f"{exc}; the project's files were snapshotted without git")
+    except GitTrouble as exc:
+        warnings += [*git.warnings, f"{exc}; the project's files were snapshotted without git"]
     else:
-        return _git_snapshot(root, status, warnings, taken_at, {})
+        return _git_snapshot(root, status, [*git.warnings, *warnings], taken_at, {})
     return _tree_snapshot(root, warnings, taken_at, {})
 
 
@@ -861,15 +823,18 @@ def _compare_git(
         read[path] = reader.state(path, trusted.get(path))
         return read[path]
 
+    git = _git_for(root)
     try:
         try:
-            status = _git_status(root)
+            status = _git_status(git)
+            warnings.extend(git.warnings)
             if snapshot.head == status.head:
                 # Nothing committed since the start: status already compared HEAD with the disk.
                 diff = status.against_head
             else:
-                diff = _git_diff(root, _git_base(root, snapshot, status, warnings))
-        except _GitTrouble as exc:
+                diff = _git_diff(git, _git_base(git, snapshot, status, warnings))
+        except GitTrouble as exc:
+            warnings.extend(w for w in git.warnings if w not in warnings)
             warnings.append(
                 f"{exc}; only the files that were already changed at the start could be compared"
             )
@@ -907,14 +872,14 @@ def _compare_git(
         reader.close()
 
 
-def _git_base(root: Path, snapshot: Snapshot, status: _Status, warnings: list[str]) -> str:
+def _git_base(git: Git, snapshot: Snapshot, status: _Status, warnings: list[str]) -> str:
     """The commit the working tree is compared with: the start commit whenever git has it."""
     if snapshot.head is None:
-        return _empty_tree(root)
-    if _commit_exists(root, snapshot.head):
+        return _empty_tree(git)
+    if _commit_exists(git, snapshot.head):
         return snapshot.head
     warnings.append(
         f"the start commit {snapshot.head[:12]} is no longer in the repository (rebased away or "
         "pruned): changes committed during the task cannot be listed, only those not committed"
     )
-    return status.head if status.head is not None else _empty_tree(root)
+    return status.head if status.head is not None else _empty_tree(git)

@@ -6,6 +6,7 @@ Writes happen only in ``workflows.services``; reads that shape data for an inter
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -17,6 +18,30 @@ class Project(models.Model):
     root_path = models.CharField(max_length=1024, unique=True)
     name = models.CharField(max_length=255)
     created_at = models.DateTimeField(default=timezone.now)
+    # The web server runs a project's review precompute commands (programs the project names,
+    # run as the server's user) only while a person allows it; who last changed it, and when.
+    review_commands_allowed = models.BooleanField(
+        default=False,
+        help_text="The web server runs this project's .deepreview precompute commands.",
+    )
+    review_commands_changed_at = models.DateTimeField(null=True, blank=True)
+    review_commands_changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    # Kept when the account is deleted.
+    review_commands_changed_by_name = models.CharField(max_length=150, blank=True, default="")
+
+    class Meta:
+        permissions = [
+            (
+                "allow_review_commands",
+                "Can allow the web server to run a project's review commands",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

@@ -89,6 +89,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 files=files,
                 platform=state.platform,
                 dialect=dialect(),
+                commands=state.review_commands(),
             ),
         )
 

@@ -295,6 +295,7 @@ class Engine014:
             override_reason=override_reason,
             reviews_enabled=self.state.gate is not None,
             honour_091_ids=deepreview_tools.beside_014_gate(self.state),
+            commands=self.state.review_commands(),
         )
         if isinstance(outcome, services014.NeedsWork014):
             return self.out(dialect.needs_work(outcome.feedback, outcome.stack))
@@ -722,7 +723,10 @@ def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None
                 f"{prefix}get_review_instructions",
                 {"files": files},
                 lambda: pipeline().get_review_instructions(
-                    project_root=state.project_root, files=files, platform=state.platform
+                    project_root=state.project_root,
+                    files=files,
+                    platform=state.platform,
+                    commands=state.review_commands(),
                 ),
             ),
         )

@@ -25,7 +25,7 @@ from reviews.deepreview.instructions import (
     describe_scope,
     task_is_passed,
 )
-from reviews.deepreview.precompute import run_command, run_commands
+from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy, run_command, run_commands
 from workflows.files import read_project_file
 
 MAX_INLINED_FILES = 20
@@ -116,7 +116,10 @@ def _listed(heading: str, note: str, lines: Sequence[str]) -> list[str]:
 
 
 def _precomputed(
-    task: ReviewTask, project_root: Path, precomputed: Mapping[str, str] | None
+    task: ReviewTask,
+    project_root: Path,
+    precomputed: Mapping[str, str] | None,
+    commands: CommandPolicy,
 ) -> list[str]:
     command = task.rule.precompute_command
     if not command:
@@ -124,7 +127,7 @@ def _precomputed(
     if precomputed is not None and command in precomputed:
         text = precomputed[command]
     else:
-        text = run_command(command, project_root)
+        text = run_command(command, project_root, commands)
     text = text.strip("\n")
     return ["## Precomputed Context", "", text, ""] if text else []
 
@@ -136,11 +139,12 @@ def render_014(
     *,
     inline: str | None = None,
     precomputed: Mapping[str, str] | None = None,
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> str:
     """The instruction file of ``task``; ``inline`` is the value of a string output.
 
     ``precomputed`` maps precompute commands to their text (``prepare_render_014``); a command
-    not in it is run here.
+    not in it is run here if ``commands`` allows it.
     """
     scope = "inline content" if inline is not None else describe_scope(task)
     out = [f"# Review: {task.rule_name} — {scope}", ""]
@@ -170,7 +174,7 @@ def render_014(
         "scope for this review.",
         [f"- {path}" for path in task.all_changed_filenames],
     )
-    out += _precomputed(task, project_root, precomputed)
+    out += _precomputed(task, project_root, precomputed, commands)
     out += [
         "## After Review",
         "",
@@ -199,6 +203,7 @@ def render_091_keys_014(
     project_root: Path,
     *,
     precomputed: Mapping[str, str] | None = None,
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> str:
     """0.9.1's layout of ``task``'s instruction file, plus what 0.14's keys of its rule ask
     the reviewer to read: the ``reference_files`` inlined and the precompute command's output.
@@ -207,7 +212,7 @@ def render_091_keys_014(
     refuses them); a rule without them gives 0.9.1's file unchanged.
     """
     extra = _relevant_files(task, project_root, under_review=False)
-    extra += _precomputed(task, project_root, precomputed)
+    extra += _precomputed(task, project_root, precomputed, commands)
     return build_instruction_file(task, review_id, extra=extra)
 
 
@@ -217,11 +222,13 @@ def _prepared(
     project_root: Path,
     review_id: ReviewIdFn,
     also_passed_as: Sequence[ReviewIdFn],
+    commands: CommandPolicy,
 ) -> Renderer:
     """``render`` with the precompute commands of the tasks still to write (not passed under
     their id, nor under any id ``also_passed_as`` gives them) already run, in parallel, so a
-    slow command costs its own time once rather than once per task."""
-    commands = [
+    slow command costs its own time once rather than once per task; or, when ``commands``
+    does not allow them, with the reason they were not."""
+    to_run = [
         task.rule.precompute_command
         for task in tasks
         if task.rule.precompute_command
@@ -232,7 +239,11 @@ def _prepared(
             also_passed_as=also_passed_as,
         )
     ]
-    return functools.partial(render, precomputed=run_commands(commands, project_root))
+    return functools.partial(
+        render,
+        precomputed=run_commands(to_run, project_root, commands),
+        commands=commands,
+    )
 
 
 def prepare_render_014(
@@ -240,9 +251,10 @@ def prepare_render_014(
     project_root: Path,
     review_id: ReviewIdFn,
     also_passed_as: Sequence[ReviewIdFn] = (),
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> Renderer:
     """``render_014`` with the run's precompute commands already run (``_prepared``)."""
-    return _prepared(render_014, tasks, project_root, review_id, also_passed_as)
+    return _prepared(render_014, tasks, project_root, review_id, also_passed_as, commands)
 
 
 def prepare_render_091_keys_014(
@@ -250,6 +262,7 @@ def prepare_render_091_keys_014(
     project_root: Path,
     review_id: ReviewIdFn,
     also_passed_as: Sequence[ReviewIdFn] = (),
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> Renderer:
     """``render_091_keys_014`` with the run's precompute commands already run."""
-    return _prepared(render_091_keys_014, tasks, project_root, review_id, also_passed_as)
+    return _prepared(render_091_keys_014, tasks, project_root, review_id, also_passed_as, commands)

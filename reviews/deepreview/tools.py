@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from reviews.deepreview.changes import GitError, get_changed_files
+from reviews.deepreview.changes import GitError, find_changed_files
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
 from reviews.deepreview.instructions import (
@@ -27,6 +27,7 @@ from reviews.deepreview.instructions import (
 )
 from reviews.deepreview.instructions014 import prepare_render_091_keys_014
 from reviews.deepreview.matching import build_tasks, file_matches_rule, source_location
+from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,11 @@ class ReviewDialect:
     # Builds the renderer for a run's tasks (0.14 runs their precompute commands first); it
     # is given the task ids and the other id forms a pass also counts under.
     prepare_render: (
-        Callable[[Sequence[ReviewTask], Path, ReviewIdFn, Sequence[ReviewIdFn]], Renderer] | None
+        Callable[
+            [Sequence[ReviewTask], Path, ReviewIdFn, Sequence[ReviewIdFn], CommandPolicy],
+            Renderer,
+        ]
+        | None
     ) = None
     # Other id forms of a task whose pass counts as its own (``task_is_passed``).
     also_passed_as: tuple[ReviewIdFn, ...] = ()
@@ -183,10 +188,15 @@ def get_review_instructions(
     files: list[str] | None,
     platform: str | None,
     dialect: ReviewDialect = DIALECT_091,
+    commands: CommandPolicy = NO_COMMANDS,
 ) -> str:
-    """Run the review pipeline and return the Task list (or an informational/error message)."""
+    """Run the review pipeline and return the Task list (or an informational/error message).
+
+    ``commands`` says whether the rules' precompute commands may run (the server decides)."""
     try:
-        return _review_instructions(Path(os.path.abspath(project_root)), files, platform, dialect)
+        return _review_instructions(
+            Path(os.path.abspath(project_root)), files, platform, dialect, commands
+        )
     except Exception as exc:
         # The tool contract is "never raises"; anything unforeseen still becomes a message.
         logger.exception("Review pipeline failed")
@@ -194,7 +204,11 @@ def get_review_instructions(
 
 
 def _review_instructions(
-    project_root: Path, files: list[str] | None, platform: str | None, dialect: ReviewDialect
+    project_root: Path,
+    files: list[str] | None,
+    platform: str | None,
+    dialect: ReviewDialect,
+    commands: CommandPolicy,
 ) -> str:
     platform = platform or DEFAULT_PLATFORM
     if platform not in SUPPORTED_PLATFORMS:
@@ -220,11 +234,13 @@ def _review_instructions(
             )
         if dialect.drop_catch_all_for_files:
             rules = [rule for rule in rules if not is_catch_all(rule)]
-    else:
+    git_warnings: list[str] = []
+    if files is None:
         try:
-            changed = get_changed_files(project_root)
+            found = find_changed_files(project_root)
         except GitError as exc:
             return f"Review error: Git error: {exc}"
+        changed, git_warnings = found.paths, found.warnings
     if not changed:
         return NO_CHANGES
 
@@ -233,7 +249,9 @@ def _review_instructions(
         return NO_MATCHES
 
     render = (
-        dialect.prepare_render(tasks, project_root, dialect.review_id, dialect.also_passed_as)
+        dialect.prepare_render(
+            tasks, project_root, dialect.review_id, dialect.also_passed_as, commands
+        )
         if dialect.prepare_render
         else dialect.render
     )
@@ -251,6 +269,8 @@ def _review_instructions(
         return dialect.all_passed
 
     output = dialect.format_tasks(written, project_root)
+    if git_warnings:
+        output = "".join(f"Warning: {warning}\n" for warning in git_warnings) + "\n" + output
     if failures:
         output = (
             "Warning: Some .deepreview files could not be parsed:\n"

@@ -170,7 +170,9 @@ def test_reference_files_are_inlined_and_bad_ones_explained(tmp_path: Path) -> N
             )
         ).replace('"**/*.md"', '"notes.md"'),
     )
-    answer = get_review_instructions(project_root=root, files=["docs/notes.md"], platform=None)
+    answer = get_review_instructions(
+        project_root=root, files=["docs/notes.md"], platform=None, commands=precompute.RUN_COMMANDS
+    )
     [text] = _instruction_files(root, answer)
     relevant = _section(text, "Relevant File Contents")
     assert "### docs/guide.md\n\nThe style guide\n\n```markdown\nUse short sentences.\n```" in (
@@ -197,7 +199,9 @@ def _precompute_project(tmp_path: Path, command: str) -> Path:
 
 def test_precompute_stdout_goes_into_its_section_once_per_command(tmp_path: Path) -> None:
     root = _precompute_project(tmp_path, "'echo run >> runs.log; pwd; echo ok'")
-    answer = get_review_instructions(project_root=root, files=["a.md", "b.md"], platform=None)
+    answer = get_review_instructions(
+        project_root=root, files=["a.md", "b.md"], platform=None, commands=precompute.RUN_COMMANDS
+    )
     texts = _instruction_files(root, answer)
     assert len(texts) == 2
     for text in texts:
@@ -216,14 +220,18 @@ def test_precompute_script_beside_a_nested_deepreview(tmp_path: Path) -> None:
     _write(
         root, "sub/.deepreview", _rule_text(precomputed_info_for_reviewer_bash_command="./ctx.sh")
     )
-    answer = get_review_instructions(project_root=root, files=["sub/a.md"], platform=None)
+    answer = get_review_instructions(
+        project_root=root, files=["sub/a.md"], platform=None, commands=precompute.RUN_COMMANDS
+    )
     [text] = _instruction_files(root, answer)
     assert _section(text, "Precomputed Context") == f"context from {root}\n"
 
 
 def test_precompute_failure_shows_exit_code_and_stderr(tmp_path: Path) -> None:
     root = _precompute_project(tmp_path, "'echo partial; echo broken >&2; exit 3'")
-    answer = get_review_instructions(project_root=root, files=["a.md"], platform=None)
+    answer = get_review_instructions(
+        project_root=root, files=["a.md"], platform=None, commands=precompute.RUN_COMMANDS
+    )
     [text] = _instruction_files(root, answer)
     assert _section(text, "Precomputed Context") == (
         "**Precompute command failed** (exit code 3):\n\n```\nbroken\n```\n"
@@ -235,7 +243,9 @@ def test_precompute_timeout_kills_the_command(
 ) -> None:
     monkeypatch.setattr(precompute, "TIMEOUT_SECONDS", 0.5)
     root = _precompute_project(tmp_path, "'sleep 30; echo late > late.txt'")
-    answer = get_review_instructions(project_root=root, files=["a.md"], platform=None)
+    answer = get_review_instructions(
+        project_root=root, files=["a.md"], platform=None, commands=precompute.RUN_COMMANDS
+    )
     [text] = _instruction_files(root, answer)
     assert _section(text, "Precomputed Context") == (
         "**Precompute command timed out** after 0.5s:\n\n```\nsleep 30; echo late > late.txt\n```\n"
@@ -245,17 +255,21 @@ def test_precompute_timeout_kills_the_command(
 
 def test_passed_reviews_do_not_run_their_command_again(tmp_path: Path) -> None:
     root = _precompute_project(tmp_path, "'echo run >> runs.log'")
-    answer = get_review_instructions(project_root=root, files=["a.md"], platform=None)
+    answer = get_review_instructions(
+        project_root=root, files=["a.md"], platform=None, commands=precompute.RUN_COMMANDS
+    )
     [review_id] = re.findall(r'review_instructions/([^"]+)\.md"', answer)
     (root / ".deepwork/tmp/review_instructions" / f"{review_id}.passed").touch()
-    assert get_review_instructions(project_root=root, files=["a.md"], platform=None) == (
-        "No review tasks to execute."
-    )
+    assert get_review_instructions(
+        project_root=root, files=["a.md"], platform=None, commands=precompute.RUN_COMMANDS
+    ) == ("No review tasks to execute.")
     assert (root / "runs.log").read_text() == "run\n"
 
 
 def test_091_reports_the_same_project_as_unparsable(tmp_path: Path) -> None:
     root = _precompute_project(tmp_path, "'echo hi'")
-    answer = get_review_instructions_091(project_root=root, files=["a.md"], platform=None)
+    answer = get_review_instructions_091(
+        project_root=root, files=["a.md"], platform=None, commands=precompute.RUN_COMMANDS
+    )
     assert answer.startswith("No valid .deepreview rules found. Parse errors:\n")
     assert "'precomputed_info_for_reviewer_bash_command' was unexpected" in answer
