@@ -61,10 +61,10 @@ _BIDI_CONTROL = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
 _JOINERS = frozenset("\u200c\u200d")
 
 
-def _char_name(char: str) -> str:
-    return unicodedata.name(char, "") or {"Cc": "a control character"}.get(
-        unicodedata.category(char), "unnamed"
-    )
+def _code_point(char: str) -> str:
+    """``U+202E (RIGHT-TO-LEFT OVERRIDE)``; the C1 controls have no name to add."""
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
 
 
 def _invisible(value: str) -> tuple[int, str] | None:
@@ -131,8 +131,8 @@ class TextLimit:
             if bidi is not None:
                 char = bidi.group()
                 raise InvalidInput(
-                    f"{field} contains the direction-changing character U+{ord(char):04X} "
-                    f"({_char_name(char)}) at position {bidi.start():,}; it makes text read "
+                    f"{field} contains the direction-changing character {_code_point(char)} "
+                    f"at position {bidi.start():,}; it makes text read "
                     "differently from how it is stored, so bidirectional embeddings, overrides "
                     "and isolates are not allowed"
                 )
@@ -142,8 +142,8 @@ class TextLimit:
             at, char = found
             kind = "control" if unicodedata.category(char) == "Cc" else "invisible"
             raise InvalidInput(
-                f"{field} contains the {kind} character U+{ord(char):04X} ({_char_name(char)}) "
-                f"at position {at:,}; names and single-line texts must not hold invisible or "
+                f"{field} contains the {kind} character {_code_point(char)} at position "
+                f"{at:,}; names and single-line texts must not hold invisible or "
                 "direction-changing characters"
             )
 
