@@ -21,6 +21,11 @@ shown on pages, sent in API answers and live payloads, so a field is at most a l
 | output paths                            |          4,096 | refused          |
 | outputs: names per hand-in              |            100 |                  |
 | outputs: paths per ``files`` output     |          1,000 |                  |
+| agent_id, role                          |            128 | refused          |
+| DAG step description, error_message     |         20,000 | allowed          |
+| DAG: steps / ``depends_on`` entries     | 1,000 / 10,000 |                  |
+| DAG: tool_arguments, result (JSON)      |   65,536 bytes |                  |
+| DAG: a whole definition (JSON)          | 1,048,576 bytes|                  |
 
 Every text field refuses NUL (PostgreSQL cannot store it), the other C0 control characters
 (they garble pages and terminals; tab, line feed and carriage return are allowed where line

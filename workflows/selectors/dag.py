@@ -175,8 +175,8 @@ def dag_details(*, job: Job) -> dict[str, Any]:
     for step in steps:
         run = runs.get(step["step_id"], {})
         notes = []
-        result_size = run.get("result_size")
-        result_left_out = result_size is not None and result_size > limits.DAG_INLINE_CHARS
+        result_size: int = run.get("result_size") or 0
+        result_left_out = result_size > limits.DAG_INLINE_CHARS
         if result_left_out:
             notes.append(
                 _left_out(result_size, job.dir_name, step["step_id"], shown=limits.DAG_INLINE_CHARS)
