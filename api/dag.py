@@ -27,6 +27,7 @@ from workflows.dag_schemas import (
     DagIssueOut,
     DagListResponse,
     DagReportResponse,
+    DagStepResultOut,
     DagWorkflowOut,
     DagWorkflowSummary,
 )
@@ -125,6 +126,26 @@ def get_dag_workflow(request: HttpRequest, workflow_id: WorkflowId) -> DagWorkfl
     """The full workflow: definition, status, and every step's status, agent, result and
     timing."""
     return _details(workflow_id)
+
+
+@router.get(
+    "/workflows/{workflow_id}/steps/{step_id}/result",
+    response={200: DagStepResultOut, **READ_ERRORS},
+    auth=TokenAuth(VIEW),
+)
+def get_dag_step_result(
+    request: HttpRequest,
+    workflow_id: WorkflowId,
+    step_id: StepId,
+    offset: Annotated[int, Query(ge=0, le=2**62)] = 0,
+) -> DagStepResultOut:
+    """One step's result as its JSON text, a page at a time (results too big to show with the
+    workflow are left out there): ask again with `next_offset` until it is null."""
+    return DagStepResultOut.model_validate(
+        selectors.dag_step_result(
+            job=selectors.dag_job_by_id(workflow_id), step_id=step_id, offset=offset
+        )
+    )
 
 
 @router.post(

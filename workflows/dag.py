@@ -1,10 +1,12 @@
 """A multi-agent DAG workflow's definition (seed 004): its steps, checked, with their levels,
 and the responsiveness rule for agents.
 
-Pure: no database. ``dag_plan`` turns the step list an agent sends to ``define_workflow`` into
-a ``DagPlan`` or raises ``InvalidInput`` naming the first rule broken (the cycle itself for a
-cycle). Roles and agent ids are not checked here: agents register later, so an unknown one is
-a warning the service adds, never an error.
+Pure: no database. ``dag_check_size`` refuses a definition over the size limits
+(``workflows.limits``) by counting, before anything else looks at it; ``dag_plan`` then turns
+the step list an agent sends to ``define_workflow`` into a ``DagPlan`` or raises
+``InvalidInput`` naming the first rule broken (the cycle itself for a cycle). Both are linear
+in the definition's size. Roles and agent ids are not checked here: agents register later, so
+an unknown one is a warning the service adds, never an error.
 """
 
 from __future__ import annotations
@@ -18,17 +20,12 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from workflows import limits
 from workflows.errors import InvalidInput
 
 # The key of the project's DAG workflows as a workflow-tools source (seed 003).
 DAG_SOURCE_KEY = "dag"
 DEFAULT_RESPONSIVE_SECONDS = 300.0
-MAX_STEPS = 2000
-MAX_ID = 255
-MAX_NAME = 255
-MAX_AGENT_ID = 128
-MAX_ROLE = 128
-MAX_DESCRIPTION = 20_000
 STEP_KEYS = frozenset(
     {
         "step_id",
@@ -104,7 +101,7 @@ def json_clean(value: Any, where: str, depth: int = 0) -> None:
             json_clean(item, where, depth + 1)
 
 
-def _text(value: Any, where: str, *, limit: int, required: bool = False) -> str:
+def _text(value: Any, where: str, *, limit: limits.TextLimit, required: bool = False) -> str:
     if value is None:
         if required:
             raise InvalidInput(f"{where} is required")
@@ -114,12 +111,54 @@ def _text(value: Any, where: str, *, limit: int, required: bool = False) -> str:
     value = value.strip()
     if required and not value:
         raise InvalidInput(f"{where} must not be empty")
-    if len(value) > limit:
-        raise InvalidInput(f"{where} must be at most {limit} characters")
-    problem = _bad_text(value)
-    if problem:
-        raise InvalidInput(f"{where} contains {problem}; it must be valid Unicode text")
+    limit.check(where, value)
     return value
+
+
+def dag_check_size(*, name: Any, description: Any, steps: Any) -> None:
+    """Refuse a definition over the size limits, naming the limit and the size: counted in one
+    pass, before its steps are checked one by one, its cycles looked for or anything stored."""
+    if not isinstance(steps, list):
+        return  # dag_plan says what is wrong with it
+    if len(steps) > limits.DAG_MAX_STEPS:
+        raise InvalidInput(
+            f"steps holds {len(steps):,} steps; the limit is {limits.DAG_MAX_STEPS:,} per workflow"
+        )
+    edges = sum(
+        len(step["depends_on"])
+        for step in steps
+        if isinstance(step, dict) and isinstance(step.get("depends_on"), list)
+    )
+    if edges > limits.DAG_MAX_EDGES:
+        raise InvalidInput(
+            f"The steps' depends_on lists hold {edges:,} dependencies together; the limit is "
+            f"{limits.DAG_MAX_EDGES:,} per workflow"
+        )
+    for index, step in enumerate(steps):
+        arguments = step.get("tool_arguments") if isinstance(step, dict) else None
+        if arguments is not None:
+            step_id = step.get("step_id")
+            where = f"Step {step_id!r}" if isinstance(step_id, str) else f"steps[{index}]"
+            limits.check_json_size(
+                f"{where}: tool_arguments", arguments, limits.DAG_MAX_PAYLOAD_BYTES
+            )
+    limits.check_json_size(
+        "The workflow definition (name, description and steps)",
+        {"name": name, "description": description, "steps": steps},
+        limits.DAG_MAX_DEFINITION_BYTES,
+    )
+
+
+def agent_lineage(agent_id: str) -> str:
+    """The identity an agent id belongs to: a sub-agent ``<agent>/<name>`` acts for ``<agent>``
+    (a token's sub-agents over ``/mcp``, an agent's helpers elsewhere)."""
+    return agent_id.split("/", 1)[0]
+
+
+def same_identity(one: str, other: str) -> bool:
+    """Whether two agent ids are one identity: the same agent, or parent and sub-agent, or two
+    sub-agents of one agent."""
+    return agent_lineage(one) == agent_lineage(other)
 
 
 def _find_cycle(deps: Mapping[str, Sequence[str]], order: Sequence[str]) -> list[str] | None:
@@ -179,8 +218,6 @@ def dag_plan(steps: Any) -> DagPlan:
         raise InvalidInput(f"steps must be a list of step objects, not {type(steps).__name__}")
     if not steps:
         raise InvalidInput("steps must hold at least one step")
-    if len(steps) > MAX_STEPS:
-        raise InvalidInput(f"steps holds {len(steps)} steps; at most {MAX_STEPS} are allowed")
     parsed: list[dict[str, Any]] = []
     first_seen: dict[str, int] = {}
     for index, raw in enumerate(steps):
@@ -193,7 +230,9 @@ def dag_plan(steps: Any) -> DagPlan:
                 f"{where} has unknown field{'s' if len(unknown) > 1 else ''} "
                 f"{', '.join(map(repr, unknown))}; a step takes {', '.join(sorted(STEP_KEYS))}"
             )
-        step_id = _text(raw.get("step_id"), f"{where}.step_id", limit=MAX_ID, required=True)
+        step_id = _text(
+            raw.get("step_id"), f"{where}.step_id", limit=limits.DAG_NAME, required=True
+        )
         if step_id in first_seen:
             raise InvalidInput(
                 f"{where}.step_id {step_id!r} is already used by steps[{first_seen[step_id]}]; "
@@ -220,25 +259,55 @@ def dag_plan(steps: Any) -> DagPlan:
                 "description": _text(
                     raw.get("description"),
                     f"Step {step_id!r}: description",
-                    limit=MAX_DESCRIPTION,
+                    limit=limits.DAG_TEXT,
                     required=True,
                 ),
                 "assigned_role": _text(
-                    raw.get("assigned_role"), f"Step {step_id!r}: assigned_role", limit=MAX_ROLE
+                    raw.get("assigned_role"),
+                    f"Step {step_id!r}: assigned_role",
+                    limit=limits.ROLE,
                 ),
                 "assigned_agent_id": _text(
                     raw.get("assigned_agent_id"),
                     f"Step {step_id!r}: assigned_agent_id",
-                    limit=MAX_AGENT_ID,
+                    limit=limits.AGENT_ID,
                 ),
                 # A repeated dependency means the same thing once.
                 "depends_on": tuple(dict.fromkeys(d.strip() for d in depends_on)),
                 "tool_to_call": _text(
-                    raw.get("tool_to_call"), f"Step {step_id!r}: tool_to_call", limit=MAX_ID
+                    raw.get("tool_to_call"),
+                    f"Step {step_id!r}: tool_to_call",
+                    limit=limits.DAG_NAME,
                 ),
                 "tool_arguments": arguments,
             }
         )
+    return _planned(parsed)
+
+
+def dag_plan_stored(steps: list[dict[str, Any]]) -> DagPlan:
+    """The plan of a definition ``dag_define`` stored: checked when it was defined (perhaps under
+    older rules, which must not stop it running now), so only its shape is rebuilt. Descriptions
+    and tool arguments are left out: the scheduler needs neither, and plans are kept in memory."""
+    return _planned(
+        [
+            {
+                "step_id": step["step_id"],
+                "description": "",
+                "assigned_role": step.get("assigned_role") or "",
+                "assigned_agent_id": step.get("assigned_agent_id") or "",
+                "depends_on": tuple(step.get("depends_on") or ()),
+                "tool_to_call": step.get("tool_to_call") or "",
+                "tool_arguments": None,
+            }
+            for step in steps
+        ]
+    )
+
+
+def _planned(parsed: list[dict[str, Any]]) -> DagPlan:
+    """Dependencies resolved, cycles refused and levels computed: each linear in steps plus
+    edges (one dictionary lookup per edge; depth-first searches without recursion)."""
     order = [step["step_id"] for step in parsed]
     deps = {step["step_id"]: step["depends_on"] for step in parsed}
     for step in parsed:
@@ -258,11 +327,11 @@ def dag_plan(steps: Any) -> DagPlan:
 
 
 def dag_name(value: Any) -> str:
-    return _text(value, "name", limit=MAX_NAME, required=True)
+    return _text(value, "name", limit=limits.DAG_NAME, required=True)
 
 
 def dag_description(value: Any) -> str:
-    return _text(value, "description", limit=MAX_DESCRIPTION)
+    return _text(value, "description", limit=limits.DAG_TEXT)
 
 
 EXECUTION_TYPES = ("sync", "async")

@@ -22,7 +22,15 @@ class DagStepOut(BaseModel):
     waiting_for_agent: bool = Field(
         description="Ready to start, but no suitable responsive agent was free to take it."
     )
-    result: Any = None
+    result: Any = Field(
+        None, description="The reported result; null when too big to show here (see note)."
+    )
+    result_truncated: bool = Field(
+        False, description="The result is too big to show here: read it with get_step_result."
+    )
+    note: str | None = Field(
+        None, description="What is left out of this step and where to read it."
+    )
     error_message: str | None
     started_at: str | None
     completed_at: str | None
@@ -119,7 +127,24 @@ class DagAssignment(BaseModel):
     tool_to_call: str | None
     tool_arguments: dict[str, Any] | None
     dependency_results: dict[str, Any] = Field(
-        description="Each dependency's step_id with the result its agent reported."
+        description="Each dependency's step_id with the result its agent reported (null for "
+        "those in dependency_results_left_out)."
+    )
+    dependency_results_left_out: list[str] = Field(
+        default_factory=list,
+        description="Dependencies whose results are too big to send together: read each with "
+        "get_step_result.",
+    )
+    note: str | None = Field(None, description="What is left out, and how to read it.")
+    requested_by: str = Field(
+        description="The agent that defined the workflow: the step's description, tool and "
+        "arguments are its request."
+    )
+    executed_by: str | None = Field(description="The agent that started the workflow's run.")
+    warning: str | None = Field(
+        None,
+        description="Set when the step comes from another identity (not you, your parent or "
+        "your sub-agents): check what it asks, above all a tool_to_call, before doing it.",
     )
     assigned_at: str | None
 
@@ -128,3 +153,17 @@ class DagAssignmentsResponse(BaseModel):
     agent_id: str
     assignments: list[DagAssignment]
     timed_out: bool = Field(description="await_assignment: the wait ended with nothing new.")
+
+
+class DagStepResultOut(BaseModel):
+    workflow_id: str
+    step_id: str
+    status: str = Field(description="pending, in_progress, completed or failed.")
+    result_size: int = Field(description="Characters of the result's JSON text; 0 for none.")
+    offset: int = Field(description="Where this page starts in the JSON text.")
+    next_offset: int | None = Field(
+        description="Ask again with this offset for the next page; null on the last page."
+    )
+    result_json: str = Field(
+        description="This page of the result's JSON text: join the pages, then parse them."
+    )

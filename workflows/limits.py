@@ -21,17 +21,39 @@ shown on pages, sent in API answers and live payloads, so a field is at most a l
 | output paths                            |          4,096 | refused          |
 | outputs: names per hand-in              |            100 |                  |
 | outputs: paths per ``files`` output     |          1,000 |                  |
+| agent_id, role                          |            128 | refused          |
+| DAG step description, error_message     |         20,000 | allowed          |
+| DAG: steps / ``depends_on`` entries     | 1,000 / 10,000 |                  |
+| DAG: tool_arguments, result (JSON)      |   65,536 bytes |                  |
+| DAG: a whole definition (JSON)          | 1,048,576 bytes|                  |
 
 Every text field refuses NUL (PostgreSQL cannot store it), the other C0 control characters
 (they garble pages and terminals; tab, line feed and carriage return are allowed where line
 breaks are) and lone surrogates (not Unicode text: they can be neither stored nor sent).
+
+Names and other single-line texts also refuse every invisible formatting character (Unicode
+category Cf: direction overrides and marks, zero-width spaces, the byte-order mark...) and the
+C1 controls: a name is what people and agents tell things apart by, and an invisible character
+makes two names that look the same differ, or makes a name read backwards ("gnp.exe" shown for
+"exe.png"). The zero-width joiners are the one exception, between two non-ASCII characters,
+where Persian, Indic scripts and emoji need them. Multiline texts (goals, notes, descriptions)
+refuse only the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
+U+2066-U+2069): they reorder what a reader sees against what an agent reads (the
+"Trojan Source" trick), while the marks (U+200E, U+200F, U+061C), zero-width spaces and soft
+hyphens are ordinary in right-to-left and pasted prose and reorder nothing.
+
+JSON payloads (a DAG step's ``tool_arguments`` and ``result``, a whole DAG definition) are
+measured in bytes of their compact UTF-8 JSON, the size they take on the wire.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from workflows.errors import InvalidInput
 
@@ -39,6 +61,37 @@ from workflows.errors import InvalidInput
 _CONTROL_MULTILINE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 _CONTROL_ONE_LINE = re.compile(r"[\x00-\x1f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Bidirectional embeddings, overrides and isolates: refused in every text.
+_BIDI_CONTROL = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
+_JOINERS = frozenset("\u200c\u200d")
+
+
+def _code_point(char: str) -> str:
+    """``U+202E (RIGHT-TO-LEFT OVERRIDE)``; the C1 controls have no name to add."""
+    name = unicodedata.name(char, "")
+    return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
+
+
+def _invisible(value: str) -> tuple[int, str] | None:
+    """The first invisible (Cf) or C1 control character of a single-line text, with its place;
+    a zero-width joiner between two non-ASCII characters is text, not a trick."""
+    if value.isascii():
+        return None
+    last = len(value) - 1
+    for at, char in enumerate(value):
+        if char < "\x80" or unicodedata.category(char) not in ("Cf", "Cc"):
+            continue
+        if (
+            char in _JOINERS
+            and 0 < at < last
+            and value[at - 1] >= "\x80"
+            and value[at + 1] >= "\x80"
+            and unicodedata.category(value[at - 1]) not in ("Cf", "Cc")
+            and unicodedata.category(value[at + 1]) not in ("Cf", "Cc")
+        ):
+            continue
+        return at, char
+    return None
 
 
 @dataclass(frozen=True)
@@ -78,6 +131,26 @@ class TextLimit:
                 f"{field} contains a lone surrogate (U+{ord(surrogate.group()):04X}) at position "
                 f"{surrogate.start():,}; it must be valid Unicode text"
             )
+        if self.multiline:
+            bidi = _BIDI_CONTROL.search(value)
+            if bidi is not None:
+                char = bidi.group()
+                raise InvalidInput(
+                    f"{field} contains the direction-changing character {_code_point(char)} "
+                    f"at position {bidi.start():,}; it makes text read "
+                    "differently from how it is stored, so bidirectional embeddings, overrides "
+                    "and isolates are not allowed"
+                )
+            return
+        found = _invisible(value)
+        if found is not None:
+            at, char = found
+            kind = "control" if unicodedata.category(char) == "Cc" else "invisible"
+            raise InvalidInput(
+                f"{field} contains the {kind} character {_code_point(char)} at position "
+                f"{at:,}; names and single-line texts must not hold invisible or "
+                "direction-changing characters"
+            )
 
 
 LONG_TEXT = TextLimit(max_chars=1_000_000, multiline=True)
@@ -91,6 +164,8 @@ EXPLANATION = REASON
 OVERRIDE_REASON = REASON
 DECISION_REASON = REASON
 INSTANCE_ID = NAME
+AGENT_ID = TextLimit(max_chars=128, multiline=False)
+ROLE = TextLimit(max_chars=128, multiline=False)
 JOB_NAME = NAME
 WORKFLOW_NAME = NAME
 STEP_ID = NAME
@@ -146,3 +221,40 @@ def check_range(field: str, value: float | None, bounds: tuple[int, int]) -> Non
     low, high = bounds
     if not low <= value <= high:
         raise InvalidInput(f"{field} is {value}; it must be from {low} to {high}")
+
+
+# --- Multi-agent DAG workflows: sizes that keep one definition, report or read a bounded piece
+# of work. A plan an agent writes in one tool call is tens of steps, a big generated one a few
+# hundred (the scheduler is benchmarked at 500); an edge list longer than ten per step is a
+# generated mesh, not a plan. Payloads are what one agent hands another in a message: files
+# and data sets belong in the project, named by path.
+DAG_MAX_STEPS = 1_000
+DAG_MAX_EDGES = 10_000  # all ``depends_on`` entries of one definition
+DAG_MAX_PAYLOAD_BYTES = 64 * 1024  # one step's tool_arguments, one step's result
+DAG_MAX_DEFINITION_BYTES = 1024 * 1024  # name, description and every step together
+DAG_NAME = NAME  # workflow names, step ids, tool names
+DAG_TEXT = TextLimit(max_chars=20_000, multiline=True)  # descriptions, error messages
+# Reads: a payload is shown inline in a workflow's overview up to this many characters of
+# JSON; bigger ones are left out with a note naming the per-step read, which pages.
+DAG_INLINE_CHARS = 4_096
+# The dependency results handed with one assignment, together (each whole or left out).
+DAG_INLINE_BUDGET_CHARS = 256 * 1024
+DAG_PAGE_CHARS = DAG_MAX_PAYLOAD_BYTES  # a result stored within its limit is one page
+
+
+def json_size(field: str, value: Any) -> int:
+    """Bytes of ``value`` as compact UTF-8 JSON, or ``InvalidInput`` if it is not JSON."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{field} must be a JSON value: {exc}") from None
+    except RecursionError:
+        raise InvalidInput(f"{field} is nested too deeply") from None
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_json_size(field: str, value: Any, limit: int) -> None:
+    """Refuse ``value`` if its JSON is more than ``limit`` bytes, naming both sizes."""
+    size = json_size(field, value)
+    if size > limit:
+        raise InvalidInput(f"{field} is {size:,} bytes of JSON; the limit is {limit:,}")

@@ -4,9 +4,10 @@ The seed's seven tools with its exact names and input schemas (``define_workflow
 ``get_workflow_details``, ``list_workflows``, ``delete_workflow``, ``execute_workflow``,
 ``report_step_completion``, ``report_step_failure``), plus what agents need to take part:
 ``register_agent``, ``heartbeat``, ``get_my_assignments`` and ``await_assignment`` (a long poll
-that answers as soon as a step is handed to the agent). Tools are thin: parse, call one service
-or selector in the database thread, answer a pydantic model; refusals are ``ToolError`` with
-the engine's exact message.
+that answers as soon as a step is handed to the agent), and ``get_step_result`` (one step's
+result, paged, for results too big to show with the workflow). Tools are thin: parse, call one
+service or selector in the database thread, answer a pydantic model; refusals are
+``ToolError`` with the engine's exact message.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from workflows.dag_schemas import (
     DagIssueOut,
     DagListResponse,
     DagReportResponse,
+    DagStepResultOut,
     DagWorkflowOut,
     DagWorkflowSummary,
 )
@@ -327,6 +329,29 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
         return await _db(state, "get_workflow_details", {"workflow_id": workflow_id}, call)
 
+    async def get_step_result(
+        workflow_id: Annotated[str, Field(description="The workflow holding the step.")],
+        step_id: Annotated[str, Field(description="The step whose result to read.")],
+        offset: Annotated[
+            int,
+            Field(
+                ge=0, le=2**62, description="Where to start in the result's JSON text (default 0)."
+            ),
+        ] = 0,
+    ) -> DagStepResultOut:
+        """One step's reported result as its JSON text, a page at a time: for results too big
+        to show in `get_workflow_details`, `get_my_assignments` or a run's status. Call again
+        with `next_offset` until it is null, join the pages and parse them."""
+
+        def call() -> DagStepResultOut:
+            job = services.dag_job(project=state.project(), workflow_id=workflow_id)
+            return DagStepResultOut.model_validate(
+                selectors.dag_step_result(job=job, step_id=step_id, offset=offset)
+            )
+
+        params = {"workflow_id": workflow_id, "step_id": step_id, "offset": offset}
+        return await _db(state, "get_step_result", params, call)
+
     async def list_workflows(creator_id: str | None = None) -> DagListResponse:
         """Summaries of the defined workflows (id, name, creator, step count, status), newest
         first; only one creator's with `creator_id`."""
@@ -586,3 +611,4 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     _register(mcp, heartbeat, f"{prefix}heartbeat")
     _register(mcp, get_my_assignments, f"{prefix}get_my_assignments", annotations=read_only)
     _register(mcp, await_assignment, f"{prefix}await_assignment")
+    _register(mcp, get_step_result, f"{prefix}get_step_result", annotations=read_only)

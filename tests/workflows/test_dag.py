@@ -134,7 +134,8 @@ def counts() -> tuple[int, ...]:
         ),
         (
             [{"step_id": "a\ud800", "description": "x"}],
-            "steps[0].step_id contains a lone surrogate; it must be valid Unicode text",
+            "steps[0].step_id contains a lone surrogate (U+D800) at position 1; it must be "
+            "valid Unicode text",
         ),
         (
             [{"step_id": "a", "description": "x", "colour": "red"}],

@@ -18,7 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from workflows import events
+from workflows import events, limits
 from workflows.errors import InvalidInput
 from workflows.models import Agent, Event, Project, WorkflowSession
 
@@ -179,6 +179,7 @@ def agent_id_clean(agent_id: str) -> str:
     agent_id = agent_id.strip()
     if not agent_id or len(agent_id) > 128:
         raise InvalidInput("agent_id must be 1 to 128 characters")
+    limits.AGENT_ID.check("agent_id", agent_id)
     return agent_id
 
 

@@ -29,15 +29,17 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
-from workflows import events
+from workflows import events, limits
 from workflows.dag import (
     DAG_SOURCE_KEY,
     DagPlan,
     DagStep,
+    dag_check_size,
     dag_description,
     dag_execution_type,
     dag_name,
     dag_plan,
+    dag_plan_stored,
     json_clean,
     responsive_cutoff,
 )
@@ -137,7 +139,7 @@ class _Shape:
 def _shape(job_id: int, workflow_id: str) -> _Shape:
     # Keyed by the random workflow id too: a row id alone may come back after a rollback.
     job = Job.objects.only("definition").get(pk=job_id, dir_name=workflow_id)
-    plan = dag_plan(job.definition["steps"])
+    plan = dag_plan_stored(job.definition["steps"])
     dependents: dict[str, list[str]] = {step.step_id: [] for step in plan.steps}
     for step in plan.steps:
         for dep in step.depends_on:
@@ -192,10 +194,14 @@ def dag_define(
     """Store a new workflow after checking it (nothing is stored if any rule is broken).
 
     ``execution_type`` (``async`` unless given) says how its workflow tool runs it (seed 003):
-    ``sync`` waits for the result, ``async`` answers a run id at once."""
+    ``sync`` waits for the result, ``async`` answers a run id at once.
+
+    The size limits are checked first, by counting, outside any transaction: a definition
+    too big is refused before its steps are parsed, its cycles looked for or a row written."""
     creator_id = agent_id_clean(creator_id)
     name = dag_name(name)
     text = dag_description(description)
+    dag_check_size(name=name, description=text, steps=steps)
     plan = dag_plan(steps)
     execution = dag_execution_type(execution_type)
     definition = {
@@ -711,10 +717,7 @@ def dag_report_failure(
 ) -> Report:
     """The assigned agent could not do its step: the step and the workflow fail (fail-fast)."""
     agent_id = agent_id_clean(agent_id)
-    error_message = (error_message or "").strip()
-    if not error_message:
-        raise InvalidInput("error_message must say what went wrong")
-    error_message = error_message[:20_000]
+    error_message = _error_message(error_message)
     with transaction.atomic():
         session = _locked_session(project=project, workflow_id=workflow_id)
         run = _reported_run(session, step_id)
@@ -846,11 +849,18 @@ def dag_cancel(
 
 
 def _check_json(value: Any) -> None:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"result must be a JSON value: {exc}") from None
+    """A step's reported result: JSON the database can store, within the payload limit."""
+    limits.check_json_size("result", value, limits.DAG_MAX_PAYLOAD_BYTES)
     json_clean(value, "result")
+
+
+def _error_message(error_message: str | None) -> str:
+    """Why a step failed: said, and within the limit (refused whole, never cut short)."""
+    error_message = (error_message or "").strip()
+    if not error_message:
+        raise InvalidInput("error_message must say what went wrong")
+    limits.DAG_TEXT.check("error_message", error_message)
+    return error_message
 
 
 def agent_id_clean(agent_id: str) -> str:
@@ -904,6 +914,7 @@ def _roles(roles: Iterable[Any]) -> list[str]:
     for role in roles:
         if not isinstance(role, str) or not role.strip() or len(role.strip()) > 128:
             raise InvalidInput("roles must be a list of role names of 1 to 128 characters")
+        limits.ROLE.check("role", role.strip())
         if role.strip() not in clean:
             clean.append(role.strip())
     if len(clean) > MAX_ROLES:
@@ -972,9 +983,7 @@ def dag_person_report(
     _check_json(result)
     failing = error_message is not None
     if failing:
-        error_message = (error_message or "").strip()[:20_000]
-        if not error_message:
-            raise InvalidInput("error_message must say what went wrong")
+        error_message = _error_message(error_message)
     job = Job.objects.filter(source=Job.Source.DEFINED, dir_name=workflow_id).first()
     if job is None:
         raise NotFound(f"Unknown workflow_id {workflow_id!r}: no such workflow")
