@@ -36,11 +36,34 @@ class InsightTable:
         return data
 
     def as_csv(self) -> str:
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\r\n")
-        writer.writerow(self.columns)
-        writer.writerows(self.rows)
-        return out.getvalue()
+        return csv_text(self.columns, self.rows)
+
+
+# A spreadsheet program opening a CSV runs a cell that starts with one of these as a formula
+# (``=HYPERLINK(...)``, ``@SUM(...)``, ``-2+3``, and after a tab or carriage return in some
+# programs); the full-width forms are read as the same by some of them. Agent ids, criteria
+# and blocker texts are chosen by whoever drives the server, so such a cell is written with
+# a leading ``'``, which spreadsheets take as "text" and do not show.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def spreadsheet_safe(cell: Any) -> Any:
+    """``cell`` as a CSV may hold it: text that a spreadsheet would run as a formula gets a
+    leading ``'``. Numbers stay numbers (a negative figure is a figure, not a formula), so
+    only text is changed."""
+    if isinstance(cell, str) and cell.startswith(FORMULA_STARTS):
+        return "'" + cell
+    return cell
+
+
+def csv_text(columns: list[str], rows: list[list[Any]]) -> str:
+    """The one CSV writer of the product: a header row, then one line per row, every text
+    cell made spreadsheet-safe."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\r\n")
+    writer.writerow([spreadsheet_safe(c) for c in columns])
+    writer.writerows([spreadsheet_safe(c) for c in row] for row in rows)
+    return out.getvalue()
 
 
 def filter_dict(filters: InsightFilter) -> dict[str, Any]:

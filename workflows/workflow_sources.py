@@ -21,9 +21,7 @@ import logging
 import re
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -31,6 +29,8 @@ from typing import Any, Literal, Protocol
 from jsonschema.exceptions import ValidationError
 
 from workflows import json_schemas
+
+from workflows import outbound
 
 logger = logging.getLogger("deepwork.workflow_tools")
 
@@ -377,7 +377,7 @@ class RemoteSource:
         self.url = url.rstrip("/")
         self.token = token
         self.key = source_key(self.url)
-        self.label = f"workflow source {self.url}"
+        self.label = f"workflow source {outbound.shown(self.url)}"
         self.local = False
         self.cancel_on_timeout = True
         self.timeout = timeout
@@ -477,47 +477,55 @@ class RemoteSource:
 
     def _request(self, method: str, url: str, body: Mapping[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Accept", "application/json")
+        headers = {"Accept": "application/json"}
         if data is not None:
-            request.add_header("Content-Type", "application/json")
+            headers["Content-Type"] = "application/json"
         if self.token:
-            request.add_header("Authorization", f"Bearer {self.token}")
+            headers["Authorization"] = f"Bearer {self.token}"
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                raw = response.read(MAX_BODY_BYTES + 1)
-        except urllib.error.HTTPError as exc:
-            raise _http_error(exc, self.label) from None
-        except (urllib.error.URLError, OSError, TimeoutError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise SourceUnavailable(f"{self.label} is unavailable: {reason}") from None
-        if len(raw) > MAX_BODY_BYTES:
-            raise SourceUnavailable(
-                f"{self.label} answered more than {MAX_BODY_BYTES:,} bytes; ignored"
+            answer = outbound.fetch(
+                method,
+                url,
+                headers=headers,
+                body=data,
+                deadline=self.timeout,
+                max_bytes=MAX_BODY_BYTES,
+                label=self.label,
             )
+        except outbound.OutboundError as exc:
+            reason = _after_label(exc, self.label)
+            raise SourceUnavailable(f"{self.label} is unavailable: {reason}") from None
+        if answer.status >= 400:
+            raise _http_error(answer.status, answer.body, self.label)
         try:
-            return json.loads(raw)
+            return json.loads(answer.body)
         except (ValueError, RecursionError):
             raise SourceUnavailable(f"{self.label} answered something that is not JSON") from None
 
 
-def _http_error(exc: urllib.error.HTTPError, label: str) -> SourceError:
+def _after_label(exc: outbound.OutboundError, label: str) -> str:
+    """The reason alone: the message names the source already."""
+    text = str(exc)
+    return text[len(label) :].lstrip(" :") if text.startswith(label) else text
+
+
+def _http_error(code: int, raw: bytes, label: str) -> SourceError:
     try:
-        body = json.loads(exc.read(64 * 1024) or b"{}")
+        body = json.loads(raw[: 64 * 1024] or b"{}")
         # Ours is {"error": {"message": ...}}; others often answer {"message": ...}.
         inner = body.get("error") if isinstance(body, dict) else None
         found = inner if isinstance(inner, dict) else body
         message = found.get("message") if isinstance(found, dict) else None
         if not isinstance(message, str):
             message = None
-    except (ValueError, OSError):
+    except (ValueError, RecursionError):
         message = None
-    detail = f"{label} answered {exc.code}" + (f": {message}" if message else "")
-    if exc.code == 404 and isinstance(message, str) and "run" in message.lower():
+    detail = f"{label} answered {code}" + (f": {message}" if message else "")
+    if code == 404 and isinstance(message, str) and "run" in message.lower():
         return UnknownRun(message)
-    if exc.code in (404, 405, 501):
+    if code in (404, 405, 501):
         return NotSupported(detail)
-    if exc.code in (400, 403, 409, 413, 422):
+    if code in (400, 403, 409, 413, 422):
         return SourceError(detail)
     return SourceUnavailable(detail)
 

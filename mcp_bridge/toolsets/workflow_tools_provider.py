@@ -448,14 +448,18 @@ class WorkflowToolsProvider(Provider):
                 logger.info("Could not send tools/list_changed: %s", exc)
                 self._sessions.discard(session)
 
-    async def refresh(self) -> dict[str, list[str]]:
-        """Re-fetch every source now and say what changed since the client last looked."""
+    async def refresh(self) -> dict[str, Any]:
+        """Re-fetch every source now and say what changed since the client last looked, and
+        which sources could not be read (their last good list stays served)."""
         for source in self.sources:
             await asyncio.to_thread(source.refresh, force=True)
         before = self._seen if self._seen is not None else self._announced
         snapshot = await self.snapshot()
         self._seen = snapshot.fingerprints
-        return self.diff(before, snapshot.fingerprints)
+        unavailable = [
+            error for source in self.sources if (error := getattr(source, "last_error", None))
+        ]
+        return {**self.diff(before, snapshot.fingerprints), "unavailable": unavailable}
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -737,10 +741,11 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     mcp.workflow_tools = provider  # type: ignore[attr-defined]  # for tests
 
     @tool(mcp, name=f"{prefix}refresh_workflow_tools", output_schema=LOOSE_OBJECT)
-    async def refresh_workflow_tools(ctx: Context = None) -> dict[str, list[str]]:  # type: ignore[assignment]
+    async def refresh_workflow_tools(ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Re-read every workflow source now (the project's jobs, and any remote source) and
         answer which workflow tools were added, updated, removed or are unchanged since you
-        last listed the tools. List the tools again to see the new ones."""
+        last listed the tools, and in `unavailable` why any source could not be read (its
+        last good list stays served). List the tools again to see the new ones."""
         changes = await provider.refresh()
         if changes["added"] or changes["updated"] or changes["removed"]:
             with suppress(Exception):
