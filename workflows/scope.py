@@ -353,8 +353,5 @@ def scope_verify(*, areas: Sequence[str], paths: Iterable[str]) -> Verification:
     unexpected = sorted(p for p in set(paths) if not any(_covers(a, p) for a in usable))
     if unexpected:
         shown = ", ".join(unexpected[:10]) + (", …" if len(unexpected) > 10 else "")
-        warnings.append(
-            f"{len(unexpected)} file(s) {OUTSIDE_AREAS} "
-            f"({', '.join(areas)}): {shown}"
-        )
+        warnings.append(f"{len(unexpected)} file(s) {OUTSIDE_AREAS} ({', '.join(areas)}): {shown}")
     return Verification(scope_match=not unexpected, unexpected_files=unexpected, warnings=warnings)

@@ -182,14 +182,6 @@ class Task(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     duration_ms = models.BigIntegerField(null=True, blank=True)
 
-    @property
-    def warnings_besides_areas(self) -> list[str]:
-        """The warnings a page shows beside its own list of the files outside the task's areas
-        (the warning about those files would say the same again)."""
-        if not self.unexpected_files:
-            return list(self.warnings)
-        return [warning for warning in self.warnings if scope.OUTSIDE_AREAS not in warning]
-
     class Meta:
         constraints = [
             models.CheckConstraint(
@@ -225,6 +217,14 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.status})"
+
+    @property
+    def warnings_besides_areas(self) -> list[str]:
+        """The warnings a page shows beside its own list of the files outside the task's areas
+        (the warning about those files would say the same again)."""
+        if not self.unexpected_files:
+            return list(self.warnings)
+        return [warning for warning in self.warnings if scope.OUTSIDE_AREAS not in warning]
 
 
 class Decision(models.Model):

@@ -28,9 +28,7 @@ from typing import Any, Literal, Protocol
 
 from jsonschema.exceptions import ValidationError
 
-from workflows import json_schemas
-
-from workflows import outbound
+from workflows import json_schemas, outbound
 
 logger = logging.getLogger("deepwork.workflow_tools")
 

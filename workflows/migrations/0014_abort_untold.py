@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0012_insight_tallies'),
+        ('workflows', '0013_project_review_commands'),
     ]
 
     operations = [
