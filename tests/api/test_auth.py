@@ -50,6 +50,7 @@ OPERATIONS = [
     ("post", "/api/projects/1/published-workflows/runs/deadbeef/cancel", ABORT),
     ("get", "/api/dag/workflows", VIEW),
     ("get", "/api/dag/workflows/dag-1", VIEW),
+    ("get", "/api/dag/workflows/dag-1/steps/a/result", VIEW),
     ("get", "/api/dag/agents?project=1", VIEW),
     ("post", "/api/dag/workflows", DRIVE),
     ("post", "/api/dag/workflows/dag-1/execute", DRIVE),

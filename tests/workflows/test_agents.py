@@ -99,3 +99,27 @@ def test_heartbeat_reports_a_takeover(project):
     agent = agent_claim(project=project, holder=old)
     agent_claim(project=project, holder=ProcessHolder.for_this_process())  # adopts it
     assert agent_heartbeat(agent=agent, holder=old) is False
+
+
+def test_an_agent_reconnecting_soon_is_recorded_once(project):
+    from workflows.models import Event
+    from workflows.services.agents import RECONNECT_WINDOW
+
+    def connected() -> int:
+        return Event.objects.filter(kind=Event.Kind.AGENT_CONNECTED).count()
+
+    holder = ProcessHolder.for_this_process()
+    agent = agent_claim(project=project, holder=holder)
+    for _ in range(3):  # three short-lived clients, one after the other
+        agent_release(agent=agent, holder=holder)
+        holder = ProcessHolder.for_this_process()
+        assert agent_claim(project=project, holder=holder).pk == agent.pk
+    assert connected() == 1
+    # Once the window has passed, a reconnection is news again.
+    Event.objects.update(created_at=timezone.now() - RECONNECT_WINDOW - timedelta(seconds=1))
+    agent_release(agent=agent, holder=holder)
+    agent_claim(project=project, holder=ProcessHolder.for_this_process())
+    assert connected() == 2
+    # Another agent connecting is always recorded.
+    agent_claim(project=project, holder=ProcessHolder.for_this_process())
+    assert connected() == 3

@@ -26,6 +26,8 @@ logger = logging.getLogger(__name__)
 
 # A holder on another machine counts as gone once its heartbeat is this old.
 HEARTBEAT_STALE_AFTER = timedelta(seconds=90)
+# A reconnection of an agent this soon after its last "Agent connected" record is not recorded.
+RECONNECT_WINDOW = timedelta(minutes=10)
 # How many orphaned agents a starting process considers for adoption.
 ADOPTION_CANDIDATES = 20
 
@@ -83,6 +85,15 @@ def holder_is_alive(agent: Agent, *, now: datetime | None = None) -> bool:
 
 
 def _connected(project: Project, agent: Agent, *, adopted: bool) -> None:
+    # Short-lived clients (a CLI call each) reconnect the same agent again and again: one
+    # record per agent and window is what a person reading the timeline wants.
+    recently = Event.objects.filter(
+        kind=Event.Kind.AGENT_CONNECTED,
+        created_at__gte=timezone.now() - RECONNECT_WINDOW,
+        agent=agent,
+    )
+    if adopted and recently.exists():
+        return
     events.event_record(
         kind=Event.Kind.AGENT_CONNECTED,
         project=project,
