@@ -6,9 +6,9 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
+from accounts.models import ApiToken
+from accounts.services import api_token_authenticate
 from api.errors import ApiError
-from api.models import ApiToken
-from api.services import api_token_authenticate
 
 VIEW = "workflows.view_workflowsession"
 DRIVE = "workflows.drive_session"

@@ -48,8 +48,8 @@ from django.utils.text import slugify
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.models import ApiToken
-from api.services import api_token_authenticate, api_token_roles_clean
+from accounts.models import ApiToken
+from accounts.services import api_token_authenticate, api_token_roles_clean
 from mcp_bridge.state import ServerConfig, ServerState
 from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
 from reviews.services import REVIEW_TIMEOUT_SECONDS

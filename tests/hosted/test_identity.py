@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from api.services import api_token_create, api_token_revoke
+from accounts.services import api_token_create, api_token_revoke
 from mcp_bridge import hosted
 from mcp_bridge.hosted import Identity, Refused, identify, still_authorised
 from tests.factories import make_user

@@ -9,7 +9,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client as PageClient
 from fastmcp import Client
 
-from api.models import ApiToken
+from accounts.models import ApiToken
 from mcp_bridge.hosted import Identity, scoped_agent_id
 from tests.deepwork014.fixtures import DEMO14_JOB
 from tests.factories import make_user
