@@ -184,8 +184,8 @@ def token_scoped_agent_id(*, token_id: int, own: str, agent_id: str, acting: boo
     """What an argument naming an agent means for the token agent ``own`` (of token
     ``token_id``): itself, one of its sub-agents (a bare name is one), or, only where the
     caller names another agent rather than itself (``acting`` false), another token's agent
-    by its full id. ``InvalidInput`` otherwise: one token never registers, heartbeats, starts
-    or reports as another's agent."""
+    by its full id. ``Forbidden`` for another token's agent (one token never registers,
+    heartbeats, starts or reports as another's), ``InvalidInput`` for anything else."""
     mine = own + "/"
     if agent_id == own or (
         agent_id.startswith(mine) and SUB_AGENT.fullmatch(agent_id[len(mine) :])
@@ -197,7 +197,7 @@ def token_scoped_agent_id(*, token_id: int, own: str, agent_id: str, acting: boo
     if found is not None and int(found[1]) != token_id:
         if not acting:
             return agent_id
-        raise InvalidInput(
+        raise Forbidden(
             f"Agent {agent_id[:120]!r} belongs to another API token: this token acts "
             f"only as {own!r} or its sub-agents ({own}/<name>, or just <name>)"
         )

@@ -15,7 +15,7 @@ from tests.deepwork014.fixtures import DEMO14_JOB
 from tests.factories import make_user
 from tests.hosted.conftest import Tokens, call, mcp_client
 from tests.hosted.test_hosted_mcp import ACCEPT, post
-from workflows.errors import InvalidInput
+from workflows.errors import Forbidden, InvalidInput
 from workflows.models import Agent, WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
@@ -204,9 +204,11 @@ def test_scoping_rules():
     assert acting("w") == f"{base}/w"
     assert acting(f"{base}/w") == f"{base}/w"
     assert scoped("token-99-x/w", False) == "token-99-x/w"
+    # Another token's agent is not bad input but not this token's to use: refused as such.
+    for other in ("token-99-x/w", "token-99"):
+        with pytest.raises(Forbidden, match="belongs to another API token"):
+            acting(other)
     for bad, says in [
-        ("token-99-x/w", "belongs to another API token"),
-        ("token-99", "belongs to another API token"),
         # This token's number but not its name: not one of its agents.
         ("token-7", "got 'token-7'"),
         (f"{base}/a/b", "got"),
