@@ -57,6 +57,7 @@ from accounts.identity import (
 )
 from accounts.identity import Identity as TokenIdentity
 from accounts.services import api_token_roles_clean
+from deepwork_site.origin import origin_matches_host
 from mcp_bridge.state import ServerConfig, ServerState
 from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
 from reviews.services import REVIEW_TIMEOUT_SECONDS
@@ -677,6 +678,35 @@ async def _serve_while_authorised(
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+def _same_origin(app: ASGIApp) -> ASGIApp:
+    """``app`` behind the server's one same-origin rule: a browser page may call ``/mcp`` only
+    from the request's own origin (scheme, host and port) or one in ``CSRF_TRUSTED_ORIGINS``.
+    Agents send no Origin and are not concerned."""
+
+    async def checked(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            origin = headers.get("origin")
+            host = headers.get("host", "")
+            secure = scope.get("scheme") == "https"
+            if origin and not origin_matches_host(origin=origin, host=host, secure=secure):
+                own = f"{'https' if secure else 'http'}://{host}"
+                await _refuse(
+                    send,
+                    Refused(
+                        403,
+                        "forbidden_origin",
+                        f"Origin {origin[:200]!r} is not this server's own ({own[:200]}); a "
+                        "browser page may call /mcp only from there or from an origin listed "
+                        "in CSRF_TRUSTED_ORIGINS",
+                    ),
+                )
+                return
+        await app(scope, receive, send)
+
+    return checked
+
+
 class HostedMcp:
     """The ASGI app of ``/mcp``: Host/Origin guard, token and project, then the MCP app."""
 
@@ -699,10 +729,13 @@ class HostedMcp:
             )
 
             # The guard of `mcpserve --transport http` (strict: every request is checked), then
-            # the SDK's body limit, here before the token too: an oversized request connects
-            # no agent.
+            # the server's same-origin rule (the guard lets any loopback page in), then the
+            # SDK's body limit, here before the token too: an oversized request connects no
+            # agent.
             self._guarded = HostOriginGuardMiddleware(
-                RequestBodyLimitMiddleware(self._authenticated, DEFAULT_MAX_REQUEST_BODY_SIZE),
+                _same_origin(
+                    RequestBodyLimitMiddleware(self._authenticated, DEFAULT_MAX_REQUEST_BODY_SIZE)
+                ),
                 allowed_hosts=self.config.allowed_hosts,
                 allowed_origins=self.config.allowed_origins,
                 mode="strict",
