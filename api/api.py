@@ -27,8 +27,14 @@ from ninja.operation import Operation
 # what the shortcuts build at runtime, and the one spelling mypy also accepts.
 from ninja.params.functions import Path, Query
 
+from accounts.identity import (
+    identity_agent_id,
+    identity_project_check,
+    identity_project_scope,
+    identity_session_check,
+)
 from api import errors
-from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth
+from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth, caller
 from api.errors import ApiError, error_body
 from api.schemas import (
     AbortIn,
@@ -174,6 +180,27 @@ api = DeepworkAPI(
 errors.install(api)
 
 
+def _session(request: HttpRequest, session_id: str) -> WorkflowSession:
+    """The session ``session_id``, if this request's identity may see its project."""
+    session = session_get(session_id=session_id)
+    identity_project_check(caller(request), session.project_id, f"session {session_id!r}")
+    return session
+
+
+def _acted_on(request: HttpRequest, session_id: str) -> WorkflowSession:
+    """The session ``session_id``, if this request's identity may act as its agent."""
+    session = session_get(session_id=session_id)
+    identity_session_check(
+        caller(request), project_id=session.project_id, agent_id=session.agent.agent_id
+    )
+    return session
+
+
+def _project(request: HttpRequest, project_id: int) -> Project:
+    identity_project_check(caller(request), project_id)
+    return project_get(project_id=project_id)
+
+
 EARLIEST = datetime.min.replace(tzinfo=UTC)
 LATEST = datetime.max.replace(tzinfo=UTC)
 
@@ -203,7 +230,11 @@ def list_projects(
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
 ) -> dict[str, Any]:
-    """Projects by name, `limit` at a time from `offset`, with the total `count`."""
+    """Projects by name, `limit` at a time from `offset`, with the total `count` (a token
+    bound to a project lists that one)."""
+    bound = caller(request).project_id
+    if bound is not None:
+        return {"items": [project_get(project_id=bound)][offset : offset + limit], "count": 1}
     items, count = project_page(limit=limit, offset=offset)
     return {"items": items, "count": count}
 
@@ -216,7 +247,7 @@ def list_projects(
 )
 def get_project(request: HttpRequest, project_id: Annotated[int, Path(ge=1, le=MAX_ID)]) -> Project:
     """One project."""
-    return project_get(project_id=project_id)
+    return _project(request, project_id)
 
 
 @api.get(
@@ -230,7 +261,7 @@ def list_jobs(
 ) -> dict[str, Any]:
     """The project's jobs (current revisions) with their workflows and steps, and the job
     folders that currently fail to load, as last synced from the project folder."""
-    [catalog] = project_catalogs(projects=[project_get(project_id=project_id)], with_steps=True)
+    [catalog] = project_catalogs(projects=[_project(request, project_id)], with_steps=True)
     return {"jobs": catalog.jobs, "errors": catalog.errors}
 
 
@@ -248,7 +279,7 @@ def list_sessions(
     """Sessions, newest first, filtered; pages follow `next_cursor` (no total count)."""
     page = session_page(
         filters=SessionFilter(
-            project_id=filters.project,
+            project_id=identity_project_scope(caller(request), filters.project),
             job=filters.job,
             status=filters.status,
             agent_id=filters.agent,
@@ -269,7 +300,9 @@ def list_sessions(
 )
 def get_session(request: HttpRequest, session_id: Name) -> WorkflowSession:
     """One session with its step runs, each with its review results and human decisions."""
-    return session_with_reviews(session_id=session_id)
+    session = session_with_reviews(session_id=session_id)
+    identity_project_check(caller(request), session.project_id, f"session {session_id!r}")
+    return session
 
 
 @api.get("/events", response={200: EventPage, **READ_ERRORS}, tags=["events"], auth=TokenAuth(VIEW))
@@ -281,7 +314,12 @@ def list_events(
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> dict[str, Any]:
     """Events after an id, oldest first: the audit trail and a polling feed."""
-    items, has_more = events_after(after=after, project_id=project, session_id=session, limit=limit)
+    items, has_more = events_after(
+        after=after,
+        project_id=identity_project_scope(caller(request), project),
+        session_id=session,
+        limit=limit,
+    )
     return {"items": items, "last_id": items[-1]["id"] if items else after, "has_more": has_more}
 
 
@@ -298,11 +336,13 @@ def start_workflow(request: HttpRequest, body: StartIn) -> Status[StartWorkflowR
     """Start a workflow on an agent's stack (by default the agent `api:<username>`) and get
     its first step, as `start_workflow` answers an agent."""
     user = signed_in_user(request)
-    project = project_get(project_id=body.project)
+    identity = caller(request)
+    project = _project(request, body.project)
+    agent_id = identity_agent_id(identity, body.agent_id, acting=True)
     catalog = catalog_view(project=project)
     answer = deepwork.start_workflow(
         project=project,
-        agent_id=body.agent_id or f"api:{user.get_username()}",
+        agent_id=agent_id,
         catalog=catalog,
         job_name=body.job_name,
         workflow_name=body.workflow_name,
@@ -330,7 +370,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> Finis
             "forbidden",
             f"Skipping the review with 'override_reason' needs the permission '{DECIDE}'",
         )
-    session = session_get(session_id=session_id)
+    session = _acted_on(request, session_id)
     outcome = async_to_sync(step_finish_gated)(
         project=session.project,
         agent=session.agent,
@@ -352,7 +392,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> Finis
 )
 def abort_session(request: HttpRequest, session_id: Name, body: AbortIn) -> AbortWorkflowResponse:
     """Abort the session; the reason and who aborted are recorded."""
-    session = session_get(session_id=session_id)
+    session = _session(request, session_id)
     return deepwork.abort_workflow(
         project=session.project,
         agent=session.agent,
@@ -370,7 +410,7 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn) -> Abor
 )
 def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn) -> GoToStepResponse:
     """Return the session to an earlier step (or restart the current one), as `go_to_step`."""
-    session = session_get(session_id=session_id)
+    session = _acted_on(request, session_id)
     return deepwork.go_to_step(
         project=session.project,
         agent=session.agent,
@@ -390,7 +430,7 @@ def override_review(
     request: HttpRequest, session_id: Name, step_id: Name, body: OverrideIn
 ) -> Status[HumanDecision]:
     """Pass the current step's review: the agent's next finish advances."""
-    run = step_run_for_decision(session=session_get(session_id=session_id), step_id=step_id)
+    run = step_run_for_decision(session=_session(request, session_id), step_id=step_id)
     decision = review_override(step_run=run, reason=body.reason, by=signed_in_user(request))
     return Status(201, decision)
 
@@ -406,7 +446,7 @@ def request_changes(
 ) -> Status[HumanDecision]:
     """Send the current step back: the agent's next finish answers `needs_work` with this
     feedback."""
-    run = step_run_for_decision(session=session_get(session_id=session_id), step_id=step_id)
+    run = step_run_for_decision(session=_session(request, session_id), step_id=step_id)
     decision = review_request_changes(
         step_run=run, feedback=body.feedback, by=signed_in_user(request)
     )
@@ -425,6 +465,12 @@ SubtaskLimit = Annotated[
 WorkflowId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
+def _tracked(request: HttpRequest, workflow_id: int) -> TrackedWorkflow:
+    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    identity_project_check(caller(request), workflow.project_id, f"tracked workflow {workflow_id}")
+    return workflow
+
+
 @api.get(
     "/tracker/workflows",
     response={200: TrackedWorkflowPage, **READ_ERRORS},
@@ -440,7 +486,7 @@ def list_tracked_workflows(
     """Tracked workflows, newest first, filtered; pages follow `next_cursor`."""
     items, following = tracked_workflow_page(
         filters=TrackedWorkflowFilter(
-            project_id=filters.project,
+            project_id=identity_project_scope(caller(request), filters.project),
             status=WORKFLOW_STATUSES[filters.status] if filters.status else None,
             profile=WORKFLOW_PROFILES[filters.profile] if filters.profile else None,
             agent_id=filters.agent,
@@ -460,7 +506,9 @@ def list_tracked_workflows(
 def get_tracked_workflow(request: HttpRequest, workflow_id: WorkflowId) -> TrackedWorkflow:
     """One tracked workflow with its phases, latest progress and the sizes of its lists; the
     lists (tasks, decisions, issues, milestones) are paged at their own paths."""
-    return tracked_workflow_detail(workflow_id=workflow_id)
+    workflow = tracked_workflow_detail(workflow_id=workflow_id)
+    identity_project_check(caller(request), workflow.project_id, f"tracked workflow {workflow_id}")
+    return workflow
 
 
 @api.get(
@@ -479,7 +527,7 @@ def list_tracked_tasks(
     """The task tree: top-level tasks newest first, each with the first `subtask_limit` of its
     sub-tasks nested (and theirs, level by level), and each task's files changed. A task with
     more sub-tasks has a `subtasks_next_cursor` for `/api/tracker/tasks/{id}/subtasks`."""
-    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    workflow = _tracked(request, workflow_id)
     items, following = task_tree_page(
         workflow=workflow, limit=limit, before=cursor, subtask_limit=subtask_limit
     )
@@ -502,6 +550,7 @@ def list_tracked_subtasks(
     """One task's sub-tasks, oldest first, each with the first `subtask_limit` of its own
     nested; pages follow `next_cursor` (or a task's `subtasks_next_cursor`)."""
     task = task_get_by_id(task_id=task_id)
+    identity_project_check(caller(request), task.project_id, f"task {task_id}")
     items, following = subtask_page(
         task=task, limit=limit, after=cursor, subtask_limit=subtask_limit
     )
@@ -521,7 +570,7 @@ def list_tracked_decisions(
     limit: PageLimit = 50,
 ) -> dict[str, Any]:
     """The decisions the agents logged, newest first."""
-    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    workflow = _tracked(request, workflow_id)
     items, following = log_page(workflow=workflow, model=Decision, limit=limit, before=cursor)
     return {"items": items, "next_cursor": following}
 
@@ -543,7 +592,7 @@ def list_tracked_issues(
     limit: PageLimit = 50,
 ) -> dict[str, Any]:
     """The issues the agents logged, newest first, with people's answers to blockers."""
-    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    workflow = _tracked(request, workflow_id)
     items, following = issue_page(workflow=workflow, limit=limit, before=cursor, blockers=blockers)
     return {"items": items, "next_cursor": following}
 
@@ -561,7 +610,7 @@ def list_tracked_milestones(
     limit: PageLimit = 50,
 ) -> dict[str, Any]:
     """The milestones the agents logged, newest first, with their progress."""
-    workflow = tracked_workflow_get(workflow_id=workflow_id)
+    workflow = _tracked(request, workflow_id)
     items, following = log_page(workflow=workflow, model=Milestone, limit=limit, before=cursor)
     return {"items": items, "next_cursor": following}
 
@@ -577,6 +626,9 @@ def resolve_blocker(
 ) -> Status[Issue]:
     """Answer a blocker in writing, once (409 after that); the agent's next `get_context`
     lists it among `resolved_blockers` with who and when."""
+    project_id = Issue.objects.filter(pk=issue_id).values_list("project_id", flat=True).first()
+    if project_id is not None:
+        identity_project_check(caller(request), project_id, f"issue {issue_id}")
     issue = blocker_resolve(
         issue_id=issue_id, by=signed_in_user(request), resolution=body.resolution
     )
@@ -608,6 +660,7 @@ ProjectId = Annotated[int, Path(ge=1, le=MAX_ID)]
 def list_published_workflows(request: HttpRequest, project_id: ProjectId) -> dict[str, Any]:
     """The project's published workflows in seed 003's list schema: `{"count", "results"}`,
     each `{id, name, description, category, version, inputSchema, executionType, metadata}`."""
+    identity_project_check(caller(request), project_id)
     return published_list(project_id=project_id)
 
 
@@ -624,8 +677,8 @@ def start_published_workflow(
     names the path and the rule). A DeepWork workflow's run is a session on the agent's stack;
     `result` is its first step, as `start_workflow` answers. A DAG workflow is executed (run
     id `dag:<workflow_id>`); `result` lists the steps delegated and waiting."""
-    user = signed_in_user(request)
-    return Status(201, run_start(project_id=project_id, body=body, user=user))
+    identity_project_check(caller(request), project_id)
+    return Status(201, run_start(project_id=project_id, body=body, identity=caller(request)))
 
 
 @api.get(
@@ -636,6 +689,7 @@ def start_published_workflow(
 )
 def get_published_run(request: HttpRequest, project_id: ProjectId, run_id: Name) -> dict[str, Any]:
     """A run's status: RUNNING, COMPLETED, FAILED or CANCELLED, with progress, result, error."""
+    identity_project_check(caller(request), project_id)
     return run_status(project_id=project_id, run_id=run_id)
 
 
@@ -650,8 +704,10 @@ def cancel_published_run(
 ) -> dict[str, Any]:
     """Cancel a running run (a DeepWork session is aborted, a DAG run fails; recorded as
     yours)."""
-    user = signed_in_user(request)
-    return run_cancel(project_id=project_id, run_id=run_id, reason=body.reason, user=user)
+    identity_project_check(caller(request), project_id)
+    return run_cancel(
+        project_id=project_id, run_id=run_id, reason=body.reason, identity=caller(request)
+    )
 
 
 # Multi-agent DAG workflows (seed 004), in their own module.
@@ -670,13 +726,14 @@ CSV_ANSWER = {"200": {"content": {"text/csv": {"schema": {"type": "string"}}}}}
 MARKDOWN_ANSWER = {"200": {"content": {"text/markdown": {"schema": {"type": "string"}}}}}
 
 
-def _insight_filter(query: InsightQuery) -> InsightFilter:
-    if query.project is not None:
-        project_get(project_id=query.project)  # an unknown project is a 404, not an empty chart
+def _insight_filter(request: HttpRequest, query: InsightQuery) -> InsightFilter:
+    project_id = identity_project_scope(caller(request), query.project)
+    if project_id is not None:
+        project_get(project_id=project_id)  # an unknown project is a 404, not an empty chart
     return insight_filter(
         since=query.since,
         until=query.until,
-        project_id=query.project,
+        project_id=project_id,
         job=query.job,
         workflow=query.workflow,
         agent_id=query.agent,
@@ -697,7 +754,7 @@ def get_insight(
     request: HttpRequest, name: InsightName, query: Annotated[InsightQuery, Query()]
 ) -> dict[str, Any]:
     """One insight's table (`columns`, `rows`), as the dashboard's insights pages draw it."""
-    filters = _insight_filter(query)
+    filters = _insight_filter(request, query)
     return insight_table(name=name, filters=filters).as_json(filters)
 
 
@@ -712,7 +769,7 @@ def get_insight_csv(
     request: HttpRequest, name: InsightName, query: Annotated[InsightQuery, Query()]
 ) -> HttpResponse:
     """The same table as CSV: a header row, then one row per line."""
-    filters = _insight_filter(query)
+    filters = _insight_filter(request, query)
     response = HttpResponse(
         insight_table(name=name, filters=filters).as_csv(), content_type="text/csv; charset=utf-8"
     )
@@ -729,6 +786,7 @@ def get_insight_csv(
 def get_session_history(request: HttpRequest, session_id: Name) -> dict[str, Any]:
     """The session's whole history: its step runs with outputs and notes, every review and
     person's ruling, nested sessions and events (`events_truncated` past 10,000)."""
+    _session(request, session_id)
     return session_history(session_id=session_id)
 
 
@@ -741,6 +799,7 @@ def get_session_history(request: HttpRequest, session_id: Name) -> dict[str, Any
 )
 def get_session_history_markdown(request: HttpRequest, session_id: Name) -> HttpResponse:
     """The same history as Markdown, for a post-mortem or a pull request."""
+    _session(request, session_id)
     return HttpResponse(
         history_markdown(session_history(session_id=session_id)),
         content_type="text/markdown; charset=utf-8",

@@ -1,14 +1,14 @@
 """Bearer-token authentication with each operation's permission, checked before anything
-else of the request is read."""
+else of the request is read. Who the token is, and what it may see and act as, is
+``accounts.identity``'s to say; ``caller`` hands that identity to the operations."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
+from accounts.identity import Identity, identity_authenticate
 from api.errors import ApiError
-from api.models import ApiToken
-from api.services import api_token_authenticate
 
 VIEW = "workflows.view_workflowsession"
 DRIVE = "workflows.drive_session"
@@ -24,11 +24,20 @@ class TokenAuth(HttpBearer):
         super().__init__()
         self.permission = permission
 
-    def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
-        found = api_token_authenticate(secret=token)
+    def authenticate(self, request: HttpRequest, token: str) -> Identity | None:
+        found = identity_authenticate(secret=token)
         if found is None:
             return None
         request.user = found.user
         if not found.user.has_perm(self.permission):
             raise ApiError(403, "forbidden", f"This needs the permission '{self.permission}'")
         return found
+
+
+def caller(request: HttpRequest) -> Identity:
+    """The identity ``TokenAuth`` authenticated this request as (ninja keeps it as
+    ``request.auth``); never a request that skipped it."""
+    identity = getattr(request, "auth", None)
+    if not isinstance(identity, Identity):
+        raise ApiError(401, "unauthorized", "This needs an API token")
+    return identity

@@ -15,7 +15,8 @@ from ninja import Router, Schema, Status
 from ninja.params.functions import Path, Query
 from pydantic import Field
 
-from api.auth import DECIDE, DRIVE, VIEW, TokenAuth
+from accounts.identity import identity_agent_id, identity_project_check, identity_project_scope
+from api.auth import DECIDE, DRIVE, VIEW, TokenAuth, caller
 from api.schemas import ErrorOut
 from deepwork_site.auth import signed_in_user
 from workflows.dag import responsive_seconds
@@ -31,6 +32,7 @@ from workflows.dag_schemas import (
     DagWorkflowOut,
     DagWorkflowSummary,
 )
+from workflows.models import Job
 from workflows.selectors import dag as selectors
 from workflows.selectors.catalog import project_get
 from workflows.services import dag as services
@@ -87,10 +89,11 @@ class DagAgentList(Schema):
     responsive_seconds: float
 
 
-def _details(workflow_id: str) -> DagWorkflowOut:
-    return DagWorkflowOut.model_validate(
-        selectors.dag_details(job=selectors.dag_job_by_id(workflow_id))
-    )
+def _job(request: HttpRequest, workflow_id: str) -> Job:
+    """The defined workflow ``workflow_id``, if this request's identity may see its project."""
+    job = selectors.dag_job_by_id(workflow_id)
+    identity_project_check(caller(request), job.project_id, f"workflow {workflow_id!r}")
+    return job
 
 
 def _delegation(advance: services.Advance) -> dict[str, Any]:
@@ -110,8 +113,11 @@ def list_dag_workflows(
 ) -> DagListResponse:
     """Defined workflows (id, name, creator, step count, status), newest first; one project's
     or one creator's with the filters."""
+    identity = caller(request)
+    project = identity_project_scope(identity, project)
     scope = project_get(project_id=project) if project is not None else None
-    rows = selectors.dag_summaries(project=scope, creator_id=creator_id)
+    creator = None if creator_id is None else identity_agent_id(identity, creator_id, acting=False)
+    rows = selectors.dag_summaries(project=scope, creator_id=creator)
     return DagListResponse(
         workflows=[DagWorkflowSummary.model_validate(r) for r in rows], count=len(rows)
     )
@@ -125,7 +131,7 @@ def list_dag_workflows(
 def get_dag_workflow(request: HttpRequest, workflow_id: WorkflowId) -> DagWorkflowOut:
     """The full workflow: definition, status, and every step's status, agent, result and
     timing."""
-    return _details(workflow_id)
+    return DagWorkflowOut.model_validate(selectors.dag_details(job=_job(request, workflow_id)))
 
 
 @router.get(
@@ -152,10 +158,13 @@ def get_dag_step_result(
     "/workflows", response={201: DagDefineResponse, **ACTION_ERRORS}, auth=TokenAuth(DRIVE)
 )
 def define_dag_workflow(request: HttpRequest, body: DagDefineIn) -> Status[DagDefineResponse]:
-    """Define a workflow in a project, checked as `define_workflow` checks it."""
+    """Define a workflow in a project, checked as `define_workflow` checks it. The creator is
+    the caller: a token agent's own id or one of its sub-agents."""
+    identity = caller(request)
+    identity_project_check(identity, body.project)
     defined = services.dag_define(
         project=project_get(project_id=body.project),
-        creator_id=body.creator_id,
+        creator_id=identity_agent_id(identity, body.creator_id, acting=True),
         name=body.name,
         description=body.description,
         steps=body.steps,
@@ -181,10 +190,16 @@ def define_dag_workflow(request: HttpRequest, body: DagDefineIn) -> Status[DagDe
 def execute_dag_workflow(
     request: HttpRequest, workflow_id: WorkflowId, body: DagExecuteIn
 ) -> DagExecuteResponse:
-    """Start the workflow's one run; the answer lists the steps delegated and any issues."""
-    job = selectors.dag_job_by_id(workflow_id)
+    """Start the workflow's one run (its creator, the creator's sub-agents, or a person with
+    `workflows.drive_session` through a token not allowed MCP); the answer lists the steps
+    delegated and any issues."""
+    identity = caller(request)
+    job = _job(request, workflow_id)
     advance = services.dag_execute(
-        project=job.project, workflow_id=workflow_id, triggering_agent_id=body.triggering_agent_id
+        project=job.project,
+        workflow_id=workflow_id,
+        triggering_agent_id=identity_agent_id(identity, body.triggering_agent_id, acting=True),
+        by=identity.person,
     )
     return DagExecuteResponse(
         message=f"Workflow {workflow_id!r} started: {len(advance.delegated)} step(s) delegated",
@@ -202,12 +217,15 @@ def execute_dag_workflow(
 def delete_dag_workflow(
     request: HttpRequest, workflow_id: WorkflowId, body: DagDeleteIn
 ) -> DagDeleteResponse:
-    """Delete a workflow: only its creator, and a running one only with `force`."""
-    job = selectors.dag_job_by_id(workflow_id)
+    """Delete a workflow: only its creator (the caller, never merely named in the body), and a
+    running one only with `force`."""
+    job = _job(request, workflow_id)
     status = services.dag_delete(
         project=job.project,
         workflow_id=workflow_id,
-        requesting_agent_id=body.requesting_agent_id,
+        requesting_agent_id=identity_agent_id(
+            caller(request), body.requesting_agent_id, acting=True
+        ),
         force=body.force,
     )
     return DagDeleteResponse(
@@ -235,6 +253,7 @@ def complete_human_step(
     request: HttpRequest, workflow_id: WorkflowId, step_id: StepId, body: DagCompleteIn
 ) -> DagReportResponse:
     """Complete a human step (role `human`, or assigned to `user:<you>`) with a result."""
+    _job(request, workflow_id)
     report = services.dag_person_report(
         workflow_id=workflow_id, step_id=step_id, by=signed_in_user(request), result=body.result
     )
@@ -252,6 +271,7 @@ def fail_human_step(
     request: HttpRequest, workflow_id: WorkflowId, step_id: StepId, body: DagFailIn
 ) -> DagReportResponse:
     """Fail a human step, saying why; the workflow fails with it."""
+    _job(request, workflow_id)
     report = services.dag_person_report(
         workflow_id=workflow_id,
         step_id=step_id,
@@ -266,6 +286,7 @@ def list_dag_agents(
     request: HttpRequest, project: Annotated[int, Query(ge=1, le=2**63 - 1)]
 ) -> DagAgentList:
     """A project's agents: roles, last heartbeat, whether responsive, and steps held."""
+    identity_project_check(caller(request), project)
     rows = selectors.dag_agents(project=project_get(project_id=project))
     return DagAgentList(
         items=[DagAgentRow.model_validate(row) for row in rows],

@@ -22,6 +22,7 @@ from reviews.services import GateFailed
 from workflows.db import BUSY_MESSAGE, is_busy
 from workflows.errors import (
     Conflict,
+    Forbidden,
     InvalidInput,
     JobBroken,
     NotFound,
@@ -46,6 +47,7 @@ class ApiError(Exception):
 # Checked in order: subclasses before their bases.
 WORKFLOW_ERRORS: list[tuple[type[WorkflowError], int, str]] = [
     (NotFound, 404, "not_found"),
+    (Forbidden, 403, "forbidden"),
     (InvalidInput, 400, "invalid_input"),
     # The request was sound; the job's files on the server are not. Fixing them and retrying
     # succeeds, which is what 409 promises (a lost race is told apart by its code).

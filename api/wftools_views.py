@@ -4,16 +4,18 @@ as the MCP workflow tools do. A DAG workflow's run id is ``dag:<workflow_id>``, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from django.contrib.auth.models import User
-
+from accounts.identity import Identity, identity_agent_id
 from api.errors import ApiError
 from api.wftools_schemas import RunStartIn
 from workflows import json_schemas
 from workflows.dag_source import DAG_SOURCE_KEY, DagSource
 from workflows.dialects.deepwork_source import DeepWorkSource
+from workflows.models import Agent
 from workflows.selectors.catalog import project_get
+from workflows.services.agents import agent_ensure
 from workflows.services.catalog import catalog_view
 from workflows.workflow_sources import (
     PublishedWorkflow,
@@ -25,16 +27,33 @@ from workflows.workflow_sources import (
 DAG_PREFIX = f"{DAG_SOURCE_KEY}:"
 
 
-def _sources(project_id: int) -> tuple[DeepWorkSource, DagSource]:
+def _sources(project_id: int, identity: Identity | None = None) -> tuple[DeepWorkSource, DagSource]:
+    """The project's local sources, acting for ``identity``: its agent names mean what the
+    identity rule says, and a token agent cancels as its agent, not as its person."""
     project = project_get(project_id=project_id)
+    agent: Callable[[], Agent] | None = None
+    if identity is not None and identity.agent_id is not None:
+        own = identity.agent_id
+        agent = lambda: agent_ensure(project=project, agent_id=own)  # noqa: E731
     return (
         DeepWorkSource(project=lambda: project, view=lambda: catalog_view(project=project)),
-        DagSource(project=lambda: project),
+        DagSource(
+            project=lambda: project,
+            agent=agent,
+            acting=(
+                None
+                if identity is None
+                else lambda agent_id: identity_agent_id(identity, agent_id, acting=True)
+            ),
+            person=None if identity is None else identity.person,
+        ),
     )
 
 
-def _for_run(project_id: int, run_id: str) -> tuple[WorkflowSource, str]:
-    deepwork, dag = _sources(project_id)
+def _for_run(
+    project_id: int, run_id: str, identity: Identity | None = None
+) -> tuple[WorkflowSource, str]:
+    deepwork, dag = _sources(project_id, identity)
     if run_id.startswith(DAG_PREFIX):
         return dag, run_id.removeprefix(DAG_PREFIX)
     return deepwork, run_id
@@ -45,16 +64,18 @@ def published_list(*, project_id: int) -> dict[str, Any]:
     return {"count": len(workflows), "results": [workflow.wire() for workflow in workflows]}
 
 
-def _find(project_id: int, workflow_id: str) -> tuple[WorkflowSource, PublishedWorkflow]:
-    for source in _sources(project_id):
+def _find(
+    project_id: int, workflow_id: str, identity: Identity
+) -> tuple[WorkflowSource, PublishedWorkflow]:
+    for source in _sources(project_id, identity):
         for workflow in source.workflows():
             if workflow.id == workflow_id:
                 return source, workflow
     raise ApiError(404, "not_found", f"No published workflow has the id '{workflow_id}'")
 
 
-def run_start(*, project_id: int, body: RunStartIn, user: User) -> dict[str, Any]:
-    source, workflow = _find(project_id, body.workflow_id)
+def run_start(*, project_id: int, body: RunStartIn, identity: Identity) -> dict[str, Any]:
+    source, workflow = _find(project_id, body.workflow_id, identity)
     try:
         validator = input_validator(workflow.input_schema)
     except json_schemas.SchemaProblem as exc:
@@ -67,7 +88,7 @@ def run_start(*, project_id: int, body: RunStartIn, user: User) -> dict[str, Any
     started = source.start(
         workflow=workflow,
         arguments=body.input,
-        agent_id=body.agent_id or f"api:{user.get_username()}",
+        agent_id=identity_agent_id(identity, body.agent_id, acting=True),
     )
     result = started.result
     dag = source.key == DAG_SOURCE_KEY
@@ -84,6 +105,14 @@ def run_status(*, project_id: int, run_id: str) -> dict[str, Any]:
     return {**source.status(run_id=local_id).wire(), "run_id": run_id}
 
 
-def run_cancel(*, project_id: int, run_id: str, reason: str, user: User) -> dict[str, Any]:
-    source, local_id = _for_run(project_id, run_id)
-    return {**source.cancel(run_id=local_id, reason=reason, by=user).wire(), "run_id": run_id}
+def run_cancel(*, project_id: int, run_id: str, reason: str, identity: Identity) -> dict[str, Any]:
+    """Cancel as the identity: a person (recorded as them), or a token agent as its agent,
+    which may cancel only what it may (a DAG run: its creator's family)."""
+    source, local_id = _for_run(project_id, run_id, identity)
+    by = identity.person
+    if by is None and source.key != DAG_SOURCE_KEY:
+        # A DeepWork run is a session, and cancelling it an abort: the token's permission
+        # allows it as on POST /api/sessions/{id}/abort, recorded as the token's person.
+        by = identity.user
+    status = source.cancel(run_id=local_id, reason=reason, by=by)
+    return {**status.wire(), "run_id": run_id}

@@ -4,51 +4,25 @@ The socket is authenticated by the session cookie, which browsers also send to o
 of the same host (cookies ignore ports). Channels' ``AllowedHostsOriginValidator`` compares
 host names only, so a page from ``http://localhost:3000`` (a dev server an agent started,
 say) could read every event. Here the Origin must match the Host the socket was opened on,
-port and all, or be listed in ``CSRF_TRUSTED_ORIGINS`` (the same setting Django's CSRF check
-uses for forms behind a proxy).
+port and all, or be listed in ``CSRF_TRUSTED_ORIGINS``: the server's one same-origin rule
+(``deepwork_site.origin``), which hosted ``/mcp`` applies too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 from channels.security.websocket import WebsocketDenier
-from django.conf import settings
+
+from deepwork_site.origin import origin_matches_host
+
+__all__ = ["SameOriginWebsocket", "origin_matches_host"]
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
-
-
-def _address(netloc: str, scheme: str) -> tuple[str, int] | None:
-    try:
-        parts = urlsplit(f"//{netloc}")
-        port = parts.port or DEFAULT_PORTS.get(scheme)
-    except ValueError:
-        return None
-    if not parts.hostname or port is None:
-        return None
-    return parts.hostname.lower(), port
-
-
-def origin_matches_host(*, origin: str, host: str, secure: bool) -> bool:
-    """Whether ``origin`` (an Origin header) names the server reached at ``host``."""
-    if origin in getattr(settings, "CSRF_TRUSTED_ORIGINS", ()):
-        return True
-    try:
-        parts = urlsplit(origin)
-    except ValueError:
-        return False
-    if parts.scheme not in ("http", "https") or parts.path not in ("", "/"):
-        return False
-    page = _address(parts.netloc, parts.scheme)
-    served = _address(host, "https" if secure else "http")
-    return page is not None and page == served
 
 
 class SameOriginWebsocket:

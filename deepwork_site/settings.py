@@ -92,6 +92,7 @@ ALL_APPS = [
     "reviews",
     "mcp_bridge",
     "dashboard",
+    "accounts",
     "api",
 ]
 # What `manage.py mcpserve` loads: the models its tools use and nothing of the web stack

@@ -29,7 +29,6 @@ import contextvars
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections import OrderedDict
@@ -44,18 +43,27 @@ from urllib.parse import parse_qs
 import anyio
 from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
-from django.utils.text import slugify
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.models import ApiToken
-from api.services import api_token_authenticate, api_token_roles_clean
+from accounts.identity import (
+    DRIVE,
+    identity_agent_id,
+    identity_authenticate,
+    identity_has_perm,
+    identity_project_check,
+    identity_still_authorised,
+    token_agent_id,
+)
+from accounts.identity import Identity as TokenIdentity
+from accounts.services import api_token_roles_clean
+from deepwork_site.origin import origin_matches_host
 from mcp_bridge.state import ServerConfig, ServerState
 from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
 from reviews.services import REVIEW_TIMEOUT_SECONDS
 from workflows.dag import responsive_seconds
 from workflows.db import DatabaseBusy, db_sync_to_async, retrying_when_busy
-from workflows.errors import InvalidInput
+from workflows.errors import Forbidden, InvalidInput
 from workflows.models import Agent, Project
 from workflows.services import agents as agent_services
 from workflows.services import dag as dag_services
@@ -70,11 +78,8 @@ PROJECT_HEADER = "x-deepwork-project"
 TOOLSETS_HEADER = "x-deepwork-toolsets"
 AGENT_HEADER = "x-deepwork-agent"
 ROLES_HEADER = "x-deepwork-roles"
-# What the token's user must be allowed: MCP tools start and hand in sessions.
-DRIVE = "workflows.drive_session"
 # The SDK refuses larger bodies with 413; a cut-off request's id is read from at most this.
 MAX_BODY_KEPT = 4 * 1024 * 1024
-SUB_AGENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 AGENT_CACHE_SIZE = 4096
 # How often at most a hosted agent's heartbeat is written (``mcpserve`` heartbeats as often).
 HEARTBEAT_SECONDS = 20.0
@@ -128,20 +133,34 @@ def _hosts_of(django_hosts: list[str]) -> list[str]:
 
 
 # --- Identity -------------------------------------------------------------------------------
+# Who a token is, which project it may use and which agents it may act as are decided by
+# ``accounts.identity``, as for every interface; here only the request's headers are read.
 
 
 @dataclass
 class Identity:
-    """Who one request acts as: the token, its project and toolsets, and its agent."""
+    """Who one request acts as: the token's identity, its project and toolsets, and its
+    agent."""
 
-    token_id: int
-    # The token's own agent id; its sub-agents are ``<token_agent_id>/<name>``.
-    token_agent_id: str
+    who: TokenIdentity
     project: Project
     toolsets: tuple[str, ...]
     agent: Agent
     # The caller's stack as the last answer showed it, for the call log.
     last_stack: list[Any] = field(default_factory=list)
+
+    @property
+    def token_id(self) -> int:
+        token_id = self.who.token_id
+        assert token_id is not None  # /mcp serves tokens only
+        return token_id
+
+    @property
+    def token_agent_id(self) -> str:
+        """The token's own agent id; its sub-agents are ``<token_agent_id>/<name>``."""
+        agent_id = self.who.agent_id
+        assert agent_id is not None  # /mcp serves MCP tokens only
+        return agent_id
 
 
 _identity: contextvars.ContextVar[Identity | None] = contextvars.ContextVar(
@@ -164,74 +183,14 @@ class Refused(Exception):
         self.status, self.code, self.message = status, code, message
 
 
-def token_agent_id(token: ApiToken, sub_agent: str | None = None) -> str:
-    """The agent id of ``token`` (``token-<id>-<name>``: a new token never inherits an old
-    one's stack), or of its sub-agent ``sub_agent`` (``token-<id>-<name>/<sub_agent>``)."""
-    base = f"token-{token.pk}"
-    slug = slugify(token.name)[:32]
-    if slug:
-        base += f"-{slug}"
-    if sub_agent is None:
-        return base
-    if not SUB_AGENT.fullmatch(sub_agent):
-        raise Refused(
-            400,
-            "invalid_agent",
-            "X-Deepwork-Agent must be 1 to 64 letters, digits, '.', '_' or '-' and start with "
-            f"a letter or digit; got {sub_agent[:80]!r}",
-        )
-    return f"{base}/{sub_agent}"
-
-
-# A token's agent id as ``token_agent_id`` makes it, with any sub-agent after a '/'.
-TOKEN_AGENT = re.compile(r"token-(\d+)(?:-[a-z0-9_-]*)?(?:/.*)?", re.DOTALL)
 # DeepWork 0.14's stack ids are at most this long (``sessions014.stack_id_clean``).
 MAX_CONVERSATION_ID = 100
 
 
 def scoped_agent_id(identity: Identity, agent_id: str, *, acting: bool) -> str:
-    """What a tool argument naming an agent means over ``/mcp``: the token's agent, one of its
-    sub-agents (a bare name is one), or, only where the caller names another agent rather
-    than itself (``acting`` false), another token's agent by its full id. ``InvalidInput``
-    otherwise: one token never registers, heartbeats or reports as another's agent."""
-    base = identity.token_agent_id
-    mine = base + "/"
-    if agent_id == base or (
-        agent_id.startswith(mine) and SUB_AGENT.fullmatch(agent_id[len(mine) :])
-    ):
-        return agent_id
-    found = TOKEN_AGENT.fullmatch(agent_id)
-    if found is None and SUB_AGENT.fullmatch(agent_id):
-        return mine + agent_id
-    if found is not None and int(found[1]) != identity.token_id:
-        if not acting:
-            return agent_id
-        raise InvalidInput(
-            f"Agent {agent_id[:120]!r} belongs to another API token: over /mcp this token acts "
-            f"only as {base!r} or its sub-agents ({base}/<name>, or just <name>)"
-        )
-    raise InvalidInput(
-        f"Over /mcp an agent id is this token's {base!r}, one of its sub-agents {base}/<name>, "
-        "or just <name> (1 to 64 letters, digits, '.', '_' or '-', starting with a letter or "
-        f"digit){'' if acting else ', or another token agent by its full id'}; "
-        f"got {agent_id[:120]!r}"
-    )
-
-
-# A person's permission to drive sessions, as last read: (when read, allowed). Read again after
-# the re-check interval, so a withdrawn permission takes effect as fast as a revoked token on
-# an open request; the token itself is looked up on every request.
-_permissions: dict[int, tuple[float, bool]] = {}
-PERMISSION_TTL = 5.0
-
-
-def _may_drive(token: ApiToken) -> bool:
-    now = time.monotonic()
-    found = _permissions.get(token.user_id)
-    if found is None or now - found[0] > PERMISSION_TTL:
-        found = (now, token.user.has_perm(DRIVE))
-        _permissions[token.user_id] = found
-    return found[1]
+    """What a tool argument naming an agent means for the request's token (the one rule of
+    ``accounts.identity``)."""
+    return identity_agent_id(identity.who, agent_id, acting=acting)
 
 
 # Projects by id: their rows do not change while agents work (the folder is checked anyway).
@@ -247,8 +206,8 @@ def _project_by_id(pk: int) -> Project | None:
     return project
 
 
-def _project(token: ApiToken, ref: str | None) -> Project:
-    bound = _project_by_id(token.mcp_project_id) if token.mcp_project_id else None
+def _project(who: TokenIdentity, ref: str | None) -> Project:
+    bound = _project_by_id(who.project_id) if who.project_id else None
     if not ref:
         if bound is None:
             raise Refused(
@@ -258,17 +217,24 @@ def _project(token: ApiToken, ref: str | None) -> Project:
                 "X-Deepwork-Project with its id or root path (this token is not bound to one)",
             )
         return bound
-    if bound is not None and ref not in (str(bound.pk), bound.root_path):
+    if bound is not None and ref in (str(bound.pk), bound.root_path):
+        return bound
+    found = (
+        _project_by_id(int(ref)) if ref.isdigit() else Project.objects.filter(root_path=ref).first()
+    )
+    if bound is not None:
+        # Refused before "unknown": a bound token learns nothing about other projects.
         raise Refused(
             403,
             "forbidden",
             f"This token may use only project {bound.pk} ({bound.root_path}), not {ref[:200]!r}",
         )
-    found = (
-        _project_by_id(int(ref)) if ref.isdigit() else Project.objects.filter(root_path=ref).first()
-    )
     if found is None:
         raise Refused(404, "not_found", f"No project {ref[:200]!r} (give its id or root path)")
+    try:
+        identity_project_check(who, found.pk)
+    except Forbidden as exc:
+        raise Refused(403, "forbidden", str(exc)) from None
     return found
 
 
@@ -323,10 +289,10 @@ def _keep_alive(
         dag_services.dag_dispatch(project=project)
 
 
-def _roles(token: ApiToken, header: str | None) -> list[str] | None:
+def _roles(token_roles: list[str], header: str | None) -> list[str] | None:
     """The roles a request gives its agent: the header's if sent, else the token's."""
     if header is None:
-        return list(token.mcp_roles or []) or None
+        return list(token_roles or []) or None
     try:
         return api_token_roles_clean(r for r in header.split(",") if r.strip()) or None
     except InvalidInput as exc:
@@ -345,48 +311,39 @@ def identify(
     """The identity a request's headers name, or ``Refused`` saying why there is none."""
     if not secret:
         raise Refused(401, "unauthorized", "Send Authorization: Bearer <API token>")
-    token = api_token_authenticate(secret=secret)
-    if token is None:
+    who = identity_authenticate(secret=secret)
+    if who is None or who.token is None:
         raise Refused(
             401, "unauthorized", "The token is unknown or revoked, or its user is inactive"
         )
-    if not token.mcp:
+    token = who.token
+    if not who.is_agent:
         raise Refused(
             403,
             "forbidden",
             f"Token {token.prefix}… may not use MCP; make one that may "
             "(manage.py api_token create --mcp, or tick MCP in the admin)",
         )
-    if not _may_drive(token):
+    if not identity_has_perm(who, DRIVE):
         raise Refused(403, "forbidden", f"This needs the permission '{DRIVE}'")
     try:
         toolsets = parse_toolsets(toolsets_ref) if toolsets_ref else default_toolsets
     except UnknownToolset as exc:
         raise Refused(400, "unknown_toolset", str(exc)) from None
-    project = _project(token, project_ref)
-    wanted = _roles(token, roles)
+    project = _project(who, project_ref)
+    wanted = _roles(token.mcp_roles, roles)
     try:
         agent = _agent(project, token_agent_id(token, sub_agent))
     except InvalidInput as exc:
-        raise Refused(400, "invalid_agent", str(exc)) from None
+        message = str(exc).replace("A sub-agent name", "X-Deepwork-Agent", 1)
+        raise Refused(400, "invalid_agent", message) from None
     _keep_alive(project, agent, wanted, toolsets)
-    return Identity(
-        token_id=token.pk,
-        token_agent_id=token_agent_id(token),
-        project=project,
-        toolsets=toolsets,
-        agent=agent,
-    )
+    return Identity(who=who, project=project, toolsets=toolsets, agent=agent)
 
 
 def still_authorised(token_id: int) -> bool:
     """Whether the token may still use MCP: live, MCP allowed, its user active and allowed."""
-    token = (
-        ApiToken.objects.select_related("user")
-        .filter(pk=token_id, revoked_at__isnull=True, mcp=True, user__is_active=True)
-        .first()
-    )
-    return token is not None and token.user.has_perm(DRIVE)
+    return identity_still_authorised(token_id=token_id, permission=DRIVE)
 
 
 # --- The state the tools see ----------------------------------------------------------------
@@ -721,6 +678,35 @@ async def _serve_while_authorised(
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+def _same_origin(app: ASGIApp) -> ASGIApp:
+    """``app`` behind the server's one same-origin rule: a browser page may call ``/mcp`` only
+    from the request's own origin (scheme, host and port) or one in ``CSRF_TRUSTED_ORIGINS``.
+    Agents send no Origin and are not concerned."""
+
+    async def checked(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = Headers(scope=scope)
+            origin = headers.get("origin")
+            host = headers.get("host", "")
+            secure = scope.get("scheme") == "https"
+            if origin and not origin_matches_host(origin=origin, host=host, secure=secure):
+                own = f"{'https' if secure else 'http'}://{host}"
+                await _refuse(
+                    send,
+                    Refused(
+                        403,
+                        "forbidden_origin",
+                        f"Origin {origin[:200]!r} is not this server's own ({own[:200]}); a "
+                        "browser page may call /mcp only from there or from an origin listed "
+                        "in CSRF_TRUSTED_ORIGINS",
+                    ),
+                )
+                return
+        await app(scope, receive, send)
+
+    return checked
+
+
 class HostedMcp:
     """The ASGI app of ``/mcp``: Host/Origin guard, token and project, then the MCP app."""
 
@@ -743,10 +729,13 @@ class HostedMcp:
             )
 
             # The guard of `mcpserve --transport http` (strict: every request is checked), then
-            # the SDK's body limit, here before the token too: an oversized request connects
-            # no agent.
+            # the server's same-origin rule (the guard lets any loopback page in), then the
+            # SDK's body limit, here before the token too: an oversized request connects no
+            # agent.
             self._guarded = HostOriginGuardMiddleware(
-                RequestBodyLimitMiddleware(self._authenticated, DEFAULT_MAX_REQUEST_BODY_SIZE),
+                _same_origin(
+                    RequestBodyLimitMiddleware(self._authenticated, DEFAULT_MAX_REQUEST_BODY_SIZE)
+                ),
                 allowed_hosts=self.config.allowed_hosts,
                 allowed_origins=self.config.allowed_origins,
                 mode="strict",

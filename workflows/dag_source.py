@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workflows.dag import DAG_SOURCE_KEY
 from workflows.models import Agent, Project
@@ -27,6 +27,9 @@ from workflows.workflow_sources import (
     RunState,
     RunStatus,
 )
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 __all__ = ["DAG_SOURCE_KEY", "DagSource"]
 
@@ -56,7 +59,11 @@ def _published(row: Mapping[str, Any]) -> PublishedWorkflow:
 
 class DagSource:
     """The project's defined DAG workflows that have not run yet. ``agent`` is the calling
-    server's agent: the default triggering agent, and who cancels."""
+    server's agent: the default triggering agent, and who cancels. ``acting`` says what an
+    agent id the caller names itself by stands for (its identity's rule; as given when
+    None), so a ``triggering_agent_id`` argument claims no one else. ``person``: the person
+    the caller acts for, whose permission (the caller's check) lets them execute any
+    workflow."""
 
     key = DAG_SOURCE_KEY
     label = "multi-agent DAG workflows"
@@ -64,10 +71,17 @@ class DagSource:
     cancel_on_timeout = False
 
     def __init__(
-        self, *, project: Callable[[], Project], agent: Callable[[], Agent] | None = None
+        self,
+        *,
+        project: Callable[[], Project],
+        agent: Callable[[], Agent] | None = None,
+        acting: Callable[[str], str] | None = None,
+        person: User | None = None,
     ) -> None:
         self._project = project
         self._agent = agent
+        self._acting = acting
+        self._person = person
         self._lock = threading.Lock()
         self._cached: tuple[PublishedWorkflow, ...] = ()
 
@@ -86,10 +100,14 @@ class DagSource:
     def start(
         self, *, workflow: PublishedWorkflow, arguments: Mapping[str, Any], agent_id: str
     ) -> RunStarted:
+        named = arguments.get("triggering_agent_id")
+        if named and self._acting is not None:
+            named = self._acting(str(named))
         advance = dag_execute(
             project=self._project(),
             workflow_id=workflow.id,
-            triggering_agent_id=str(arguments.get("triggering_agent_id") or agent_id),
+            triggering_agent_id=str(named or agent_id),
+            by=self._person,
         )
         return RunStarted(
             run_id=workflow.id,

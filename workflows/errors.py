@@ -33,3 +33,7 @@ class Conflict(WorkflowError):
 
 class ProjectUnavailable(WorkflowError):
     """The project's folder is not on this machine, so its catalog cannot be read here."""
+
+
+class Forbidden(WorkflowError):
+    """The caller is who it says, but may not do this (another project, another's agent)."""

@@ -732,7 +732,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         sources.append(
             RemoteSource(config.url, config.token, poll_seconds=settings.source_poll_seconds)
         )
-    sources.append(DagSource(project=state.project, agent=state.agent))
+    sources.append(
+        DagSource(project=state.project, agent=state.agent, acting=state.acting_agent_id)
+    )
     provider = WorkflowToolsProvider(state, sources, reserved=reserved_names(), settings=settings)
     mcp.add_provider(provider)
     # Innermost of the SDK server's middleware: FastMCP's own (request context, its

@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client as HttpClient
 from fastmcp import Client
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from mcp_bridge.server import create_server
 from tests.factories import make_user
 from workflows.models import Agent, Event, WorkflowSession

@@ -20,7 +20,7 @@ from django.db import connection, connections
 from django.test import Client as HttpClient
 from fastmcp import Client
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from mcp_bridge.server import create_server
 from tests.conftest import DEMO_JOB, NESTED_JOB
 from tests.factories import make_user, write_job

@@ -23,7 +23,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 from django.test import Client
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from reviews import services as review_services
 from reviews.models import ReviewResult
 from reviews.services import GateConfig, step_finish_gated

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 from django.test import Client
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from tests.factories import make_user
 
 VIEW = "workflows.view_workflowsession"

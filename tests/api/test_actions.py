@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from django.test import AsyncClient
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from reviews.models import HumanDecision, ReviewResult
 from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, assert_error
 from tests.factories import write_job

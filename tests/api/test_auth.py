@@ -11,10 +11,10 @@ from django.db import IntegrityError
 from django.test import Client
 from django.utils import timezone
 
+from accounts.models import ApiToken
+from accounts.services import api_token_authenticate, api_token_create, api_token_revoke
 from api.api import api
 from api.auth import TokenAuth
-from api.models import ApiToken
-from api.services import api_token_authenticate, api_token_create, api_token_revoke
 from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, Caller, assert_error
 from tests.factories import make_user
 from workflows.errors import InvalidInput

@@ -94,8 +94,7 @@ def test_refusals_have_the_error_shape_and_change_nothing(proj, driver, viewer):
     assert "is already running" in assert_error(again, 409, "conflict")["message"]
     refused = driver.post(f"/api/dag/workflows/{wid}/delete", {"requesting_agent_id": "eve"})
     assert (
-        "Only the workflow's creator ('boss')"
-        in assert_error(refused, 400, "invalid_input")["message"]
+        "Only the workflow's creator ('boss')" in assert_error(refused, 403, "forbidden")["message"]
     )
     running = driver.post(f"/api/dag/workflows/{wid}/delete", {"requesting_agent_id": "boss"})
     assert_error(running, 409, "conflict")

@@ -21,7 +21,7 @@ from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from tests.factories import make_user
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure

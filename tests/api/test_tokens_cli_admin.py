@@ -10,8 +10,8 @@ from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from api.models import ApiToken
-from api.services import api_token_create, api_token_revoke
+from accounts.models import ApiToken
+from accounts.services import api_token_create, api_token_revoke
 from tests.api.conftest import VIEW, Caller
 from tests.factories import make_user
 
@@ -103,7 +103,7 @@ SECRET = re.compile(r"dwk_[A-Za-z0-9_-]{43}")
 
 def test_admin_add_shows_the_secret_once_on_its_own_page(admin_client, alice):
     response = admin_client.post(
-        "/admin/api/apitoken/add/", {"user": alice.pk, "name": "dashboard-script"}
+        "/admin/accounts/apitoken/add/", {"user": alice.pk, "name": "dashboard-script"}
     )
     assert response.status_code == 200
     token = ApiToken.objects.get()
@@ -118,17 +118,18 @@ def test_admin_add_shows_the_secret_once_on_its_own_page(admin_client, alice):
     assert all(secret not in morsel.value for morsel in admin_client.cookies.values())
     assert all(secret not in str(value) for value in admin_client.session.values())
 
-    listing = admin_client.get("/admin/api/apitoken/").content.decode()
+    listing = admin_client.get("/admin/accounts/apitoken/").content.decode()
     assert token.prefix in listing
     assert secret not in listing
     assert (
-        secret not in admin_client.get(f"/admin/api/apitoken/{token.pk}/change/").content.decode()
+        secret
+        not in admin_client.get(f"/admin/accounts/apitoken/{token.pk}/change/").content.decode()
     )
 
 
 def test_admin_add_refuses_a_taken_name(admin_client, alice):
     api_token_create(user=alice, name="ci")
-    response = admin_client.post("/admin/api/apitoken/add/", {"user": alice.pk, "name": "ci"})
+    response = admin_client.post("/admin/accounts/apitoken/add/", {"user": alice.pk, "name": "ci"})
     assert response.status_code == 200
     assert "already has a live token with this name" in response.content.decode()
     assert ApiToken.objects.count() == 1
@@ -138,7 +139,7 @@ def test_admin_revoke_action(admin_client, alice):
     first, first_secret = api_token_create(user=alice, name="one")
     second, _ = api_token_create(user=alice, name="two")
     response = admin_client.post(
-        "/admin/api/apitoken/",
+        "/admin/accounts/apitoken/",
         {"action": "revoke", "_selected_action": [first.pk]},
         follow=True,
     )
@@ -149,7 +150,7 @@ def test_admin_revoke_action(admin_client, alice):
     assert second.revoked_at is None
     assert Caller(Client(), first_secret).get("/api/projects").status_code == 401
     # Revoked tokens stay on record: the admin offers no delete.
-    assert admin_client.post(f"/admin/api/apitoken/{first.pk}/delete/").status_code == 403
+    assert admin_client.post(f"/admin/accounts/apitoken/{first.pk}/delete/").status_code == 403
     assert ApiToken.objects.count() == 2
 
 
@@ -158,7 +159,7 @@ def staff(db):
     """A staff user who may manage API tokens in the admin, and nothing else."""
     user = make_user(
         username="staff",
-        perms=("api.add_apitoken", "api.change_apitoken", "api.view_apitoken"),
+        perms=("accounts.add_apitoken", "accounts.change_apitoken", "accounts.view_apitoken"),
         staff=True,
     )
     client = Client()
@@ -170,17 +171,17 @@ def test_staff_cannot_make_a_token_for_someone_else(staff, alice):
     user, client = staff
     root = make_user(username="root", superuser=True)
     for victim in (root, alice):
-        response = client.post("/admin/api/apitoken/add/", {"user": victim.pk, "name": "mine"})
+        response = client.post("/admin/accounts/apitoken/add/", {"user": victim.pk, "name": "mine"})
         assert response.status_code == 200
         assert "Select a valid choice" in response.content.decode()
         assert not SECRET.search(response.content.decode())
     assert not ApiToken.objects.exists()
 
     # The form offers only themselves.
-    form = client.get("/admin/api/apitoken/add/").content.decode()
+    form = client.get("/admin/accounts/apitoken/add/").content.decode()
     assert re.findall(r'<option value="(\d+)"', form) == [str(user.pk)]
 
-    response = client.post("/admin/api/apitoken/add/", {"user": user.pk, "name": "mine"})
+    response = client.post("/admin/accounts/apitoken/add/", {"user": user.pk, "name": "mine"})
     assert response.status_code == 200
     assert ApiToken.objects.get().user == user
     assert SECRET.search(response.content.decode())
@@ -205,13 +206,13 @@ def test_staff_see_and_revoke_only_their_own_tokens(staff, alice):
     own, own_secret = api_token_create(user=user, name="own")
     other, other_secret = api_token_create(user=alice, name="other")
 
-    listing = client.get("/admin/api/apitoken/").content.decode()
+    listing = client.get("/admin/accounts/apitoken/").content.decode()
     assert own.prefix in listing
     assert other.prefix not in listing
-    assert client.get(f"/admin/api/apitoken/{other.pk}/change/").status_code == 302
+    assert client.get(f"/admin/accounts/apitoken/{other.pk}/change/").status_code == 302
 
     client.post(
-        "/admin/api/apitoken/",
+        "/admin/accounts/apitoken/",
         {"action": "revoke", "_selected_action": [own.pk, other.pk]},
         follow=True,
     )

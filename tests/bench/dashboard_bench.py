@@ -244,8 +244,8 @@ def measure_pages(runs: int) -> list[dict]:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    from api.models import ApiToken  # noqa: F401  (the API app must be installed)
-    from api.services import api_token_create
+    from accounts.models import ApiToken  # noqa: F401  (the API app must be installed)
+    from accounts.services import api_token_create
     from workflows.models import WorkflowSession
 
     user = User.objects.get(username="bench")

@@ -44,7 +44,7 @@ SETUP = """
 import json, os
 from pathlib import Path
 from django.contrib.auth.models import Permission, User
-from api.services import api_token_create
+from accounts.services import api_token_create
 from workflows.services.projects import project_ensure
 project = project_ensure(root_path=Path(os.environ["BENCH_PROJECT"]).resolve())
 user = User.objects.create_user("bench")

@@ -736,7 +736,7 @@ def measure(runs: int, only: list[str] | None = None) -> list[dict]:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from api.services import api_token_create
+    from accounts.services import api_token_create
     from dashboard.insight_charts import forget_drawn_charts
     from reviews.insight_tables import INSIGHT_NAMES
     from workflows.models import WorkflowSession

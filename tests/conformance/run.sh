@@ -267,7 +267,7 @@ HOSTED_TOKEN=$("${RUN_ENV[@]}" CONFORMANCE_PROJECT="$PROJECT" "$PY" manage.py sh
 import os
 from pathlib import Path
 from django.contrib.auth.models import Permission, User
-from api.services import api_token_create
+from accounts.services import api_token_create
 from workflows.services.projects import project_ensure
 user = User.objects.create_user("conformance")
 user.user_permissions.add(Permission.objects.get(codename="drive_session"))

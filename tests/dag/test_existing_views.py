@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from tests.api.conftest import VIEW, Caller
 from tests.dashboard.conftest import client_for
 from tests.factories import make_user

@@ -26,7 +26,7 @@ import os
 from django.core.management import call_command
 call_command("migrate", interactive=False, verbosity=0)
 from django.contrib.auth.models import Permission
-from api.services import api_token_create
+from accounts.services import api_token_create
 from tests.factories import make_user
 from workflows.services.projects import project_ensure
 from pathlib import Path

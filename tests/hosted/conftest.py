@@ -19,7 +19,7 @@ from django.conf import settings
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from tests.factories import make_user
 from tests.processes import child_env_on_test_db, free_port, stop, wait_for_port
 from workflows.models import Project

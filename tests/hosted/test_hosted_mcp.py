@@ -16,8 +16,8 @@ from django.test import Client as PageClient
 from fastmcp import Client as FastMCPClient
 from mcp.shared.exceptions import MCPError
 
-from api.models import ApiToken
-from api.services import api_token_create, api_token_revoke
+from accounts.models import ApiToken
+from accounts.services import api_token_create, api_token_revoke
 from mcp_bridge.server import create_server
 from tests.factories import make_user
 from tests.hosted.conftest import DRIVE, Tokens, call, mcp_client, start_web

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from api.services import api_token_create, api_token_revoke
+from accounts import identity
+from accounts.services import api_token_create, api_token_revoke
 from mcp_bridge import hosted
 from mcp_bridge.hosted import Identity, Refused, identify, still_authorised
 from tests.factories import make_user
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
     # The caches live as long as a server process; each test here is a new "process".
-    for cache in (hosted._agents, hosted._projects, hosted._permissions, hosted._alive):
+    for cache in (hosted._agents, hosted._projects, identity._permissions, hosted._alive):
         cache.clear()
 
 

@@ -9,13 +9,13 @@ from asgiref.sync import sync_to_async
 from django.test import Client as PageClient
 from fastmcp import Client
 
-from api.models import ApiToken
-from mcp_bridge.hosted import Identity, scoped_agent_id
+from accounts.identity import token_scoped_agent_id
+from accounts.models import ApiToken
 from tests.deepwork014.fixtures import DEMO14_JOB
 from tests.factories import make_user
 from tests.hosted.conftest import Tokens, call, mcp_client
 from tests.hosted.test_hosted_mcp import ACCEPT, post
-from workflows.errors import InvalidInput
+from workflows.errors import Forbidden, InvalidInput
 from workflows.models import Agent, WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
@@ -191,20 +191,24 @@ async def test_two_tokens_with_one_session_id_keep_two_stacks(web, tokens, mode)
     }
 
 
-def test_scoping_rules(tokens_free_identity):
-    identity = tokens_free_identity
-    base = identity.token_agent_id
+def test_scoping_rules():
+    base = "token-7-laptop"
+
+    def scoped(agent_id: str, acting: bool) -> str:
+        return token_scoped_agent_id(token_id=7, own=base, agent_id=agent_id, acting=acting)
 
     def acting(agent_id: str) -> str:
-        return scoped_agent_id(identity, agent_id, acting=True)
+        return scoped(agent_id, True)
 
     assert acting(base) == base
     assert acting("w") == f"{base}/w"
     assert acting(f"{base}/w") == f"{base}/w"
-    assert scoped_agent_id(identity, "token-99-x/w", acting=False) == "token-99-x/w"
+    assert scoped("token-99-x/w", False) == "token-99-x/w"
+    # Another token's agent is not bad input but not this token's to use: refused as such.
+    for other in ("token-99-x/w", "token-99"):
+        with pytest.raises(Forbidden, match="belongs to another API token"):
+            acting(other)
     for bad, says in [
-        ("token-99-x/w", "belongs to another API token"),
-        ("token-99", "belongs to another API token"),
         # This token's number but not its name: not one of its agents.
         ("token-7", "got 'token-7'"),
         (f"{base}/a/b", "got"),
@@ -213,17 +217,6 @@ def test_scoping_rules(tokens_free_identity):
     ]:
         with pytest.raises(InvalidInput, match=says):
             acting(bad)
-
-
-@pytest.fixture
-def tokens_free_identity() -> Identity:
-    return Identity(
-        token_id=7,
-        token_agent_id="token-7-laptop",
-        project=None,  # type: ignore[arg-type]  # not needed by the scoping rules
-        toolsets=("agents",),
-        agent=None,  # type: ignore[arg-type]
-    )
 
 
 # --- A hosted agent's heartbeat and roles, as the agents page shows them ----------------------

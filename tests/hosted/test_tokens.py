@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from api.models import ApiToken
-from api.services import api_token_create
+from accounts.models import ApiToken
+from accounts.services import api_token_create
 from tests.factories import make_user
 from workflows.errors import InvalidInput
 from workflows.services.projects import project_ensure
@@ -60,7 +60,7 @@ def test_the_command_refuses_a_project_without_mcp_or_unknown(alice, project_dir
 def test_the_admin_makes_mcp_tokens(admin_client, alice, project_dir: Path):
     project = project_ensure(root_path=project_dir)
     response = admin_client.post(
-        "/admin/api/apitoken/add/",
+        "/admin/accounts/apitoken/add/",
         {"user": alice.pk, "name": "laptop", "mcp": "on", "mcp_project": project.pk},
     )
     assert response.status_code == 200
@@ -68,12 +68,13 @@ def test_the_admin_makes_mcp_tokens(admin_client, alice, project_dir: Path):
     assert (token.mcp, token.mcp_project) == (True, project)
     # A project without MCP is refused on the form, and nothing is made.
     response = admin_client.post(
-        "/admin/api/apitoken/add/", {"user": alice.pk, "name": "other", "mcp_project": project.pk}
+        "/admin/accounts/apitoken/add/",
+        {"user": alice.pk, "name": "other", "mcp_project": project.pk},
     )
     assert "A project binds MCP use: tick MCP too." in response.content.decode()
     assert ApiToken.objects.count() == 1
     # A token never changes after it is made: its MCP fields are read-only.
-    change = admin_client.get(f"/admin/api/apitoken/{token.pk}/change/").content.decode()
+    change = admin_client.get(f"/admin/accounts/apitoken/{token.pk}/change/").content.decode()
     assert 'name="mcp"' not in change
 
 
@@ -85,13 +86,13 @@ def test_roles_of_a_token_agent_from_the_command_and_the_admin(admin_client, ali
     with pytest.raises(CommandError, match="Roles are names of 1 to 128 characters"):
         run("create", "--user", "alice", "--name", "x", "--mcp", "--roles", "a," + "b" * 129)
     response = admin_client.post(
-        "/admin/api/apitoken/add/",
+        "/admin/accounts/apitoken/add/",
         {"user": alice.pk, "name": "laptop", "mcp": "on", "mcp_roles": '["review"]'},
     )
     assert response.status_code == 200
     assert ApiToken.objects.get(name="laptop").mcp_roles == ["review"]
     response = admin_client.post(
-        "/admin/api/apitoken/add/", {"user": alice.pk, "name": "bad", "mcp_roles": '"swe"'}
+        "/admin/accounts/apitoken/add/", {"user": alice.pk, "name": "bad", "mcp_roles": '"swe"'}
     )
     assert "A JSON list of role names, e.g. [&quot;swe&quot;, &quot;qa&quot;]." in (
         response.content.decode()

@@ -9,7 +9,7 @@ import json
 import pytest
 from django.test import Client
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from reviews.history import history_markdown, session_history
 from reviews.insight_tables import INSIGHT_NAMES, insight_table
 from tests.factories import make_user

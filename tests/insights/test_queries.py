@@ -10,7 +10,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from reviews.insight_tables import INSIGHT_NAMES
 from reviews.models import ReviewResult, copied_from
 from tests.factories import make_user

@@ -10,7 +10,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from workflows.dag_source import DagSource
-from workflows.errors import Conflict, InvalidInput, NotFound
+from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import Agent, Event, Job, Project, StepRun, WorkflowSession
 from workflows.services import dag
 from workflows.services.agents import agent_ensure
@@ -125,13 +125,14 @@ def test_start_executes_with_the_calling_agent_as_trigger(proj, source):
 def test_a_named_triggering_agent_is_used(proj, source):
     define(proj)
     [workflow] = source.workflows()
+    # The creator's sub-agent: the creator's family may execute what it defined.
     started = source.start(
-        workflow=workflow, arguments={"triggering_agent_id": "boss"}, agent_id="lead"
+        workflow=workflow, arguments={"triggering_agent_id": "lead/boss"}, agent_id="lead"
     )
     assert started.result["issues"] == [
         {"step_id": "draft", "reason": "no responsive agent has the role 'swe'"}
     ]
-    assert WorkflowSession.objects.get(session_id=started.run_id).agent.agent_id == "boss"
+    assert WorkflowSession.objects.get(session_id=started.run_id).agent.agent_id == "lead/boss"
 
 
 def test_status_follows_the_run_to_its_results(proj, source):
@@ -221,9 +222,10 @@ def test_only_the_creator_or_the_trigger_cancels_and_a_reason_is_needed(proj, le
     source.start(workflow=workflow, arguments={"triggering_agent_id": "boss"}, agent_id="lead")
     before = snapshot(proj)
     with pytest.raises(
-        InvalidInput,
-        match=r"Only the workflow's creator \('boss'\) or the agent that executed it "
-        r"\('boss'\) may cancel its run; 'lead' may not",
+        Forbidden,
+        match=r"Only the workflow's creator \('boss'\), its sub-agents \(boss/<name>\), the "
+        r"agent that executed it \('boss'\) or a person with the permission may cancel its "
+        r"run; 'lead' may not",
     ):
         source.cancel(run_id=wid, reason="mine now")
     with pytest.raises(InvalidInput, match="A reason is required to cancel a run"):

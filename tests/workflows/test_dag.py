@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from workflows.dag import dag_plan
-from workflows.errors import Conflict, InvalidInput, NotFound
+from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import (
     Agent,
     Event,
@@ -410,7 +410,7 @@ def test_delete_only_by_the_creator_and_running_only_with_force(proj):
     register(proj, "planner", "planner")
     job = define(proj).job
     wid = job.dir_name
-    with pytest.raises(InvalidInput, match=r"Only the workflow's creator \('boss'\) may delete"):
+    with pytest.raises(Forbidden, match=r"Only the workflow's creator \('boss'\) may delete"):
         dag.dag_delete(project=proj, workflow_id=wid, requesting_agent_id="other")
     dag.dag_execute(project=proj, workflow_id=wid, triggering_agent_id="boss")
     before = counts()

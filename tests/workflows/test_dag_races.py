@@ -151,7 +151,9 @@ def test_two_executes_at_once_start_one_execution(tmp_path):
         barrier.wait()
         try:
             retrying_when_busy(
-                lambda: dag.dag_execute(project=project, workflow_id=wid, triggering_agent_id="b")
+                lambda: dag.dag_execute(
+                    project=project, workflow_id=wid, triggering_agent_id="boss"
+                )
             )()
         except Conflict as exc:
             return exc.message

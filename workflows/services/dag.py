@@ -43,7 +43,7 @@ from workflows.dag import (
     json_clean,
     responsive_cutoff,
 )
-from workflows.errors import Conflict, InvalidInput, NotFound
+from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import (
     Agent,
     Event,
@@ -341,7 +341,7 @@ def dag_delete(
         job = dag_job(project=project, workflow_id=workflow_id)
         job = Job.objects.select_for_update().get(pk=job.pk)
         if job.creator_id != requesting_agent_id:
-            raise InvalidInput(
+            raise Forbidden(
                 f"Only the workflow's creator ({job.creator_id!r}) may delete workflow "
                 f"{workflow_id!r}; {requesting_agent_id!r} may not"
             )
@@ -374,11 +374,27 @@ def dag_delete(
 # --- Execute and the scheduler ------------------------------------------------------------------
 
 
-def dag_execute(*, project: Project, workflow_id: str, triggering_agent_id: str) -> Advance:
-    """Start the workflow's one execution and hand out the steps that can start."""
+def of_creator(creator_id: str, agent_id: str) -> bool:
+    """Whether ``agent_id`` is the workflow creator ``creator_id`` or one of its sub-agents
+    (``<creator_id>/<name>``): who may run and stop what it defined."""
+    return agent_id == creator_id or agent_id.startswith(creator_id + "/")
+
+
+def dag_execute(
+    *, project: Project, workflow_id: str, triggering_agent_id: str, by: User | None = None
+) -> Advance:
+    """Start the workflow's one execution and hand out the steps that can start. Only its
+    creator or the creator's sub-agents may, or a person (``by``; holding the permission is
+    the caller's check): anyone else would run another's plan, steps and tool calls."""
     triggering_agent_id = agent_id_clean(triggering_agent_id)
     with transaction.atomic():
         job = dag_job(project=project, workflow_id=workflow_id)
+        if by is None and not of_creator(job.creator_id, triggering_agent_id):
+            raise Forbidden(
+                f"Only the workflow's creator ({job.creator_id!r}), its sub-agents "
+                f"({job.creator_id}/<name>) or a person with the permission may execute "
+                f"workflow {workflow_id!r}; {triggering_agent_id!r} may not"
+            )
         # Two executes of one workflow: the second waits here, then finds the session.
         job = Job.objects.select_for_update().get(pk=job.pk)
         existing = WorkflowSession.objects.filter(job=job).values_list("status", flat=True).first()
@@ -792,8 +808,9 @@ def dag_cancel(
     by: User | None = None,
 ) -> str:
     """Stop a running execution for good: it fails with ``reason`` (a DAG workflow runs once,
-    so it cannot be resumed). Its creator or the agent that executed it may, or a person
-    (``by``; holding a permission is the caller's check). Returns the reason stored.
+    so it cannot be resumed). Its creator, the creator's sub-agents or the agent that
+    executed it may, or a person (``by``; holding a permission is the caller's check).
+    Returns the reason stored.
 
     No step fails: a failed execution without a failed step is how a cancelled one is told
     apart. Steps still held are left as they are; their agents' reports change nothing.
@@ -814,10 +831,14 @@ def dag_cancel(
         if session is None:
             raise Conflict(f"Workflow {workflow_id!r} has not been executed yet; no run to cancel")
         trigger = Agent.objects.filter(pk=session.agent_id).values_list("agent_id", flat=True).get()
-        if by is None and agent_id not in (job.creator_id, trigger):
-            raise InvalidInput(
-                f"Only the workflow's creator ({job.creator_id!r}) or the agent that executed "
-                f"it ({trigger!r}) may cancel its run; {agent_id!r} may not"
+        allowed = agent_id is not None and (
+            of_creator(job.creator_id, agent_id) or agent_id == trigger
+        )
+        if by is None and not allowed:
+            raise Forbidden(
+                f"Only the workflow's creator ({job.creator_id!r}), its sub-agents "
+                f"({job.creator_id}/<name>), the agent that executed it ({trigger!r}) or a "
+                f"person with the permission may cancel its run; {agent_id!r} may not"
             )
         if session.status != RUNNING:
             raise Conflict(

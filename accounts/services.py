@@ -1,4 +1,4 @@
-"""Writes of the API layer: tokens."""
+"""Writes of accounts: API tokens."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from api.models import ApiToken
+from accounts.models import ApiToken
 from workflows.errors import InvalidInput
 from workflows.services.dag import MAX_ROLES
 

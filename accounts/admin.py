@@ -16,8 +16,8 @@ from django.forms import ModelChoiceField
 from django.http import HttpRequest, HttpResponse
 from django.utils.cache import add_never_cache_headers
 
-from api.models import ApiToken
-from api.services import api_token_create, api_token_revoke, api_token_roles_clean
+from accounts.models import ApiToken
+from accounts.services import api_token_create, api_token_revoke, api_token_roles_clean
 from deepwork_site.admin_helpers import admin_page, plural
 from deepwork_site.auth import signed_in_user
 from workflows.errors import InvalidInput
@@ -80,7 +80,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
     ]
     actions = ["revoke"]
     raw_id_fields = ["user"]
-    secret_template = "admin/api/apitoken/secret.html"
+    secret_template = "admin/accounts/apitoken/secret.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:
         # The list, the change page and the revoke action all read through this.

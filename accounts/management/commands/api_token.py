@@ -11,8 +11,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from api.selectors import api_token_find, api_token_list
-from api.services import api_token_create, api_token_revoke
+from accounts.selectors import api_token_find, api_token_list
+from accounts.services import api_token_create, api_token_revoke
 from workflows.errors import WorkflowError
 from workflows.models import Project
 

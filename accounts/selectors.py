@@ -1,9 +1,9 @@
-"""Reads of the API's own records (its tokens). Sessions, events and the catalog are read
+"""Reads of accounts (API tokens). Sessions, events and the catalog are read
 through ``workflows.selectors`` and ``reviews.selectors``, as every interface reads them."""
 
 from __future__ import annotations
 
-from api.models import ApiToken
+from accounts.models import ApiToken
 from workflows.errors import InvalidInput, NotFound
 
 

@@ -1,4 +1,4 @@
-"""API tokens: how programs authenticate to the REST API as a person."""
+"""API tokens: how programs authenticate, to the REST API and to hosted /mcp, as a person."""
 
 from __future__ import annotations
 
@@ -47,6 +47,8 @@ class ApiToken(models.Model):
     )
 
     class Meta:
+        # The table of the app the model began in: moving it changed no data.
+        db_table = "api_apitoken"
         verbose_name = "API token"
         constraints = [
             # Also the index of the lookup every API request makes (hash of the bearer secret).
