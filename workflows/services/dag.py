@@ -42,6 +42,7 @@ from workflows.dag import (
     dag_plan_stored,
     json_clean,
     responsive_cutoff,
+    same_identity,
 )
 from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import (
@@ -374,12 +375,6 @@ def dag_delete(
 # --- Execute and the scheduler ------------------------------------------------------------------
 
 
-def of_creator(creator_id: str, agent_id: str) -> bool:
-    """Whether ``agent_id`` is the workflow creator ``creator_id`` or one of its sub-agents
-    (``<creator_id>/<name>``): who may run and stop what it defined."""
-    return agent_id == creator_id or agent_id.startswith(creator_id + "/")
-
-
 def dag_execute(
     *, project: Project, workflow_id: str, triggering_agent_id: str, by: User | None = None
 ) -> Advance:
@@ -389,7 +384,7 @@ def dag_execute(
     triggering_agent_id = agent_id_clean(triggering_agent_id)
     with transaction.atomic():
         job = dag_job(project=project, workflow_id=workflow_id)
-        if by is None and not of_creator(job.creator_id, triggering_agent_id):
+        if by is None and not same_identity(job.creator_id, triggering_agent_id):
             raise Forbidden(
                 f"Only the workflow's creator ({job.creator_id!r}), its sub-agents "
                 f"({job.creator_id}/<name>) or a person with the permission may execute "
@@ -832,7 +827,7 @@ def dag_cancel(
             raise Conflict(f"Workflow {workflow_id!r} has not been executed yet; no run to cancel")
         trigger = Agent.objects.filter(pk=session.agent_id).values_list("agent_id", flat=True).get()
         allowed = agent_id is not None and (
-            of_creator(job.creator_id, agent_id) or agent_id == trigger
+            same_identity(job.creator_id, agent_id) or agent_id == trigger
         )
         if by is None and not allowed:
             raise Forbidden(
