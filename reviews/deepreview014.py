@@ -38,7 +38,8 @@ class Task014:
 
 
 def format_tasks(tasks: Sequence[Task014]) -> str:
-    """The agent list 0.14's formatter prints (digest §5.6)."""
+    """The agent list 0.14's formatter prints (digest §5.6): each task ends with an empty
+    line, and the text with the newline of that line, no more."""
     if not tasks:
         return "No review tasks to execute."
     lines = [
@@ -54,7 +55,7 @@ def format_tasks(tasks: Sequence[Task014]) -> str:
             f'\tprompt: "@{INSTRUCTIONS_DIR}/{task.review_id}.md"',
             "",
         ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 __all__ = ["DIALECT_014", "get_configured_reviews", "get_review_instructions", "is_catch_all"]

@@ -121,6 +121,16 @@ def _rule(
     )
 
 
+def _job_file_location(job_dir: Path, project_root: Path) -> str:
+    """The job.yml a step's reviews come from, as the reviewer finds it: from the project
+    root for a job in the project. A job from elsewhere (a standard job) is named by its
+    folder alone, so the text shows no path of the server's own file system."""
+    try:
+        return (job_dir / "job.yml").relative_to(project_root).as_posix()
+    except ValueError:
+        return f"{job_dir.name}/job.yml"
+
+
 def _with_preamble(preamble: str, text: str) -> str:
     return f"{preamble}\n\n{text}" if preamble else text
 
@@ -143,8 +153,9 @@ def review_tasks(
     also: tuple[ReviewIdFn, ...] = (compute_review_id,) if honour_091_ids else ()
     root = checkpoint.project_root
     step = checkpoint.step
-    prefix = f"{Path(checkpoint.session.job.job_dir).name}/"
-    source = f"{prefix}job.yml:0"
+    job_dir = Path(checkpoint.session.job.job_dir)
+    prefix = f"{job_dir.name}/"
+    source = f"{_job_file_location(job_dir, root)}:0"
     preamble = _preamble(checkpoint)
     declared: dict[str, RtArg] = {arg.name: arg for arg in step.outputs}
     file_tasks: list[ReviewTask] = []
@@ -312,7 +323,9 @@ def _process_text(checkpoint: Checkpoint014, preamble: str) -> str:
 
 
 def gate_feedback(tasks: Sequence[Task014]) -> str:
-    return f"{GATE_HEAD}\n\n{format_tasks(tasks)}\n{HOW_TO_RUN}"
+    # Two blank lines before the next heading: the task list's own trailing empty line, then
+    # the one that separates every part of the feedback.
+    return f"{GATE_HEAD}\n\n{format_tasks(tasks)}\n\n{HOW_TO_RUN}"
 
 
 __all__ = ["format_tasks", "gate_feedback", "review_tasks", "schema_feedback"]

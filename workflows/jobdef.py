@@ -66,12 +66,31 @@ def bounded_error(text: str) -> str:
     return f"{text[:head]} [... {cut} characters cut ...] {text[-_ERROR_TAIL_CHARS:]}"
 
 
+# The whole error of a job.yml that holds no document, as DeepWork 0.14 words it.
+EMPTY_JOB_FILE = "job.yml is empty"
+
+
 class JobParseError(Exception):
     """A job directory or job.yml that cannot be used; str() is the client-facing text,
     bounded by ``MAX_ERROR_CHARS``."""
 
     def __init__(self, message: str) -> None:
         super().__init__(bounded_error(message))
+
+
+class JobYamlError(JobParseError):
+    """A job.yml that is not YAML a job can be read from; ``detail`` is what the YAML reader
+    found, without the file it was read from."""
+
+    def __init__(self, message: str, *, detail: str) -> None:
+        super().__init__(message)
+        self.detail = bounded_error(detail)
+
+
+def _named(yml_path: Path | None) -> str:
+    # A definition sent as text (``yml_path`` None) has no file to name: errors about it
+    # must not name one of the server's, which the sender neither knows nor may learn.
+    return str(yml_path) if yml_path is not None else "the job definition"
 
 
 @dataclass(frozen=True)
@@ -166,17 +185,21 @@ def _validator() -> Any:
     return json_schemas.validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
 
 
-def too_large_error(yml_path: Path) -> JobParseError:
+def too_large_error(yml_path: Path | None) -> JobParseError:
     """The load error of a job.yml over ``MAX_FILE_BYTES``: whoever reads the file reads at
     most one byte more, and refuses it with this."""
     return JobParseError(
-        f"Failed to load job.yml: {yml_path} is larger than {MAX_FILE_BYTES} bytes, "
+        f"Failed to load job.yml: {_named(yml_path)} is larger than {MAX_FILE_BYTES} bytes, "
         "the most a job file may be"
     )
 
 
-def parse_job_bytes(raw: bytes, *, job_dir: Path, yml_path: Path) -> JobDef:
-    """Parse the bytes of ``yml_path`` as read from disk: size, then UTF-8, then the text."""
+def parse_job_bytes(raw: bytes, *, job_dir: Path, yml_path: Path | None) -> JobDef:
+    """Parse the bytes of ``yml_path`` as read from disk: size, then UTF-8, then the text.
+
+    ``yml_path`` None: the bytes were sent, not read from a file (a session job); errors then
+    name no file, and YAML errors say ``in "<unicode string>"``, as DeepWork 0.14 does.
+    """
     if len(raw) > MAX_FILE_BYTES:
         raise too_large_error(yml_path)
     try:
@@ -185,13 +208,14 @@ def parse_job_bytes(raw: bytes, *, job_dir: Path, yml_path: Path) -> JobDef:
     except UnicodeDecodeError as exc:
         # 0.9.1 let this escape and took get_workflows down with it.
         raise JobParseError(
-            f"Failed to load job.yml: {yml_path} is not valid UTF-8: {exc}"
+            f"Failed to load job.yml: {_named(yml_path)} is not valid UTF-8: {exc}"
         ) from exc
     return parse_job_text(text, job_dir=job_dir, yml_path=yml_path)
 
 
-def parse_job_text(text: str, *, job_dir: Path, yml_path: Path) -> JobDef:
-    """Parse job.yml content already read from ``yml_path``; ``job_dir`` is recorded as given."""
+def parse_job_text(text: str, *, job_dir: Path, yml_path: Path | None) -> JobDef:
+    """Parse job.yml content already read from ``yml_path`` (None: sent as text, see
+    ``parse_job_bytes``); ``job_dir`` is recorded as given."""
     # Characters never outnumber UTF-8 bytes, so this refuses only files over the byte limit.
     if len(text) > MAX_FILE_BYTES:
         raise too_large_error(yml_path)
@@ -212,31 +236,36 @@ def parse_job_text(text: str, *, job_dir: Path, yml_path: Path) -> JobDef:
     return job
 
 
-def _load_yaml(text: str, yml_path: Path) -> dict[str, Any]:
+def _load_yaml(text: str, yml_path: Path | None) -> dict[str, Any]:
     # PyYAML names the stream in its error marks ('in "<name>", line N'); a named stream keeps
-    # the file path there instead of "<unicode string>", as when 0.9.1 passed the open file.
-    stream = io.StringIO(text)
-    stream.name = str(yml_path)
+    # the file path there, as when 0.9.1 passed the open file. Text that was sent is given as
+    # a string, which PyYAML calls "<unicode string>" and quotes the offending line of.
+    stream: io.StringIO | str = text
+    if yml_path is not None:
+        stream = io.StringIO(text)
+        stream.name = str(yml_path)
     loader = _BoundedLoader(stream)
     try:
         data = loader.get_single_data()
     except yaml.YAMLError as exc:
-        raise JobParseError(
-            f"Failed to load job.yml: Failed to parse YAML file {yml_path}: {exc}"
+        raise JobYamlError(
+            f"Failed to load job.yml: Failed to parse YAML file {_named(yml_path)}: {exc}",
+            detail=str(exc),
         ) from exc
     except (ValueError, TypeError, OverflowError) as exc:
         # PyYAML's constructors raise these, not YAMLError, for scalars that look typed but
         # are not (`2001-13-45`, `!!float x`); they used to escape past the catalog.
-        raise JobParseError(
-            f"Failed to load job.yml: Failed to parse YAML file {yml_path}: "
-            f"{type(exc).__name__}: {exc}"
+        detail = f"{type(exc).__name__}: {exc}"
+        raise JobYamlError(
+            f"Failed to load job.yml: Failed to parse YAML file {_named(yml_path)}: {detail}",
+            detail=detail,
         ) from exc
     finally:
         loader.dispose()
-    # An empty file (or a bare `null`) is treated as an empty mapping, so it fails the schema
-    # with "'name' is a required property" rather than getting a message of its own.
+    # An empty file (only comments, or a bare `null`) says so, rather than failing the schema
+    # as a mapping that lacks every key (0.9.1 did that, by accident: it meant to say this).
     if data is None:
-        return {}
+        raise JobParseError(EMPTY_JOB_FILE)
     if not isinstance(data, dict):
         raise JobParseError(
             "Failed to load job.yml: YAML file must contain a dictionary, "
@@ -254,7 +283,7 @@ class _BoundedLoader(yaml.SafeLoader):
     size and is refused. Errors are ``ComposerError`` with the mark of the offending node.
     """
 
-    def __init__(self, stream: io.StringIO) -> None:
+    def __init__(self, stream: io.StringIO | str) -> None:
         super().__init__(stream)
         self._depth = 0
         self._nodes = 0

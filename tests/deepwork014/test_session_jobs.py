@@ -58,8 +58,10 @@ def test_an_invalid_definition_is_kept_for_inspection(project):
         register(project, "name: tmpjob\nsummary: s\nstep_arguments: []\nworkflows: {}\n")
     assert str(info.value).startswith(
         "Job definition validation failed: Job definition validation failed: Validation error "
-        "at workflows: {} should be non-empty\nThe file was written to "
+        "at workflows: {} should be non-empty\nThe definition was kept for inspection: "
+        "get_session_job returns it. Fix the issues and call register_session_job again."
     )
+    assert str(project.root_path) not in str(info.value)
     stored = SessionJob.objects.get()
     assert (stored.job, stored.error != "") == (None, True)
 

@@ -251,10 +251,14 @@ def _strings(value: Any, loc: str) -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{loc} -> {index}" if loc else str(index))
 
 
-def _convert(job_file: JobFile, raw: bytes) -> _Revision:
-    """Parse ``raw`` and check that its rows can be stored, all outside any transaction."""
+def _convert(job_file: JobFile, raw: bytes, *, sent: bool = False) -> _Revision:
+    """Parse ``raw`` and check that its rows can be stored, all outside any transaction.
+
+    ``sent``: ``raw`` came as text from a client, not from ``job_file``'s file (a session
+    job), so errors name no file of the server's.
+    """
     definition = jobdef.parse_job_bytes(
-        raw, job_dir=Path(job_file.job_dir), yml_path=job_file.yml_path
+        raw, job_dir=Path(job_file.job_dir), yml_path=None if sent else job_file.yml_path
     )
     # Columns the schema leaves unbounded: an over-long value would fail the insert, and with
     # it the whole sync, on PostgreSQL.

@@ -22,7 +22,6 @@ from workflows.services import catalog
 from workflows.services.sessions014 import stack_id_clean
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_YAML_PREFIX = "Failed to load job.yml: Failed to parse YAML file "
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,8 @@ def session_job_register(
     """Store ``yaml_text`` as the conversation's job ``job_name``, replacing any earlier one.
 
     ``InvalidInput`` carries 0.14's texts: a bad name or YAML syntax changes nothing; a
-    definition that fails validation is still stored (``get_session_job`` shows it).
+    definition that fails validation is still stored (``get_session_job`` shows it). No error
+    names a path of the server: the text was sent, and is what errors speak of.
     """
     stack_id_clean("session_id", conversation_id)
     if not _NAME.match(job_name) or len(job_name) > 255:
@@ -72,13 +72,11 @@ def session_job_register(
     revision: catalog._Revision | None = None
     error = ""
     try:
-        revision = catalog._convert(job_file, raw)
+        revision = catalog._convert(job_file, raw, sent=True)
+    except jobdef.JobYamlError as exc:
+        raise InvalidInput(f"Invalid YAML syntax: {exc.detail}") from None
     except jobdef.JobParseError as exc:
-        text = str(exc)
-        if text.startswith(_YAML_PREFIX):
-            detail = text[len(_YAML_PREFIX) + len(str(job_file.yml_path)) + 2 :]
-            raise InvalidInput(f"Invalid YAML syntax: {detail}") from None
-        error = text
+        error = str(exc)
     content_hash = hashlib.sha256(raw).hexdigest()
     with transaction.atomic():
         job = None
@@ -100,10 +98,12 @@ def session_job_register(
             },
         )
     if error:
+        # DeepWork 0.14 names the file it wrote here; this server keeps the text in the
+        # database, and the folder is the server's own, so the agent is told how to read it.
         raise InvalidInput(
-            f"Job definition validation failed: {error}\nThe file was written to "
-            f"{job_dir}/job.yml for inspection. Fix the issues and call register_session_job "
-            "again."
+            f"Job definition validation failed: {error}\nThe definition was kept for "
+            "inspection: get_session_job returns it. Fix the issues and call "
+            "register_session_job again."
         )
     return Registered(job_name=job_name, job_dir=str(job_dir))
 
