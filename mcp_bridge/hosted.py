@@ -52,6 +52,7 @@ from accounts.identity import (
     identity_authenticate,
     identity_has_perm,
     identity_project_check,
+    identity_session_check,
     identity_still_authorised,
     token_agent_id,
 )
@@ -65,6 +66,7 @@ from workflows.dag import responsive_seconds
 from workflows.db import DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import Forbidden, InvalidInput
 from workflows.models import Agent, Project
+from workflows.selectors.sessions import session_agent_id
 from workflows.services import agents as agent_services
 from workflows.services import dag as dag_services
 from workflows.services.catalog import Catalog
@@ -377,6 +379,16 @@ class HostedState(ServerState):
 
     def target_agent_id(self, agent_id: str) -> str:
         return scoped_agent_id(current_identity(), agent_id, acting=False)
+
+    def session_check(self, session_id: str | None) -> None:
+        # A session named by id is acted on as its agent: one token never moves another's.
+        if session_id is None:
+            return
+        agent_id = session_agent_id(project=self._hosted_project, session_id=session_id)
+        if agent_id is not None:
+            identity_session_check(
+                current_identity().who, project_id=self._hosted_project.pk, agent_id=agent_id
+            )
 
     def conversation_scope(self) -> str:
         return f"token-{current_identity().token_id}:"

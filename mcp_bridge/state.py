@@ -130,6 +130,10 @@ class ServerState:
         ``creator_id`` filter) stands for."""
         return agent_id
 
+    def session_check(self, session_id: str | None) -> None:
+        """Refuse a call naming a session the caller may not act on (over stdio every session
+        of the project is the user's own)."""
+
     def conversation_id(self, session_id: str) -> str:
         """The stored conversation id of DeepWork 0.14's ``session_id`` (its stacks' key)."""
         return session_id

@@ -125,16 +125,20 @@ class Engine:
 
     def abort_workflow(self, **kwargs: Any) -> AbortWorkflowResponse:
         state = self.state
+        state.session_check(kwargs.get("session_id"))
         return deepwork.abort_workflow(project=state.project(), agent=state.agent(), **kwargs)
 
     def go_to_step(self, **kwargs: Any) -> GoToStepResponse:
         state = self.state
+        state.session_check(kwargs.get("session_id"))
         return deepwork.go_to_step(project=state.project(), agent=state.agent(), **kwargs)
 
     async def finished_step(self, **kwargs: Any) -> FinishedStepResponse:
         state = self.state
         if not state.ready():
             await db_sync_to_async(state.agent)()
+        if kwargs.get("session_id") is not None:
+            await db_sync_to_async(state.session_check)(kwargs["session_id"])
         outcome = await step_finish_gated(
             project=state.project(), agent=state.agent(), gate=state.gate, **kwargs
         )

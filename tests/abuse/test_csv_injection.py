@@ -10,7 +10,7 @@ import io
 import pytest
 from django.test import Client
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from reviews.insight_tables import insight_table
 from reviews.models import ReviewResult
 from tests.factories import make_user

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client as HttpClient
 from fastmcp import Client
 
-from api.services import api_token_create
+from accounts.services import api_token_create
 from mcp_bridge.server import create_server
 from tests.factories import make_user
 from workflows import limits

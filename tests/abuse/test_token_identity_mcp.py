@@ -75,3 +75,28 @@ def test_only_the_requests_own_origin_may_call_mcp(web: str, tokens: Tokens):
             f"Origin {other!r} is not this server's own (http://127.0.0.1:{port}); a browser "
             "page may call /mcp only from there or from an origin listed in CSRF_TRUSTED_ORIGINS"
         )
+
+
+async def test_another_token_moves_no_session_it_does_not_hold(web: str, tokens: Tokens):
+    alice = mcp_client(web, tokens.bound, "auto")
+    bob = mcp_client(web, tokens.roaming, "auto", **{"X-Deepwork-Project": str(tokens.project.pk)})
+    async with alice, bob:
+        started = await call(
+            alice, "start_workflow", {"goal": "hers", "job_name": "demo", "workflow_name": "main"}
+        )
+        session_id = started["begin_step"]["session_id"]
+        says = f"The session is agent {tokens.bound_agent!r}'s; "
+        for tool, args in (
+            ("finished_step", {"outputs": {"notes.md": "notes.md"}, "session_id": session_id}),
+            ("go_to_step", {"step_id": "gather", "session_id": session_id}),
+            ("abort_workflow", {"explanation": "mine now", "session_id": session_id}),
+        ):
+            text = await refused(bob, tool, args)
+            assert says in text, text
+        session = await WorkflowSession.objects.aget(session_id=session_id)
+        assert (session.status, session.current_step_id) == ("active", "gather")
+        # Its own token moves it as before.
+        moved = await call(
+            alice, "finished_step", {"outputs": {"notes.md": "notes.md"}, "session_id": session_id}
+        )
+        assert moved["status"] == "next_step"

@@ -79,6 +79,15 @@ def _check_targetable(
     return session
 
 
+def session_agent_id(*, project: Project, session_id: str) -> str | None:
+    """The agent id holding session ``session_id`` of ``project``, if there is such a session."""
+    return (
+        WorkflowSession.objects.filter(project=project, session_id=session_id)
+        .values_list("agent__agent_id", flat=True)
+        .first()
+    )
+
+
 def session_head(*, project: Project, agent: Agent, session_id: str | None) -> WorkflowSession:
     """``session_resolve`` for a transition that needs only the session row: its job and
     workflow are not loaded (reading them later costs a query each)."""
