@@ -50,7 +50,8 @@ STYLE = Style(
 # Median and p90 are two readings of one thing, not good and bad: two blues.
 PERCENTILE_STYLE = Style(**{**STYLE.to_dict(), "colors": ("#2b6cb0", "#90cdf4")})
 # Two kinds of trouble (failed reviews, aborts): amber and red.
-TROUBLE_STYLE = Style(**{**STYLE.to_dict(), "colors": ("#b7791f", "#c53030")})
+# Work done in the house green, then the two kinds of trouble in amber and red.
+OUTCOMES_STYLE = Style(**{**STYLE.to_dict(), "colors": ("#2f855a", "#b7791f", "#c53030")})
 WIDTH = 760
 # Charts kept, drawn, per process: the same figures give the same SVG, so a live refresh or a
 # second person on the same page only redraws charts whose figures changed.
@@ -365,15 +366,16 @@ def agent_days_chart(agents: list[work.AgentActivity], filters: InsightFilter) -
     drawing; each agent's legend entry links to its sessions instead of each bar."""
     if not agents:
         return None
+    periods = _periods(filters.days)
+    # An area needs two points to have a width: a single day is drawn as one stacked bar.
+    shape: dict[str, Any] = {"fill": True, "show_dots": False} if len(periods) > 1 else {}
     chart = _base(
-        pygal.StackedLine,
+        pygal.StackedLine if len(periods) > 1 else pygal.StackedBar,
         title="Steps finished per day, per agent",
         x_title="Day (UTC)",
         y_title="Steps finished",
-        fill=True,
-        show_dots=False,
+        **shape,
     )
-    periods = _periods(filters.days)
     _time_axis(chart, periods, "finished")
     totals = [sum(day) for day in zip(*(a.steps_per_day for a in agents), strict=True)]
     _whole_numbers(chart, [p.total(totals) for p in periods])
@@ -393,17 +395,18 @@ def agent_outcomes_chart(
         return None
     chart = _base(
         pygal.Bar,
-        title="Failed review rounds and aborted sessions, per agent",
-        style=TROUBLE_STYLE,
+        title="Steps finished, failed review rounds and aborted sessions, per agent",
+        style=OUTCOMES_STYLE,
         x_title="Agent",
         y_title="Count",
     )
     chart.x_labels = [a.agent_id for a in agents]
-    _whole_numbers(chart, [max(a.failed_reviews, a.aborts) for a in agents])
+    _whole_numbers(chart, [max(a.steps, a.failed_reviews, a.aborts) for a in agents])
 
     def url(a: work.AgentActivity, **extra: Any) -> str:
         return sessions_url(filters, agent=None if a.others else a.agent_id, **extra)
 
+    chart.add("Steps finished", [_link(a.steps, url(a), a.agent_id) for a in agents])
     chart.add("Failed review rounds", [_link(a.failed_reviews, url(a), a.agent_id) for a in agents])
     chart.add(
         "Aborted sessions",

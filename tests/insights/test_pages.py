@@ -143,3 +143,21 @@ def test_tracker_charts_lead_to_the_tracked_workflows(history, watching):
     assert 'href="/tracker/">Tracked workflows behind this chart' in html
     # The open blocker's bar opens its workflow's page.
     assert f'xlink:href="/tracker/{history.tracked.pk}/"' in html
+
+
+def test_the_per_agent_chart_draws_every_series_its_table_holds(history, watching):
+    from dashboard import insight_charts as charts
+    from workflows.selectors import insights as work
+    from workflows.selectors.insights import InsightFilter
+
+    filters = InsightFilter(since=D1, until=D3)
+    agents = work.agent_activity(filters=filters)
+    svg = str(charts.agent_outcomes_chart(agents, filters))
+    for series in ("Steps finished", "Failed review rounds", "Aborted sessions"):
+        assert f">{series}<" in svg, series
+
+
+def test_one_day_of_agent_steps_is_drawn_as_bars_not_a_sliver(history, watching):
+    html = watching.get("/insights/", {"since": D1.isoformat(), "until": D1.isoformat()})
+    svg = html.content.decode().split("Steps finished per day, per agent", 1)[1].split("</svg>")[0]
+    assert 'class="bar"' in svg
