@@ -658,7 +658,7 @@ ProjectId = Annotated[int, Path(ge=1, le=MAX_ID)]
     auth=TokenAuth(VIEW),
 )
 def list_published_workflows(request: HttpRequest, project_id: ProjectId) -> dict[str, Any]:
-    """The project's published workflows in seed 003's list schema: `{"count", "results"}`,
+    """The project's published workflows as a workflow list: `{"count", "results"}`,
     each `{id, name, description, category, version, inputSchema, executionType, metadata}`."""
     identity_project_check(caller(request), project_id)
     return published_list(project_id=project_id)

@@ -1,4 +1,4 @@
-"""REST for multi-agent DAG workflows (seed 004), under /api/dag/.
+"""REST for multi-agent DAG workflows, under /api/dag/.
 
 The same services and wire models as the ``agents`` MCP toolset, the API's tokens and its one
 error shape. Reads need ``workflows.view_workflowsession``; defining, executing and deleting
@@ -52,7 +52,7 @@ class DagDefineIn(Schema):
     creator_id: str = AgentIdField
     name: str = Field(min_length=1, max_length=255)
     description: str | None = Field(default=None, max_length=20_000)
-    steps: list[Any] = Field(description="The seed's step objects (see define_workflow).")
+    steps: list[Any] = Field(description="The step objects, as define_workflow takes them.")
     execution_type: Literal["sync", "async"] | None = Field(
         default=None,
         description="How the workflow's own tool (workflow-tools) runs it; async by default.",

@@ -1,4 +1,4 @@
-"""Wire models of the published-workflows endpoints (seed 003's list schema and its runs)."""
+"""Wire models of the published-workflows endpoints (the workflow list and its runs)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from api.schemas import AgentId, Name
 
 
 class PublishedWorkflowOut(Schema):
-    """One workflow in seed 003's list schema."""
+    """One workflow of a published-workflows list."""
 
     id: str
     name: str
     description: str
     category: str
     version: str
-    inputSchema: dict[str, Any]  # noqa: N815  (the seed's wire name)
+    inputSchema: dict[str, Any]  # noqa: N815  (the list's wire name)
     executionType: Literal["sync", "async"]  # noqa: N815
     metadata: dict[str, Any]
 

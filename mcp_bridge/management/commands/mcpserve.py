@@ -193,8 +193,8 @@ class Command(BaseCommand):
             default=None,
             metavar="URL",
             help="workflow-tools: also serve the published workflows listed at URL (another "
-            "deepwork-server's /api/projects/<id>/published-workflows, or any list in seed "
-            f"003's schema; repeatable; env {WORKFLOW_SOURCE_ENV})",
+            "deepwork-server's /api/projects/<id>/published-workflows, or any list of the same "
+            f"shape; repeatable; env {WORKFLOW_SOURCE_ENV})",
         )
         parser.add_argument(
             "--workflow-source-token",
