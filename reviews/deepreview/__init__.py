@@ -6,10 +6,18 @@ MCP layer uses the three functions re-exported here; the submodules hold the pip
 ``instructions`` (review ids and files) and ``tools`` (the pipeline and its messages).
 """
 
-from reviews.deepreview.tools import (
-    get_configured_reviews,
-    get_review_instructions,
-    mark_review_as_passed,
-)
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["get_configured_reviews", "get_review_instructions", "mark_review_as_passed"]
+
+
+def __getattr__(name: str) -> Any:
+    # The pipeline (globs, JSON Schema) loads on first use: a server that only reads a setting
+    # of this package (``precompute``'s command policy) starts without it.
+    if name in __all__:
+        from reviews.deepreview import tools
+
+        return getattr(tools, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
