@@ -11,7 +11,6 @@ import pytest
 from fastmcp import Client
 
 from mcp_bridge.server import create_server
-from mcp_bridge.toolsets.workflow_tools_provider import search_hint
 from tests.conftest import NESTED_JOB
 from tests.factories import write_job
 from workflows.workflow_sources import PublishedWorkflow
@@ -78,6 +77,8 @@ async def test_the_mark_goes_to_the_deepwork_toolset_whatever_its_prefix(demo_pr
 
 
 def test_a_search_hint_is_one_short_line_whatever_the_source_sends():
+    from mcp_bridge.toolsets.workflow_tools_provider import search_hint
+
     workflow = PublishedWorkflow(
         id="Release-Train/ship_it",
         name="ship_it",
