@@ -30,6 +30,10 @@ logger = logging.getLogger("deepwork.mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The key of a tool's `_meta` that tells Claude Code, which otherwise defers MCP tools behind
+# its tool search, to keep the tool's schema in the model's context from the first turn.
+ALWAYS_LOAD_META = "anthropic/alwaysLoad"
+
 
 # --- Start-up shortcuts ---------------------------------------------------------------------
 # An agent waits for `tools/list` at every start; these keep two libraries out of that wait.
@@ -42,6 +46,9 @@ def tool(mcp: FastMCP, **options: Any) -> Callable[[F], F]:
     tool) looking for Google/NumPy/Sphinx sections ours do not have; the text it ends up with
     is the cleaned docstring, which is what this passes directly.
     """
+
+    if options.get("name") in getattr(mcp, "always_loaded", ()):
+        options["meta"] = {**(options.get("meta") or {}), ALWAYS_LOAD_META: True}
 
     def register(fn: F) -> F:
         description = inspect.getdoc(fn)
@@ -84,6 +91,9 @@ class _SessionStateStore:
 
 class Server(FastMCP):
     """FastMCP with the light session-state store."""
+
+    # Names of the tools ``tool`` marks as always loaded (set before the toolsets register).
+    always_loaded: frozenset[str] = frozenset()
 
     @property
     def _state_store(self) -> Any:

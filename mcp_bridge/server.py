@@ -96,6 +96,9 @@ def server_for_state(
         # skips the middleware that would look for them.
         dereference_schemas=any(mount.toolset.schema_refs for mount in mounts),
     )
+    mcp.always_loaded = frozenset(
+        mount.prefix + name for mount in mounts for name in mount.toolset.always_loaded
+    )
     for mount in mounts:
         mount.toolset.register(mcp, state, mount.prefix)
     mcp.deepwork_state = state  # type: ignore[attr-defined]  # for mcpserve and tests

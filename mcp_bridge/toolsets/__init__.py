@@ -35,6 +35,8 @@ class Toolset:
     # Whether its tools' schemas may hold $ref (nested models, published workflows' schemas),
     # which FastMCP's middleware inlines in every listing for clients that cannot follow them.
     schema_refs: bool = False
+    # Its tools a client that defers tools behind a search must have at hand from the start.
+    always_loaded: tuple[str, ...] = ()
 
 
 # The workflow tools of the generation the server was asked for (deepwork014.register).
@@ -44,6 +46,9 @@ DEEPWORK = Toolset(
     deepwork014.register,
     instructions=deepwork.INSTRUCTIONS,
     instructions_for=deepwork014.instructions_for,
+    # The generic path to every workflow (find it, start it, step through it), in every
+    # generation; the one-tool-per-workflow tools may stay deferred behind their search hints.
+    always_loaded=deepwork.TOOL_NAMES,
 )
 # 0.14's review texts under --generation 0.14 (deepwork014.register_reviews).
 DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepwork014.register_reviews)

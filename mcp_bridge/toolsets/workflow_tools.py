@@ -47,6 +47,15 @@ PAGE_SIZE_ENV = "DEEPWORK_TOOLS_PAGE_SIZE"
 INCLUDE_ENV = "DEEPWORK_WORKFLOW_TOOLS_INCLUDE"
 EXCLUDE_ENV = "DEEPWORK_WORKFLOW_TOOLS_EXCLUDE"
 
+# The key of a tool's `_meta` that Claude Code reads, when it defers MCP tools behind its tool
+# search, for words to match a deferred tool by besides its name (its always-loaded mark is
+# ``mcp_bridge.runner.ALWAYS_LOAD_META``).
+SEARCH_HINT_META = "anthropic/searchHint"
+SEARCH_HINT_CHARS = 200
+# Beyond this many workflow tools a listing is logged as too long: models choose tools less
+# well among many, and a client that loads every schema pays for all of them on every turn.
+MANY_WORKFLOW_TOOLS = 30
+
 
 def env_float(name: str, default: float) -> float:
     """A positive number from the environment, else ``default`` (a bad value is logged)."""

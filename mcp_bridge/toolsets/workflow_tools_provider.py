@@ -23,6 +23,7 @@ import json
 import logging
 import operator
 import os
+import re
 import time
 import weakref
 import zlib
@@ -52,7 +53,10 @@ from mcp_bridge.toolsets.workflow_tools import (
     EXCLUDE_ENV,
     INCLUDE_ENV,
     LOOSE_OBJECT,
+    MANY_WORKFLOW_TOOLS,
     POLL_ENV,
+    SEARCH_HINT_CHARS,
+    SEARCH_HINT_META,
     SOURCE_POLL_ENV,
     SOURCE_TOKEN_ENV,
     SOURCE_URL_ENV,
@@ -183,6 +187,29 @@ def describe(workflow: PublishedWorkflow, source: WorkflowSource, timeout: float
     )
 
 
+def search_hint(workflow: PublishedWorkflow) -> str:
+    """A few words a client's tool search can match a deferred workflow tool by: the words of
+    its id and name (once each), its category and the first line of its description, on one
+    line and short, whatever the source sent."""
+    words = dict.fromkeys(
+        word.lower() for word in re.split(r"[\W_]+", f"{workflow.id} {workflow.name}") if word
+    )
+    summary = next((line for line in workflow.description.splitlines() if line.strip()), "")
+    text = " ".join(f"{' '.join(words)} workflow ({workflow.category}): {summary}".split())
+    if len(text) > SEARCH_HINT_CHARS:
+        text = text[: SEARCH_HINT_CHARS + 1].rsplit(" ", 1)[0]
+    return text
+
+
+def workflow_meta(workflow: PublishedWorkflow, source: WorkflowSource) -> dict[str, Any]:
+    """A workflow tool's ``_meta``: where it comes from, and its search hint."""
+    return {
+        "workflow_id": workflow.id,
+        "source": source.key,
+        SEARCH_HINT_META: search_hint(workflow),
+    }
+
+
 # --- The provider --------------------------------------------------------------------------
 
 
@@ -222,7 +249,7 @@ def wire_entry(wf_tool: WorkflowTool) -> dict[str, Any]:
         "title": workflow.name[:200],
         "description": wf_tool.description,
         "inputSchema": wf_tool.parameters,
-        "_meta": {"workflow_id": workflow.id, "source": wf_tool._source.key},
+        "_meta": workflow_meta(workflow, wf_tool._source),
     }
 
 
@@ -278,6 +305,8 @@ class WorkflowToolsProvider(Provider):
         self._sessions: weakref.WeakSet[Any] = weakref.WeakSet()
         self._watcher: asyncio.Task[None] | None = None
         self._file_filters = FileFilters(state.project_root / FILTERS_FILE)
+        # The names of the last list warned about as too long (see ``_warn_if_long``).
+        self._warned_long: frozenset[str] | None = None
 
     def __repr__(self) -> str:
         return f"WorkflowToolsProvider({[source.label for source in self.sources]})"
@@ -355,7 +384,31 @@ class WorkflowToolsProvider(Provider):
                 fingerprints[name] = prints[name]
         snapshot = Snapshot(tools, by_name, fingerprints)
         self._filtered = ((rules, current), snapshot)
+        self._warn_if_long(snapshot)
         return snapshot
+
+    def _warn_if_long(self, snapshot: Snapshot) -> None:
+        """Log once per change of a long list (not on every listing of it) that it is long,
+        and the two tools that reach every workflow instead."""
+        names = frozenset(snapshot.by_name)
+        if len(names) <= MANY_WORKFLOW_TOOLS:
+            self._warned_long = None
+            return
+        if names == self._warned_long:
+            return
+        self._warned_long = names
+        logger.warning(
+            "%d workflow tools are listed, more than %d: a client that loads every tool's "
+            "schema spends its context on them, and models pick tools less well among many. "
+            "Narrow them with include/exclude rules (the admin's workflow tool filters, "
+            "%s/%s, or %s), or serve the deepwork toolset alone: its get_workflows and "
+            "start_workflow reach every workflow with two tools.",
+            len(names),
+            MANY_WORKFLOW_TOOLS,
+            INCLUDE_ENV,
+            EXCLUDE_ENV,
+            FILTERS_FILE,
+        )
 
     def _make(self, source: WorkflowSource, listing: Sequence[PublishedWorkflow]) -> _Built:
         old_prints = self._fingerprints.get(source.key, {})
@@ -381,7 +434,7 @@ class WorkflowToolsProvider(Provider):
                     parameters=dict(workflow.input_schema),
                     output_schema=LOOSE_OBJECT,
                     annotations=ToolAnnotations(title=workflow.name[:200]),
-                    meta={"workflow_id": workflow.id, "source": source.key},
+                    meta=workflow_meta(workflow, source),
                 )
                 wf_tool._workflow = workflow
                 wf_tool._source = source
@@ -647,8 +700,12 @@ class ListingMiddleware:
         page, next_cursor = paginate(
             tools, cursor, self.page_size, lambda: _list_key(static, snapshot_key)
         )
-        answer = {**result, "tools": page}
-        if next_cursor is not None:
+        # Only this layer pages: whatever cursor the static tools' answer carried is dropped,
+        # and the last page (or an unpaged list) has no nextCursor at all, never an empty one,
+        # which some clients would send back as "the first page" and loop on.
+        answer = {key: value for key, value in result.items() if key != "nextCursor"}
+        answer["tools"] = page
+        if next_cursor:
             answer["nextCursor"] = next_cursor
         return answer
 

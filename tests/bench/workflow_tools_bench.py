@@ -19,6 +19,12 @@ bound by the client's parsing and validation of ~1,000 tools (the server's part 
 and stays far from 3x. The database queries of one steady listing are counted in this process
 through the provider itself, with 10 and with 1,000 workflows: they must be the same number.
 
+The bar paging is off for: the **server's own time per listing**, with 10 and with 1,000
+workflows (``--toolsets deepwork,workflow-tools``, unpaged), for a client on each protocol era.
+A raw stdio client writes one ``tools/list`` line and reads the answer's line as bytes, never
+parsing it, so what is timed is the server reading, listing, serializing and writing (and the
+pipe), not the client's parse. ``--server-only`` runs this row alone.
+
 Results go to stdout and ``.bench/workflow_tools.json``. A missed target does not fail the run.
 """
 
@@ -29,6 +35,7 @@ import asyncio
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +46,9 @@ RESULTS = ROOT / ".bench" / "workflow_tools.json"
 JOBS = 5
 WORKFLOWS_PER_JOB = 200  # the most one job.yml may hold
 TARGET_RATIO = 3.0
+# The server's own time per unpaged tools/list at 1,000 workflows to keep (p50, ms), as it was
+# when paging was left off by default.
+SERVER_BAR_MS = 12.0
 
 
 def job_yaml(name: str, workflows: int) -> str:
@@ -144,6 +154,102 @@ async def measure(
     return times, counts
 
 
+def exchange(server: subprocess.Popen[bytes], message: dict[str, object]) -> bytes:
+    """Write ``message`` as one line; a request's answer is the next line, as bytes."""
+    assert server.stdin is not None
+    assert server.stdout is not None
+    server.stdin.write(json.dumps(message).encode() + b"\n")
+    server.stdin.flush()
+    return b"" if "id" not in message else server.stdout.readline()
+
+
+ERA_PARAMS: dict[str, dict[str, object]] = {
+    "handshake": {},
+    # A 2026-07-28 client names its version on every request, with no initialize.
+    "2026-07-28": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    },
+}
+
+
+def listing_times(project: Path, var_dir: Path, era: str, runs: int) -> tuple[list[float], int]:
+    """Seconds of each of ``runs`` tools/list exchanges with one mcpserve, and the answer's
+    size in bytes (the first three listings, which sync the catalog, are not timed)."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "mcpserve",
+            "--path",
+            str(project),
+            "--toolsets",
+            "deepwork,workflow-tools",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env_for(var_dir),
+        cwd=str(project),
+    )
+    samples: list[float] = []
+    size = 0
+    try:
+        if era == "handshake":
+            exchange(
+                server,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "bench", "version": "1"},
+                    },
+                },
+            )
+            exchange(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for request_id in range(1, 4 + runs):
+            request = {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/list",
+                "params": ERA_PARAMS[era],
+            }
+            start = time.perf_counter()
+            answer = exchange(server, request)
+            elapsed = time.perf_counter() - start
+            if not answer.startswith(b'{"jsonrpc":"2.0","id":%d,"result"' % request_id):
+                raise RuntimeError(f"tools/list failed: {answer[:300]!r}")
+            if request_id > 3:
+                samples.append(elapsed)
+            size = len(answer)
+    finally:
+        if server.stdin is not None:
+            server.stdin.close()
+        server.wait(timeout=60)
+    return samples, size
+
+
+def server_times(base: Path, runs: int) -> dict[str, dict[str, float]]:
+    """p50 ms and size of one tools/list as the server spends it, per workflow count and era."""
+    var_dir = base / "var-server"
+    var_dir.mkdir()
+    found: dict[str, dict[str, float]] = {}
+    for label, jobs, per_job in (("10 workflows", 1, 10), ("1,000 workflows", JOBS, 200)):
+        project = make_project((base / f"s-{jobs}-{per_job}").resolve(), jobs, per_job)
+        for era in ERA_PARAMS:
+            samples, size = listing_times(project, var_dir, era, runs)
+            found[f"{label}, {era}"] = {
+                "p50_ms": statistics.median(samples) * 1000,
+                "answer_kb": size / 1024,
+            }
+    return found
+
+
 def count_queries(base: Path) -> tuple[dict[str, int], dict[str, float]]:
     """Queries of one steady listing of the provider, with 10 and with 1,000 workflows, and
     the provider's own time per listing (p50, ms): the rest of a listing's time is FastMCP's
@@ -189,9 +295,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--page-size", type=int, default=50)
+    parser.add_argument(
+        "--server-only", action="store_true", help="only the server's own time per listing"
+    )
+    # A listing takes milliseconds here: many are cheap, and steady the median on a busy machine.
+    parser.add_argument("--server-runs", type=int, default=200)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wftools-bench-") as tmp:
         base = Path(tmp)
+        server = server_times(base, args.server_runs)
+        if args.server_only:
+            print_server_times(server, args.server_runs)
+            return 0
         project = make_project((base / "project").resolve(), JOBS, WORKFLOWS_PER_JOB)
         var_dir = base / "var"
         var_dir.mkdir()
@@ -212,6 +327,8 @@ def main() -> int:
         "queries_per_listing": queries,
         "queries_constant": constant,
         "provider_ms_per_listing": own,
+        "server_ms_per_listing": server,
+        "server_bar_ms": SERVER_BAR_MS,
     }
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
@@ -229,7 +346,21 @@ def main() -> int:
         )
     print(f"queries per listing: {queries} ({'constant' if constant else 'NOT constant'})")
     print(f"the provider's own time per listing (p50 ms): {own}")
+    print_server_times(server, args.server_runs)
     return 0
+
+
+def print_server_times(server: dict[str, dict[str, float]], runs: int) -> None:
+    print(
+        f"the server's own time per tools/list (p50 ms, {runs} runs; unpaged, deepwork and "
+        f"workflow-tools; answer read as bytes, not parsed; bar at 1,000 workflows: "
+        f"{SERVER_BAR_MS:g} ms):"
+    )
+    for key, row in server.items():
+        verdict = ""
+        if key.startswith("1,000"):
+            verdict = "  kept" if row["p50_ms"] <= SERVER_BAR_MS else "  OVER THE BAR"
+        print(f"  {key:34s} {row['p50_ms']:8.2f}  ({row['answer_kb']:.0f} KB){verdict}")
 
 
 if __name__ == "__main__":

@@ -6,15 +6,20 @@ workflow tools' entries are lean, and include/exclude globs come from the enviro
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from fastmcp.client.messages import MessageHandler
+from fastmcp.client.transports import StdioTransport
 from mcp.shared.exceptions import MCPError
 
 from tests.conftest import NESTED_JOB
 from tests.e2e.driver import Driver
 from tests.factories import write_job
+from tests.processes import INITIALIZED, MANAGE, child_env_on_test_db, initialize_request
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -111,7 +116,12 @@ async def test_unpaged_listing_has_every_tool_with_lean_entries(demo_project: Pa
     assert set(tools) == STATIC | WORKFLOW_TOOLS
     main = tools["workflow_demo_main"]
     assert main.title == "demo_main"
-    assert main.meta == {"workflow_id": "demo/main", "source": "deepwork"}
+    assert main.meta == {
+        "workflow_id": "demo/main",
+        "source": "deepwork",
+        "anthropic/searchHint": "demo main workflow (deepwork/project): Gather, split in two, "
+        "wrap up (job demo: A demo job)",
+    }
     assert main.output_schema is None
     assert main.input_schema["required"] == ["goal", "topic"]
     assert "(Workflow ID: demo/main; category: deepwork/project; version: 1.0.0; " in (
@@ -171,3 +181,108 @@ async def test_filters_from_the_environment_and_the_settings_file(demo_project: 
             "workflow_deepwork_jobs_new_job",
             "workflow_deepwork_jobs_repair",
         }
+
+
+def list_pages(project: Path, page_size: str | None, era: str) -> list[dict]:
+    """Every ``tools/list`` answer of one walk, as the wire carries it (a raw line each), from
+    a real ``mcpserve`` with ``page_size``, for a client on ``era``."""
+    extra = {} if page_size is None else {"DEEPWORK_TOOLS_PAGE_SIZE": page_size}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            MANAGE,
+            "mcpserve",
+            "--path",
+            str(project),
+            "--toolsets",
+            "workflow-tools",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env_on_test_db(**extra),
+        cwd=str(project),
+    )
+
+    def send(message: dict) -> None:
+        server.stdin.write(json.dumps(message).encode() + b"\n")
+        server.stdin.flush()
+
+    # A 2026-07-28 client names its version on every request; a handshake one initializes.
+    meta = {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "pages", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    }
+    try:
+        if era == "handshake":
+            send(initialize_request("pages"))
+            server.stdout.readline()
+            send(INITIALIZED)
+            meta = {}
+        pages: list[dict] = []
+        cursor = None
+        for request_id in range(2, 20):
+            params = {**meta, **({} if cursor is None else {"cursor": cursor})}
+            send({"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": params})
+            answer = json.loads(server.stdout.readline())
+            assert answer["id"] == request_id, answer
+            pages.append(answer["result"])
+            cursor = answer["result"].get("nextCursor")
+            if "nextCursor" not in answer["result"]:
+                return pages
+        raise AssertionError("the walk did not end")
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
+@pytest.mark.parametrize("era", ["handshake", "2026-07-28"])
+async def test_next_cursor_is_left_out_on_the_last_page_and_never_empty(demo_project, era):
+    # Eight tools: pages of 3 (3, 3, 2), of 4 (the last page exactly full), of 8 (one page),
+    # and no paging at all.
+    for page_size, sizes in (("3", [3, 3, 2]), ("4", [4, 4]), ("8", [8]), (None, [8])):
+        pages = await asyncio.to_thread(list_pages, demo_project, page_size, era)
+        assert [len(page["tools"]) for page in pages] == sizes, page_size
+        for page in pages[:-1]:
+            assert isinstance(page["nextCursor"], str), page_size
+            assert page["nextCursor"], page_size
+        assert "nextCursor" not in pages[-1], page_size
+        names = [tool["name"] for page in pages for tool in page["tools"]]
+        assert set(names) == STATIC | WORKFLOW_TOOLS
+
+
+async def test_a_long_list_is_logged_on_stderr_once_per_change(demo_project, tmp_path):
+    # demo's two workflows, nested's one and the standard jobs' two, then 27 jobs more: 32.
+    for index in range(27):
+        add_job(demo_project, f"job{index}")
+    stderr = tmp_path / "mcpserve.stderr"
+    transport = StdioTransport(
+        command=sys.executable,
+        args=[MANAGE, "mcpserve", "--path", str(demo_project), "--toolsets", "workflow-tools"],
+        env=child_env_on_test_db(**FAST),
+        cwd=str(demo_project),
+        log_file=stderr,
+    )
+    async with Driver(demo_project, transport=transport) as agent:
+        for _ in range(3):
+            assert len(await agent.tool_names()) == 3 + 32
+        # The watcher looks every 0.2 s here; a list that stays the same is not told again.
+        await asyncio.sleep(1)
+        add_job(demo_project, "one_more")
+        assert len(await agent.tool_names()) == 3 + 33
+        await asyncio.sleep(1)
+    lines = [
+        line for line in stderr.read_text().splitlines() if "workflow tools are listed" in line
+    ]
+    assert len(lines) == 2, lines
+    assert (
+        "WARNING deepwork.workflow_tools: 32 workflow tools are listed, more than 30: " in lines[0]
+    )
+    assert "33 workflow tools are listed" in lines[1]
+    assert lines[0].endswith(
+        "or serve the deepwork toolset alone: its get_workflows and start_workflow reach every "
+        "workflow with two tools."
+    )
