@@ -105,7 +105,8 @@ def test_renewing_makes_a_gone_or_silent_agent_responsive_again(proj):
     agent_release(agent=agent, holder=holder)
     assert states() == {"a": "gone"}
     renewed = agent_heartbeat(agent=agent, lease_seconds=30)
-    assert renewed is not None and renewed.left_at is None
+    assert renewed is not None
+    assert renewed.left_at is None
     assert states() == {"a": "responsive"}
     Agent.objects.filter(pk=agent.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
     assert states() == {"a": "silent"}

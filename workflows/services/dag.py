@@ -449,9 +449,7 @@ def _agents_for(project_id: int, now: datetime) -> list[dict[str, Any]]:
         dag_runs__session__status=WorkflowSession.Status.RUNNING,
     )
     rows = (
-        Agent.objects.filter(
-            responsive_q(now), project_id=project_id, takes_dag_steps=True
-        )
+        Agent.objects.filter(responsive_q(now), project_id=project_id, takes_dag_steps=True)
         .annotate(load=Count("dag_runs", filter=assigned), last_done=Max("dag_runs__completed_at"))
         .values("pk", "agent_id", "roles", "load", "last_done", "created_at")
     )
@@ -533,9 +531,7 @@ def _advance(
         held = {pk for pk, status, _ in runs.values() if status == StepRun.Status.ASSIGNED}
         lost = list(
             StepRun.objects.filter(pk__in=held)
-            .filter(
-                Q(assigned_agent__isnull=True) | unresponsive_q(now, "assigned_agent__")
-            )
+            .filter(Q(assigned_agent__isnull=True) | unresponsive_q(now, "assigned_agent__"))
             .order_by("pk")
             .values_list(
                 "pk", "step_id", "assigned_agent__agent_id", "assigned_agent__heartbeat_at"

@@ -113,11 +113,9 @@ def _join_agents(state: ServerState, agent_id: str, roles: str | None) -> None:
 def _stop_on_sigterm() -> None:
     """Make SIGTERM end the server the way closing stdin or Ctrl-C does, through the shutdown
     that releases its agent and hands on its DAG steps (by default the process would just
-    vanish, leaving the agent responsive until its lease ran out). A second SIGTERM during
-    that shutdown is ignored rather than cutting it short."""
+    vanish, leaving the agent responsive until its lease ran out)."""
 
     def stop(signum: int, frame: object) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
@@ -363,6 +361,8 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
+            # Shutting down already: a SIGTERM now must not cut the release short.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             stop.set()
             # Gone, not silent: the agent's DAG steps go to others now, not when its lease ends.
             release = partial(state.release, dispatch="agents" in toolsets)
