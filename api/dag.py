@@ -81,6 +81,7 @@ class DagAgentRow(Schema):
     roles: list[str]
     last_heartbeat: str | None
     responsive: bool
+    state: str  # responsive, silent (lease ran out) or gone (left cleanly)
     load: int
 
 

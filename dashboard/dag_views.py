@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.views import DECIDE_PERMISSION, _live_page, _require, watcher_required
 from deepwork_site.auth import signed_in_user
-from workflows.dag import responsive_seconds
+from workflows.dag import process_lease_seconds, responsive_seconds
 from workflows.errors import NotFound, WorkflowError
 from workflows.models import Project
 from workflows.selectors import dag as selectors
@@ -114,5 +114,6 @@ def agents(request: HttpRequest) -> HttpResponse:
     context = {
         "agents": selectors.dag_agents(project=None),
         "responsive_seconds": responsive_seconds(),
+        "lease_seconds": process_lease_seconds(),
     }
     return _live_page(request, "agents", context, live_after=live_after)

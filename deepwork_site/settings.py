@@ -214,11 +214,14 @@ NINJA_PAGINATION_MAX_LIMIT = 500
 # arrives (seconds). With REDIS_URL, announcements make most reads immediate.
 DEEPWORK_OUTBOX_POLL_SECONDS = float(os.environ.get("DEEPWORK_OUTBOX_POLL_SECONDS", "0.25"))
 
-# Multi-agent DAG workflows (seed 004): an agent gets steps while its last heartbeat is at most
-# this old (seconds), and a waiting agent (await_assignment) looks for work this often.
+# Multi-agent DAG workflows: an agent gets steps while its lease runs. An agent renewed only by
+# its own calls (hosted /mcp) holds a lease of RESPONSIVE seconds; one a running mcpserve holds
+# (renewed by its heartbeat thread every third of it) a lease of LEASE seconds, at most
+# RESPONSIVE. A waiting agent (await_assignment) looks for work every POLL seconds.
 DEEPWORK_AGENT_RESPONSIVE_SECONDS = float(
     os.environ.get("DEEPWORK_AGENT_RESPONSIVE_SECONDS") or 300
 )
+DEEPWORK_AGENT_LEASE_SECONDS = float(os.environ.get("DEEPWORK_AGENT_LEASE_SECONDS") or 30)
 DEEPWORK_AGENT_POLL_SECONDS = float(os.environ.get("DEEPWORK_AGENT_POLL_SECONDS") or 0.02)
 
 # Messages live in the session, not in a readable cookie: the admin's "new API token" message

@@ -272,23 +272,32 @@ def heartbeat_seconds() -> float:
 def _keep_alive(
     project: Project, agent: Agent, roles: list[str] | None, toolsets: tuple[str, ...]
 ) -> None:
-    """Heartbeat ``agent`` (throttled) and give it ``roles`` when they changed, as
+    """Renew ``agent``'s lease (throttled) and give it ``roles`` when they changed, as
     ``mcpserve --agent-id --roles`` does for its agent; with the agents toolset, hand out the
-    DAG steps that may fit it now."""
+    DAG steps that may fit it now.
+
+    Only its requests renew a hosted agent, and it may work on a step for minutes between two,
+    so its lease is the long one (``responsive_seconds``); it has no clean exit to announce.
+    """
     now = time.monotonic()
     last = _alive.get(agent.pk)
     wanted = tuple(roles) if roles else None
+    dispatch = "agents" in toolsets
     if wanted is not None and (last is None or last[1] != wanted):
-        agent = dag_services.dag_agent_register(
-            project=project, agent_id=agent.agent_id, roles=list(wanted)
+        dag_services.dag_agent_register(
+            project=project,
+            agent_id=agent.agent_id,
+            roles=list(wanted),
+            lease_seconds=responsive_seconds(),
+            dispatch=dispatch,
         )
     elif last is None or now - last[0] >= heartbeat_seconds():
-        agent = dag_services.dag_agent_heartbeat(project=project, agent_id=agent.agent_id)
+        agent_services.agent_heartbeat(
+            agent=agent, lease_seconds=responsive_seconds(), dispatch=dispatch
+        )
     else:
         return
     _alive[agent.pk] = (now, wanted)
-    if "agents" in toolsets and agent.takes_dag_steps:
-        dag_services.dag_dispatch(project=project)
 
 
 def _roles(token_roles: list[str], header: str | None) -> list[str] | None:
@@ -412,7 +421,7 @@ class HostedState(ServerState):
     def ready(self) -> bool:
         return True
 
-    def release(self) -> None:
+    def release(self, *, dispatch: bool = False) -> None:
         pass
 
     @property

@@ -111,10 +111,14 @@ class ServerState:
     def ready(self) -> bool:
         return self._agent is not None
 
-    def release(self) -> None:
+    def release(self, *, dispatch: bool = False) -> None:
+        """Let go of the agent on a clean exit (``agent_release``: with ``dispatch``, the DAG
+        steps it held are handed on at once)."""
         with self._lock:
             if self._agent is not None:
-                agent_services.agent_release(agent=self._agent, holder=self.holder)
+                agent_services.agent_release(
+                    agent=self._agent, holder=self.holder, dispatch=dispatch
+                )
 
     # Tool arguments that name agents or stacks: a stdio server's client is trusted with its
     # project's whole database, so they mean what they say. ``HostedState`` scopes them under

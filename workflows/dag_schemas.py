@@ -113,6 +113,13 @@ class DagAgentOut(BaseModel):
     agent_id: str
     roles: list[str]
     last_heartbeat: str | None
+    lease_until: str | None = Field(
+        description="You get steps until then; every heartbeat (any of these tools) renews it."
+    )
+    state: str = Field(
+        description="responsive (its lease runs), silent (its lease ran out without a word) "
+        "or gone (its server exited cleanly); only responsive agents get steps."
+    )
     responsive_seconds: float = Field(
         description="Heartbeat at least this often (seconds) to keep getting work."
     )

@@ -69,6 +69,14 @@ class Agent(models.Model):
     hostname = models.CharField(max_length=255, blank=True, default="")
     pid = models.IntegerField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Responsive (gets DAG steps) until then; renewed by whoever heartbeats it.",
+    )
+    left_at = models.DateTimeField(
+        null=True, blank=True, help_text="When its process last exited cleanly (gone)."
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

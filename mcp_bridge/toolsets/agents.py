@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from django.conf import settings
+from django.utils import timezone
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.tools.function_tool import FunctionTool
@@ -29,7 +30,7 @@ from pydantic import Field
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.specs import AGENTS_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
 from mcp_bridge.toolsets.specs import AGENTS_TOOL_NAMES as TOOL_NAMES  # noqa: F401
-from workflows.dag import responsive_seconds
+from workflows.dag import liveness, process_lease_seconds, responsive_seconds
 from workflows.dag_schemas import (
     DagAgentOut,
     DagAssignment,
@@ -48,6 +49,7 @@ from workflows.dag_schemas import (
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
 from workflows.selectors import dag as selectors
+from workflows.services import agents as agent_services
 from workflows.services import dag as services
 
 logger = logging.getLogger("deepwork.mcp")
@@ -479,8 +481,28 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             agent_id=agent.agent_id,
             roles=list(agent.roles or []),
             last_heartbeat=agent.heartbeat_at.isoformat() if agent.heartbeat_at else None,
+            lease_until=agent.lease_until.isoformat() if agent.lease_until else None,
+            state=liveness(
+                lease_until=agent.lease_until, left_at=agent.left_at, now=timezone.now()
+            ),
             responsive_seconds=responsive_seconds(),
         )
+
+    def _lease_seconds(agent_id: str) -> float:
+        # The agent this server's process holds is renewed by its heartbeat thread too, so its
+        # lease stays short (a crash shows within seconds); any other agent only by its calls.
+        held = state.claimed_agent()
+        if held is not None and held.agent_id == agent_id:
+            return process_lease_seconds()
+        return responsive_seconds()
+
+    def _renew(agent_id: str) -> Any:
+        """Renew the agent's lease and hand out the DAG steps that may fit it now."""
+        agent = services.dag_agent(project=state.project(), agent_id=agent_id)
+        renewed = agent_services.agent_heartbeat(
+            agent=agent, lease_seconds=_lease_seconds(agent.agent_id), dispatch=True
+        )
+        return renewed or agent
 
     async def register_agent(
         agent_id: Annotated[str, Field(description="Your unique Agent ID.")],
@@ -495,11 +517,14 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         waiting for one of your roles are handed to you at once."""
 
         def call() -> DagAgentOut:
-            project = state.project()
+            acting = state.acting_agent_id(agent_id)
             agent = services.dag_agent_register(
-                project=project, agent_id=state.acting_agent_id(agent_id), roles=roles
+                project=state.project(),
+                agent_id=acting,
+                roles=roles,
+                lease_seconds=_lease_seconds(acting),
+                dispatch=True,
             )
-            services.dag_dispatch(project=project)
             return _agent_answer(agent, f"Agent {agent.agent_id!r} registered.")
 
         return await _db(state, "register_agent", {"agent_id": agent_id}, call)
@@ -511,11 +536,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         hold (an agent silent for longer than `responsive_seconds` loses them to others)."""
 
         def call() -> DagAgentOut:
-            project = state.project()
-            agent = services.dag_agent_heartbeat(
-                project=project, agent_id=state.acting_agent_id(agent_id)
-            )
-            services.dag_dispatch(project=project)
+            agent = _renew(state.acting_agent_id(agent_id))
             return _agent_answer(agent, "Heartbeat recorded.")
 
         return await _db(state, "heartbeat", {"agent_id": agent_id}, call)
@@ -567,9 +588,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         )
 
         def sweep() -> None:
-            project = state.project()
-            services.dag_agent_heartbeat(project=project, agent_id=agent.agent_id)
-            services.dag_dispatch(project=project)
+            _renew(agent.agent_id)
 
         def holds() -> bool:
             return selectors.dag_has_assignment(agent_pk=agent.pk)

@@ -74,11 +74,13 @@ def test_a_recycled_pid_does_not_count_as_the_holder(project):
     assert not holder_is_alive(Agent.objects.get(pk=agent.pk))
 
 
-def test_remote_holders_are_judged_by_heartbeat(project):
+def test_remote_holders_are_judged_by_their_lease(project):
     agent = agent_claim(project=project, holder=ProcessHolder.for_this_process())
-    Agent.objects.filter(pk=agent.pk).update(hostname="elsewhere", heartbeat_at=timezone.now())
+    Agent.objects.filter(pk=agent.pk).update(
+        hostname="elsewhere", lease_until=timezone.now() + timedelta(seconds=30)
+    )
     assert holder_is_alive(Agent.objects.get(pk=agent.pk))
-    Agent.objects.filter(pk=agent.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    Agent.objects.filter(pk=agent.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
     assert not holder_is_alive(Agent.objects.get(pk=agent.pk))
 
 
@@ -98,7 +100,7 @@ def test_heartbeat_reports_a_takeover(project):
     old = exited_process_holder()
     agent = agent_claim(project=project, holder=old)
     agent_claim(project=project, holder=ProcessHolder.for_this_process())  # adopts it
-    assert agent_heartbeat(agent=agent, holder=old) is False
+    assert agent_heartbeat(agent=agent, holder=old, lease_seconds=30) is None
 
 
 def test_an_agent_reconnecting_soon_is_recorded_once(project):

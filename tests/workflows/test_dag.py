@@ -25,6 +25,7 @@ from workflows.models import (
 )
 from workflows.selectors import dag as selectors
 from workflows.services import dag
+from workflows.services.agents import agent_heartbeat
 
 pytestmark = pytest.mark.django_db
 
@@ -304,12 +305,12 @@ def test_explicit_agent_wins_over_role_and_waits_while_unresponsive(proj):
         ("a", "agent 'me' is not registered")
     ]
     register(proj, "me")
-    Agent.objects.filter(agent_id="me").update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    Agent.objects.filter(agent_id="me").update(lease_until=timezone.now() - timedelta(hours=1))
     [outcome] = dag.dag_dispatch(project=proj)
     assert [i.reason for i in outcome.issues] == [
         "agent 'me' is not responsive (no recent heartbeat)"
     ]
-    dag.dag_agent_heartbeat(project=proj, agent_id="me")
+    agent_heartbeat(agent=Agent.objects.get(agent_id="me"), lease_seconds=30)
     [outcome] = dag.dag_dispatch(project=proj)
     assert [(d.step_id, d.agent_id) for d in outcome.delegated] == [("a", "me")]
 
@@ -391,8 +392,8 @@ def test_a_lost_agents_step_is_handed_on_and_recorded(proj):
     assert {x["step_id"]: x["assigned_agent_id"] for x in selectors.dag_details(job=job)["steps"]}[
         "build_1"
     ] == "swe1"
-    # swe1 stops heartbeating past the threshold; swe2 arrives.
-    Agent.objects.filter(agent_id="swe1").update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    # swe1's lease runs out (it stopped renewing); swe2 arrives.
+    Agent.objects.filter(agent_id="swe1").update(lease_until=timezone.now() - timedelta(hours=1))
     register(proj, "swe2", "swe")
     [outcome] = dag.dag_dispatch(project=proj)
     assert sorted(outcome.handed_on) == ["build_1", "build_2", "build_3"]
@@ -440,7 +441,7 @@ def test_register_and_heartbeat_rules(proj):
     with pytest.raises(InvalidInput, match="agent_id must be 1 to 128 characters"):
         register(proj, " ")
     with pytest.raises(NotFound, match="Unknown agent 'ghost': register it first"):
-        dag.dag_agent_heartbeat(project=proj, agent_id="ghost")
+        dag.dag_agent(project=proj, agent_id="ghost")
     agent = register(proj, "a", "x", "y", "x")
     assert agent.roles == ["x", "y"]
     assert register(proj, "a", "z").roles == ["z"]

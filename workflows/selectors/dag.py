@@ -19,9 +19,10 @@ from django.db.models import Case, Count, F, JSONField, Q, TextField, Value, Whe
 from django.db.models.expressions import Combinable
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Length, Substr
+from django.utils import timezone
 
 from workflows import limits
-from workflows.dag import DAG_SOURCE_KEY, responsive_cutoff, same_identity
+from workflows.dag import DAG_SOURCE_KEY, liveness, same_identity
 from workflows.errors import InvalidInput, NotFound
 from workflows.models import Agent, Job, Project, Step, StepRun, WorkflowSession, WorkflowStep
 from workflows.workflow_sources import RunState, RunStatus
@@ -459,19 +460,11 @@ def dag_published(*, project: Project) -> list[dict[str, Any]]:
 
 
 def dag_agents(*, project: Project | None) -> list[dict[str, Any]]:
-    """Agents with roles, last heartbeat, responsiveness and load (steps held), by id."""
-    cutoff = responsive_cutoff()
-    return [
-        {
-            "agent_id": row["agent_id"],
-            "roles": row["roles"] or [],
-            "last_heartbeat": _iso(row["heartbeat_at"]),
-            "responsive": row["heartbeat_at"] is not None and row["heartbeat_at"] >= cutoff,
-            "load": row["load"],
-            "project": row["project__name"],
-        }
-        for row in (Agent.objects.filter(project=project) if project else Agent.objects.all())
-        .annotate(
+    """Agents with roles, last heartbeat, liveness (``state``: responsive, silent or gone, as
+    ``workflows.dag.liveness`` says) and load (steps held), by id."""
+    agents = Agent.objects.filter(project=project) if project else Agent.objects.all()
+    rows = (
+        agents.annotate(
             load=Count(
                 "dag_runs",
                 filter=Q(
@@ -481,8 +474,28 @@ def dag_agents(*, project: Project | None) -> list[dict[str, Any]]:
             )
         )
         .order_by("project__name", "agent_id")
-        .values("agent_id", "roles", "heartbeat_at", "load", "project__name")
-    ]
+        .values(
+            "agent_id", "roles", "heartbeat_at", "lease_until", "left_at", "load", "project__name"
+        )
+    )
+    now = timezone.now()
+    listed = []
+    for row in rows:
+        state = liveness(lease_until=row["lease_until"], left_at=row["left_at"], now=now)
+        listed.append(
+            {
+                "agent_id": row["agent_id"],
+                "roles": row["roles"] or [],
+                "last_heartbeat": _iso(row["heartbeat_at"]),
+                "lease_until": _iso(row["lease_until"]),
+                "left_at": _iso(row["left_at"]),
+                "state": state,
+                "responsive": state == "responsive",
+                "load": row["load"],
+                "project": row["project__name"],
+            }
+        )
+    return listed
 
 
 _RUN_STATES: dict[str, RunState] = {

@@ -3,6 +3,12 @@
 Every ``mcpserve`` process holds one agent while it runs. Without ``--agent-id`` a new process
 adopts an agent whose holding process is gone, so an agent whose server restarted finds its
 stack again; two processes alive at the same time never share an agent by accident.
+
+Liveness is a lease, the way work queues hold claims: ``agent_heartbeat`` renews an agent's
+lease for as long as its renewer chooses (a running ``mcpserve`` briefly and often, a hosted
+agent's requests for longer), and the agent is responsive, and gets DAG steps, while it runs
+(``workflows.dag.is_responsive``). ``agent_release`` ends it on a clean exit. Both can hand out
+DAG steps right after, so a step held by an agent that left goes to another one at once.
 """
 
 from __future__ import annotations
@@ -13,19 +19,19 @@ import secrets
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from workflows import events, limits
+from workflows.dag import is_responsive, lease_end, process_lease_seconds
 from workflows.errors import InvalidInput
 from workflows.models import Agent, Event, Project, WorkflowSession
 
 logger = logging.getLogger(__name__)
 
-# A holder on another machine counts as gone once its heartbeat is this old.
-HEARTBEAT_STALE_AFTER = timedelta(seconds=90)
 # A reconnection of an agent this soon after its last "Agent connected" record is not recorded.
 RECONNECT_WINDOW = timedelta(minutes=10)
 # How many orphaned agents a starting process considers for adoption.
@@ -80,8 +86,14 @@ def holder_is_alive(agent: Agent, *, now: datetime | None = None) -> bool:
         except PermissionError:
             return True
         return not recorded_ticks or _process_start_ticks(agent.pid) == recorded_ticks
-    now = now or timezone.now()
-    return agent.heartbeat_at is not None and now - agent.heartbeat_at < HEARTBEAT_STALE_AFTER
+    # On another machine: alive while the lease its heartbeat renews runs.
+    return is_responsive(agent.lease_until, now)
+
+
+def _renewed(seconds: float) -> dict[str, Any]:
+    """The fields a lease renewal of ``seconds`` writes: alive now, and not gone."""
+    now = timezone.now()
+    return {"heartbeat_at": now, "lease_until": lease_end(seconds, now), "left_at": None}
 
 
 def _connected(project: Project, agent: Agent, *, adopted: bool) -> None:
@@ -107,7 +119,7 @@ def _take(agent: Agent, holder: ProcessHolder, *, expected_holder: str) -> bool:
         holder=holder.key,
         hostname=holder.hostname,
         pid=holder.pid,
-        heartbeat_at=timezone.now(),
+        **_renewed(process_lease_seconds()),
     )
     if taken:
         agent.holder, agent.hostname, agent.pid = holder.key, holder.hostname, holder.pid
@@ -131,7 +143,7 @@ def agent_claim(*, project: Project, holder: ProcessHolder, agent_id: str | None
                 holder=holder.key,
                 hostname=holder.hostname,
                 pid=holder.pid,
-                heartbeat_at=timezone.now(),
+                **_renewed(process_lease_seconds()),
             )
             agent.holder = holder.key
             _connected(project, agent, adopted=not created)
@@ -164,7 +176,7 @@ def agent_claim(*, project: Project, holder: ProcessHolder, agent_id: str | None
                     holder=holder.key,
                     hostname=holder.hostname,
                     pid=holder.pid,
-                    heartbeat_at=timezone.now(),
+                    **_renewed(process_lease_seconds()),
                 )
                 _connected(project, agent, adopted=False)
             return agent
@@ -173,16 +185,48 @@ def agent_claim(*, project: Project, holder: ProcessHolder, agent_id: str | None
     raise RuntimeError("could not allocate a unique agent id")
 
 
-def agent_heartbeat(*, agent: Agent, holder: ProcessHolder) -> bool:
-    """Record that the holder is alive; False if another process has taken the agent over."""
-    return bool(
-        Agent.objects.filter(pk=agent.pk, holder=holder.key).update(heartbeat_at=timezone.now())
+def agent_heartbeat(
+    *,
+    agent: Agent,
+    lease_seconds: float,
+    holder: ProcessHolder | None = None,
+    dispatch: bool = False,
+) -> Agent | None:
+    """Renew ``agent``'s lease for ``lease_seconds`` from now: the agent as stored now, or None
+    when ``holder`` (a process renewing the agent it holds) no longer holds it.
+
+    With ``dispatch``, and an agent that takes DAG steps, waiting steps are handed out right
+    after (to it or others) and steps of agents whose lease ran out are handed on.
+    """
+    rows = Agent.objects.filter(pk=agent.pk)
+    if holder is not None:
+        rows = rows.filter(holder=holder.key)
+    if not rows.update(**_renewed(lease_seconds)):
+        return None
+    renewed = Agent.objects.select_related("project").get(pk=agent.pk)
+    if dispatch and renewed.takes_dag_steps:
+        _dispatch(renewed.project)
+    return renewed
+
+
+def agent_release(*, agent: Agent, holder: ProcessHolder, dispatch: bool = False) -> bool:
+    """Let go of the agent on a clean exit: the next process adopts it at once, its lease ends
+    (it is gone, not silent) and, with ``dispatch``, the DAG steps it held are handed on now.
+    False when ``holder`` no longer held it (another process took it over and keeps it)."""
+    now = timezone.now()
+    released = Agent.objects.filter(pk=agent.pk, holder=holder.key).update(
+        holder="", lease_until=None, left_at=now
     )
+    if released and dispatch:
+        _dispatch(Project.objects.get(pk=agent.project_id))
+    return bool(released)
 
 
-def agent_release(*, agent: Agent, holder: ProcessHolder) -> None:
-    """Let go of the agent on a clean shutdown, so the next process adopts it at once."""
-    Agent.objects.filter(pk=agent.pk, holder=holder.key).update(holder="")
+def _dispatch(project: Project) -> None:
+    # The DAG scheduler builds on this module (agent_ensure): imported when first needed.
+    from workflows.services.dag import dag_dispatch
+
+    dag_dispatch(project=project)
 
 
 def agent_id_clean(agent_id: str) -> str:

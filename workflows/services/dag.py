@@ -41,8 +41,10 @@ from workflows.dag import (
     dag_plan,
     dag_plan_stored,
     json_clean,
-    responsive_cutoff,
+    responsive_q,
+    responsive_seconds,
     same_identity,
+    unresponsive_q,
 )
 from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import (
@@ -56,7 +58,7 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
-from workflows.services.agents import agent_ensure
+from workflows.services.agents import agent_ensure, agent_heartbeat
 from workflows.services.agents import agent_id_clean as _agent_id_clean
 from workflows.services.workflow_tools import workflow_key, workflow_tool_name_release
 
@@ -447,9 +449,7 @@ def _agents_for(project_id: int, now: datetime) -> list[dict[str, Any]]:
         dag_runs__session__status=WorkflowSession.Status.RUNNING,
     )
     rows = (
-        Agent.objects.filter(
-            project_id=project_id, takes_dag_steps=True, heartbeat_at__gte=responsive_cutoff(now)
-        )
+        Agent.objects.filter(responsive_q(now), project_id=project_id, takes_dag_steps=True)
         .annotate(load=Count("dag_runs", filter=assigned), last_done=Max("dag_runs__completed_at"))
         .values("pk", "agent_id", "roles", "load", "last_done", "created_at")
     )
@@ -531,11 +531,7 @@ def _advance(
         held = {pk for pk, status, _ in runs.values() if status == StepRun.Status.ASSIGNED}
         lost = list(
             StepRun.objects.filter(pk__in=held)
-            .filter(
-                Q(assigned_agent__isnull=True)
-                | Q(assigned_agent__heartbeat_at__isnull=True)
-                | Q(assigned_agent__heartbeat_at__lt=responsive_cutoff(now))
-            )
+            .filter(Q(assigned_agent__isnull=True) | unresponsive_q(now, "assigned_agent__"))
             .order_by("pk")
             .values_list(
                 "pk", "step_id", "assigned_agent__agent_id", "assigned_agent__heartbeat_at"
@@ -891,19 +887,16 @@ def agent_id_clean(agent_id: str) -> str:
 
 def dag_dispatch(*, project: Project) -> list[Advance]:
     """Retry every waiting step of the project's running executions, and hand on the steps
-    held by agents whose heartbeat went stale. Each execution in its own transaction.
+    held by agents that are no longer responsive (left, or their lease ran out). Each execution
+    in its own transaction.
 
-    Called when an agent registers, heartbeats, finishes a step or waits for work.
+    Called when an agent registers, heartbeats, leaves, finishes a step or waits for work.
     """
-    cutoff = responsive_cutoff()
+    now = timezone.now()
     open_runs = StepRun.objects.filter(session__project=project, session__status=RUNNING).filter(
         Q(status=StepRun.Status.READY)
         | Q(status=StepRun.Status.ASSIGNED)
-        & (
-            Q(assigned_agent__isnull=True)
-            | Q(assigned_agent__heartbeat_at__isnull=True)
-            | Q(assigned_agent__heartbeat_at__lt=cutoff)
-        )
+        & (Q(assigned_agent__isnull=True) | unresponsive_q(now, "assigned_agent__"))
     )
     session_pks = sorted(set(open_runs.values_list("session_id", flat=True)))
     outcomes = []
@@ -938,9 +931,18 @@ def _roles(roles: Iterable[Any]) -> list[str]:
     return clean
 
 
-def dag_agent_register(*, project: Project, agent_id: str, roles: Sequence[Any] | None) -> Agent:
-    """Register ``agent_id`` (new or known) for DAG steps, heartbeating now: with exactly
-    ``roles``, or keeping the roles it has when ``roles`` is None.
+def dag_agent_register(
+    *,
+    project: Project,
+    agent_id: str,
+    roles: Sequence[Any] | None,
+    lease_seconds: float | None = None,
+    dispatch: bool = False,
+) -> Agent:
+    """Register ``agent_id`` (new or known) for DAG steps, renewing its lease for
+    ``lease_seconds`` (by default ``responsive_seconds``, the lease of an agent renewed only by
+    its calls): with exactly ``roles``, or keeping the roles it has when ``roles`` is None.
+    With ``dispatch``, the steps waiting for it are handed out right after.
 
     Only registered agents get steps: an agent that only runs DeepWork workflows never
     waits for any, so nothing is handed to it.
@@ -949,27 +951,21 @@ def dag_agent_register(*, project: Project, agent_id: str, roles: Sequence[Any] 
     with transaction.atomic():
         agent = agent_ensure(project=project, agent_id=agent_id)
         clean = _roles(roles) if roles is not None else list(agent.roles or [])
-        now = timezone.now()
-        Agent.objects.filter(pk=agent.pk).update(
-            roles=clean, heartbeat_at=now, takes_dag_steps=True
+        Agent.objects.filter(pk=agent.pk).update(roles=clean, takes_dag_steps=True)
+        renewed = agent_heartbeat(
+            agent=agent,
+            lease_seconds=responsive_seconds() if lease_seconds is None else lease_seconds,
         )
-        agent.roles, agent.heartbeat_at, agent.takes_dag_steps = clean, now, True
+        assert renewed is not None  # no holder to lose it to
         events.event_record(
             kind=Event.Kind.AGENT_REGISTERED,
             project=project,
-            agent=agent,
+            agent=renewed,
             payload=events.AgentRegistered(agent_id=agent_id, roles=clean),
         )
-    return agent
-
-
-def dag_agent_heartbeat(*, project: Project, agent_id: str) -> Agent:
-    """Mark a registered agent responsive now; ``NotFound`` for an unknown one."""
-    agent_id = agent_id_clean(agent_id)
-    now = timezone.now()
-    if not Agent.objects.filter(project=project, agent_id=agent_id).update(heartbeat_at=now):
-        raise NotFound(f"Unknown agent {agent_id!r}: register it first with register_agent")
-    return Agent.objects.get(project=project, agent_id=agent_id)
+    if dispatch:
+        dag_dispatch(project=project)
+    return renewed
 
 
 def dag_agent(*, project: Project, agent_id: str) -> Agent:

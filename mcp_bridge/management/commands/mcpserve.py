@@ -9,6 +9,7 @@ import gc
 import logging
 import os
 import secrets
+import signal
 import threading
 from argparse import ArgumentParser
 from functools import partial
@@ -40,10 +41,11 @@ TELEMETRY_ENV = "FASTMCP_TELEMETRY_MODE"
 
 
 def heartbeat_seconds() -> float:
-    """How often a server heartbeats: often enough to stay responsive for DAG steps."""
-    from workflows.dag import responsive_seconds
+    """How often a server renews its agent's lease: three times per lease, so one late beat
+    on a loaded machine does not cost the agent its DAG steps."""
+    from workflows.dag import process_lease_seconds
 
-    return min(HEARTBEAT_SECONDS, responsive_seconds() / 3)
+    return min(HEARTBEAT_SECONDS, process_lease_seconds() / 3)
 
 
 def _heartbeat(
@@ -52,7 +54,7 @@ def _heartbeat(
     dispatch: bool = False,
     database: DatabaseThread | None = None,
 ) -> None:
-    """Heartbeat the server's agent until ``stop``; its database work on ``database`` (the
+    """Renew the server's agent's lease until ``stop``; its database work on ``database`` (the
     stdio server's one database thread), else on this thread's own connection."""
     while not stop.wait(heartbeat_seconds()):
         agent = state.claimed_agent()
@@ -68,14 +70,15 @@ def _heartbeat(
 
 
 def _beat(state: ServerState, agent: Any, dispatch: bool) -> None:
-    if not agent_services.agent_heartbeat(agent=agent, holder=state.holder):
-        logger.warning("Agent %s was taken over by another process", agent.agent_id)
-    elif dispatch:
-        # Serving the agents toolset: waiting DAG steps may fit this agent, and steps
-        # of agents that went silent are handed on.
-        from workflows.services.dag import dag_dispatch
+    from workflows.dag import process_lease_seconds
 
-        dag_dispatch(project=state.project())
+    # Serving the agents toolset (``dispatch``): waiting DAG steps may fit this agent, and
+    # steps of agents whose lease ran out are handed on.
+    renewed = agent_services.agent_heartbeat(
+        agent=agent, lease_seconds=process_lease_seconds(), holder=state.holder, dispatch=dispatch
+    )
+    if renewed is None:
+        logger.warning("Agent %s was taken over by another process", agent.agent_id)
 
 
 def _beat_on_own_connection(state: ServerState, agent: Any, dispatch: bool) -> None:
@@ -89,16 +92,33 @@ def _beat_on_own_connection(state: ServerState, agent: Any, dispatch: bool) -> N
 def _join_agents(state: ServerState, agent_id: str, roles: str | None) -> None:
     """Register this server's agent for DAG steps (with ``--roles``, exactly those roles) and
     hand it any step already waiting for it."""
+    from workflows.dag import process_lease_seconds
     from workflows.errors import WorkflowError
     from workflows.services import dag
 
     project = state.project()
     try:
         names = None if roles is None else [r.strip() for r in roles.split(",") if r.strip()]
-        dag.dag_agent_register(project=project, agent_id=agent_id, roles=names)
-        dag.dag_dispatch(project=project)
+        dag.dag_agent_register(
+            project=project,
+            agent_id=agent_id,
+            roles=names,
+            lease_seconds=process_lease_seconds(),
+            dispatch=True,
+        )
     except WorkflowError as exc:
         raise CommandError(f"--roles: {exc.message}") from None
+
+
+def _stop_on_sigterm() -> None:
+    """Make SIGTERM end the server the way closing stdin or Ctrl-C does, through the shutdown
+    that releases its agent and hands on its DAG steps (by default the process would just
+    vanish, leaving the agent responsive until its lease ran out)."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _env_hosts() -> list[str]:
@@ -319,6 +339,7 @@ class Command(BaseCommand):
         gc.enable()
         from mcp_bridge import runner
 
+        _stop_on_sigterm()
         try:
             if database is not None:
                 runner.run_stdio(mcp, database.executor)
@@ -340,12 +361,16 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
         finally:
+            # Shutting down already: a SIGTERM now must not cut the release short.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             stop.set()
+            # Gone, not silent: the agent's DAG steps go to others now, not when its lease ends.
+            release = partial(state.release, dispatch="agents" in toolsets)
             try:
                 if database is None:
                     close_old_connections()
-                    state.release()
+                    release()
                 else:
-                    database.call(state.release)
+                    database.call(release)
             except Exception:
                 logger.exception("Could not release the agent")
