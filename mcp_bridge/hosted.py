@@ -69,6 +69,7 @@ from workflows.models import Agent, Project
 from workflows.selectors.sessions import session_agent_id
 from workflows.services import agents as agent_services
 from workflows.services import dag as dag_services
+from workflows.outputs import outputs_checked_for_remote_caller
 from workflows.services.catalog import Catalog
 
 logger = logging.getLogger("deepwork.mcp.hosted")
@@ -785,9 +786,10 @@ class HostedMcp:
             return
         reset = _identity.set(identity)
         try:
-            await _serve_while_authorised(
-                app, identity, config.recheck_seconds, scope, receive, send
-            )
+            with outputs_checked_for_remote_caller():
+                await _serve_while_authorised(
+                    app, identity, config.recheck_seconds, scope, receive, send
+                )
         finally:
             _identity.reset(reset)
 
