@@ -76,7 +76,8 @@ logger = logging.getLogger("deepwork.mcp.hosted")
 # Stateless serving opens and closes a transport per request; the SDK logs each at INFO.
 logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
-MCP_PATH = "/mcp"
+# Where /mcp is mounted: one definition, which the Connect page also shows to people.
+from deepwork_site.connect import MCP_PATH  # noqa: E402
 PROJECT_HEADER = "x-deepwork-project"
 TOOLSETS_HEADER = "x-deepwork-toolsets"
 AGENT_HEADER = "x-deepwork-agent"
