@@ -66,7 +66,7 @@ def _toml_table(name: str, fields: dict[str, str | list[str]]) -> str:
 def stdio_configs() -> list[ClientConfig]:
     """Each client's configuration of a stdio server of the project it is opened in."""
     command, *args = STDIO_COMMAND
-    stdio = {"command": command, "args": args}
+    stdio: dict[str, str | list[str]] = {"command": command, "args": args}
     vscode_args = [*args[:-1], "${workspaceFolder}"]
     return [
         ClientConfig(

@@ -87,7 +87,8 @@ def test_one_click_makes_one_token_of_the_person_and_shows_it_once(maker: User, 
     assert response.status_code == 200
     assert "no-store" in response["Cache-Control"]
     token = ApiToken.objects.get()
-    assert (token.user, token.name, token.mcp, token.mcp_project) == (maker, "laptop", True, project)
+    made = (token.user, token.name, token.mcp, token.mcp_project)
+    assert made == (maker, "laptop", True, project)
     page = response.content.decode()
     shown = snippets(page, "hosted")
     url = "http://testserver/mcp"
