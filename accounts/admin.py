@@ -1,7 +1,8 @@
 """Admin: make API tokens (the secret is shown once, on its own page), list and revoke them.
 
 A token acts with all of its user's permissions, so a superuser may make and revoke tokens
-for anyone; any other staff user only for themselves, and sees only their own tokens.
+for anyone (picked from the list of users by name); any other staff user only for themselves,
+and sees only their own tokens.
 """
 
 from __future__ import annotations
@@ -79,7 +80,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
         "revoked_at",
     ]
     actions = ["revoke"]
-    raw_id_fields = ["user"]
     secret_template = "admin/accounts/apitoken/secret.html"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApiToken]:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from accounts.models import ApiToken
 
 DRIVE = "workflows.drive_session"
+ADD_PROJECT = "workflows.add_project"
 SUB_AGENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # A token's agent id as ``token_agent_id`` makes it, with any sub-agent after a '/'.
 TOKEN_AGENT = re.compile(r"token-(\d+)(?:-[a-z0-9_-]*)?(?:/.*)?", re.DOTALL)
@@ -151,6 +152,28 @@ def identity_project_scope(identity: Identity, project_id: int | None) -> int | 
         identity_project_check(identity, project_id)
         return project_id
     return identity.project_id
+
+
+def identity_project_add_check(identity: Identity) -> None:
+    """``Forbidden`` unless ``identity`` may make the server serve another folder: a person,
+    signed in or through their own key, never a token agent.
+
+    Which folders a server serves is a person's decision about the server, not an agent's
+    about its work: a project's files become readable through its sessions, so an agent
+    (a program acting on what it reads) must not widen them. A token bound to a project is
+    always an agent, and adding a project would also step outside the one project its own
+    user limited it to.
+    """
+    if identity.project_id is not None:
+        raise Forbidden(
+            f"{identity.describe()} may use only project {identity.project_id}; it cannot add "
+            "projects (use a token of yours without MCP, or the admin)"
+        )
+    if identity.is_agent:
+        raise Forbidden(
+            f"{identity.describe()} is an MCP agent's token; adding a project is a person's "
+            "decision: use a token of yours without MCP, or the admin"
+        )
 
 
 # --- Agents ---------------------------------------------------------------------------------

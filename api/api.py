@@ -28,7 +28,9 @@ from ninja.operation import Operation
 from ninja.params.functions import Path, Query
 
 from accounts.identity import (
+    ADD_PROJECT,
     identity_agent_id,
+    identity_project_add_check,
     identity_project_check,
     identity_project_scope,
     identity_session_check,
@@ -50,6 +52,8 @@ from api.schemas import (
     MilestonePage,
     Name,
     OverrideIn,
+    ProjectAddedOut,
+    ProjectAddIn,
     ProjectOut,
     ProjectPage,
     RequestChangesIn,
@@ -100,6 +104,7 @@ from workflows.selectors.tracker import (
     tracked_workflow_page,
 )
 from workflows.services.catalog import catalog_view
+from workflows.services.projects import project_add
 from workflows.services.tracker import blocker_resolve
 
 MAX_ID = 2**63 - 1
@@ -324,6 +329,34 @@ def list_events(
 
 
 # Actions: the services the MCP tools call, with the same validation and answers.
+
+
+@api.post(
+    "/projects",
+    response={200: ProjectAddedOut, 201: ProjectAddedOut, **ACTION_ERRORS},
+    tags=["projects"],
+    auth=TokenAuth(ADD_PROJECT),
+)
+def add_project(request: HttpRequest, body: ProjectAddIn) -> Status[dict[str, Any]]:
+    """Serve a folder on the server as a project: 201 with its id, or 200 with the project
+    that already serves it. A folder that is not there (yet) or that the server cannot read
+    is added anyway, with a warning saying so: a server may mount it later. Needs
+    `workflows.add_project` and a person's token (not an MCP agent's)."""
+    identity_project_add_check(caller(request))
+    added = project_add(root_path=body.root_path)
+    project = added.project
+    return Status(
+        201 if added.created else 200,
+        {
+            "id": project.pk,
+            "name": project.name,
+            "root_path": project.root_path,
+            "created_at": project.created_at,
+            "created": added.created,
+            "folder_found": added.folder_found,
+            "warnings": list(added.warnings),
+        },
+    )
 
 
 @api.post(

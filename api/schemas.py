@@ -104,6 +104,26 @@ class ProjectPage(Schema):
     count: int
 
 
+class ProjectAddIn(Schema):
+    # Checked by the service (absolute, no NUL, at most 1024 characters, not a file), as for
+    # the command line and the admin, so all three refuse with the same words.
+    root_path: Annotated[str, AfterValidator(_encodable)] = Field(
+        description="The project folder's absolute path on the server (the folder holding "
+        ".deepwork/jobs). Symbolic links and '..' are resolved."
+    )
+
+
+class ProjectAddedOut(ProjectOut):
+    created: bool = Field(description="False: the folder was already a project, this one.")
+    folder_found: bool = Field(
+        description="Whether the folder exists on the server as a folder the server can read."
+    )
+    warnings: list[str] = Field(
+        description="What to fix on the server, e.g. the folder is not there (yet): the "
+        "project is added anyway, and served once it is."
+    )
+
+
 class StepOutputOut(Schema):
     name: str
     type: str

@@ -6,6 +6,10 @@
   ``workflows.drive_session`` and ``reviews.decide_review`` (override a review, request
   changes).
 
+Neither may add projects (``workflows.add_project``): serving another folder of the server's
+disk makes its files readable through sessions, so it is granted by hand, to the people who run
+the server, as ``workflows.allow_review_commands`` is.
+
 Both are made, or topped up, after every ``migrate``. Permissions an administrator added to
 a group by hand stay.
 """

@@ -113,3 +113,21 @@ def first_error(form: forms.Form) -> str:
         label = "" if plain else f"{name}: "
         return f"{label}{errors[0]}"
     return "The form is not valid"
+
+
+class ConnectTokenForm(forms.Form):
+    """A new MCP token for the person signed in, bound to one project."""
+
+    project = forms.IntegerField(min_value=1, max_value=MAX_ID)
+    # Blank: a name with the time it was made (a person's live tokens have distinct names).
+    name = forms.CharField(required=False, max_length=100, strip=True)
+
+    def __init__(self, *args: Any, projects: Sequence[Project], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.projects = {project.pk: project for project in projects}
+
+    def clean_project(self) -> Project:
+        project_id: int = self.cleaned_data["project"]
+        if project_id not in self.projects:
+            raise forms.ValidationError(project_not_found(project_id))
+        return self.projects[project_id]

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import dag_views, insight_views, tracker_views, views
+from dashboard import connect_views, dag_views, insight_views, tracker_views, views
 
 app_name = "dashboard"
 urlpatterns = [
@@ -15,6 +15,7 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", views.jobs, name="jobs"),
+    path("connect/", connect_views.connect, name="connect"),
     path("sessions/", views.sessions, name="sessions"),
     path("sessions/<str:session_id>/", views.session_detail, name="session"),
     path("sessions/<str:session_id>/files/", views.session_file, name="session_file"),

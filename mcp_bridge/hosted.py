@@ -58,6 +58,9 @@ from accounts.identity import (
 )
 from accounts.identity import Identity as TokenIdentity
 from accounts.services import api_token_roles_clean
+
+# MCP_PATH: where /mcp is mounted, defined once beside the client configurations that name it.
+from deepwork_site.connect import MCP_PATH
 from deepwork_site.origin import origin_matches_host
 from mcp_bridge.state import ServerConfig, ServerState
 from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
@@ -66,6 +69,7 @@ from workflows.dag import responsive_seconds
 from workflows.db import DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import Forbidden, InvalidInput
 from workflows.models import Agent, Project
+from workflows.outputs import outputs_checked_for_remote_caller
 from workflows.selectors.sessions import session_agent_id
 from workflows.services import agents as agent_services
 from workflows.services import dag as dag_services
@@ -75,7 +79,6 @@ logger = logging.getLogger("deepwork.mcp.hosted")
 # Stateless serving opens and closes a transport per request; the SDK logs each at INFO.
 logging.getLogger("mcp.server.streamable_http").setLevel(logging.WARNING)
 
-MCP_PATH = "/mcp"
 PROJECT_HEADER = "x-deepwork-project"
 TOOLSETS_HEADER = "x-deepwork-toolsets"
 AGENT_HEADER = "x-deepwork-agent"
@@ -794,9 +797,10 @@ class HostedMcp:
             return
         reset = _identity.set(identity)
         try:
-            await _serve_while_authorised(
-                app, identity, config.recheck_seconds, scope, receive, send
-            )
+            with outputs_checked_for_remote_caller():
+                await _serve_while_authorised(
+                    app, identity, config.recheck_seconds, scope, receive, send
+                )
         finally:
             _identity.reset(reset)
 

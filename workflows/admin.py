@@ -2,16 +2,20 @@
 
 Everything here is history or catalog that the services write, so every model is read-only in
 the admin, for superusers too. The only changes an admin user can make go through the actions,
-and each action calls one service per selected object. A step run's page, where a human rules
-on its review, is registered by ``reviews/admin.py``.
+and each action calls one service per selected object; adding a project is a page of its own
+that calls ``project_add``, as the command line and the REST API do. A step run's page, where a
+human rules on its review, is registered by ``reviews/admin.py``.
 """
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 from django.utils.text import Truncator
 
 from deepwork_site.admin_helpers import (
@@ -20,6 +24,7 @@ from deepwork_site.admin_helpers import (
     ReasonPage,
     SessionSearch,
     admin_link,
+    admin_page,
     apply_each,
     changelist_link,
     compact_json,
@@ -29,6 +34,7 @@ from deepwork_site.admin_helpers import (
     session_column,
 )
 from workflows import tracker_admin  # noqa: F401  (registers the tracker models' admin)
+from workflows.errors import WorkflowError
 from workflows.models import (
     Agent,
     Event,
@@ -42,7 +48,7 @@ from workflows.models import (
     WorkflowStep,
 )
 from workflows.models014 import SessionJob
-from workflows.services.projects import project_review_commands_set
+from workflows.services.projects import project_add, project_review_commands_set
 from workflows.services.sessions import session_abort
 from workflows.wftools_admin import WorkflowToolFilterAdmin  # noqa: F401  (registers it)
 
@@ -57,6 +63,18 @@ ABORT = ReasonPage(
 # Catalog ----------------------------------------------------------------------------------------
 
 
+class ProjectAddForm(forms.Form):
+    # Only the service judges the path, so that the admin, the command line and the REST
+    # API refuse the same paths with the same words; the length here only bounds the field.
+    root_path = forms.CharField(
+        label="Folder on the server",
+        max_length=4096,
+        strip=False,
+        help_text="Its absolute path, e.g. /srv/projects/site.",
+        widget=forms.TextInput(attrs={"size": 80}),
+    )
+
+
 @admin.register(Project)
 class ProjectAdmin(ReadOnlyAdmin):
     list_display = ["name", "root_path", "review_commands", "created_at"]
@@ -65,6 +83,38 @@ class ProjectAdmin(ReadOnlyAdmin):
     ordering = ["name"]
     readonly_fields = ["review_commands"]
     actions = ["allow_review_commands", "disallow_review_commands"]
+    add_template = "admin/workflows/project/add.html"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("workflows.add_project")
+
+    def add_view(
+        self, request: HttpRequest, form_url: str = "", extra_context: dict | None = None
+    ) -> HttpResponse:
+        # Not the model form: a project is added by the service that checks the path and the
+        # folder, which says what it found; the form only carries the path.
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        form = ProjectAddForm(request.POST if request.method == "POST" else None)
+        if form.is_valid():
+            try:
+                added = project_add(root_path=form.cleaned_data["root_path"])
+            except WorkflowError as exc:
+                form.add_error("root_path", exc.message)
+            else:
+                project = added.project
+                verb = "Added" if added.created else "Already a project:"
+                self.message_user(
+                    request, f"{verb} project {project.pk} at {project.root_path}", messages.SUCCESS
+                )
+                for warning in added.warnings:
+                    self.message_user(request, warning, messages.WARNING)
+                if added.created:
+                    self.log_addition(request, project, [{"added": {}}])
+                return HttpResponseRedirect(
+                    reverse("admin:workflows_project_change", args=[project.pk])
+                )
+        return admin_page(self, request, self.add_template, "Add a project", form=form)
 
     @admin.display(description="review commands on the web server")
     def review_commands(self, obj: Project) -> str:

@@ -2,14 +2,17 @@
 
 DeepWork 0.9.1's checks and messages, in its order, plus the rules it lacked: every path must
 name a file inside the project root, and a required ``files`` output must list at least one.
-Messages echo what the caller sent, never the server's absolute paths.
+Messages echo what the caller sent, never the server's absolute paths, except to a caller on
+another machine (hosted ``/mcp``), who is told where on the server a missing file was looked for.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +25,36 @@ class DeclaredOutput:
     name: str
     type: str
     required: bool
+
+
+# Whether the call being served comes from another machine than the server's (hosted /mcp).
+# Such an agent works in its own checkout and cannot see the server's disk: "not found" alone
+# reads as a lie about a file it just wrote, so it is told the file is missing on the server
+# and where the server looked. A stdio server's agent shares the folder, and keeps DeepWork's
+# own words.
+_remote_caller: ContextVar[bool] = ContextVar("deepwork_outputs_remote_caller", default=False)
+
+
+@contextmanager
+def outputs_checked_for_remote_caller() -> Iterator[None]:
+    """Within this block (and the tasks and threads it starts), a missing output is reported
+    as missing on the server, with the server's project root named."""
+    token = _remote_caller.set(True)
+    try:
+        yield
+    finally:
+        _remote_caller.reset(token)
+
+
+def _not_found(name: str, value: str, root: Path) -> InvalidInput:
+    message = f"Output '{name}': file not found at '{value}'"
+    if _remote_caller.get():
+        message += (
+            f" on the server. The server checks outputs in its own copy of the project, whose "
+            f"root on the server is '{root}', not on your machine: the file must exist under "
+            "that folder on the server (write or sync it there) before the step is handed in"
+        )
+    return InvalidInput(message)
 
 
 def check_output_path(name: str, value: str, root: Path) -> None:
@@ -44,7 +77,7 @@ def check_output_path(name: str, value: str, root: Path) -> None:
             "outputs must be files inside the project"
         )
     if not os.path.lexists(candidate):
-        raise InvalidInput(f"Output '{name}': file not found at '{value}'")
+        raise _not_found(name, value, root)
     resolved = candidate.resolve()
     if not resolved.is_relative_to(root):
         raise InvalidInput(
@@ -55,7 +88,7 @@ def check_output_path(name: str, value: str, root: Path) -> None:
         # lstat: ``resolved`` names no link; a stat never waits on a pipe the way an open does.
         mode = resolved.lstat().st_mode
     except FileNotFoundError:
-        raise InvalidInput(f"Output '{name}': file not found at '{value}'") from None
+        raise _not_found(name, value, root) from None
     except OSError as exc:
         raise InvalidInput(
             f"Output '{name}': '{value}' cannot be checked: {exc.strerror or exc}"

@@ -23,8 +23,10 @@ pytestmark = pytest.mark.django_db
 
 # Every operation, with the permission it needs. Ids need not exist: authentication and the
 # permission are checked before anything else.
+ADD_PROJECT = "workflows.add_project"
 OPERATIONS = [
     ("get", "/api/projects", VIEW),
+    ("post", "/api/projects", ADD_PROJECT),
     ("get", "/api/projects/1", VIEW),
     ("get", "/api/projects/1/jobs", VIEW),
     ("get", "/api/sessions", VIEW),
@@ -62,7 +64,7 @@ OPERATIONS = [
     ("get", "/api/sessions/deadbeef/history", VIEW),
     ("get", "/api/sessions/deadbeef/history/markdown", VIEW),
 ]
-ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE)
+ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE, ADD_PROJECT)
 
 
 def call(caller: Caller, method: str, url: str):

@@ -221,3 +221,11 @@ def test_staff_see_and_revoke_only_their_own_tokens(staff, alice):
     assert own.revoked_at is not None
     assert other.revoked_at is None
     assert Caller(Client(), other_secret).get("/api/projects").status_code == 200
+
+
+def test_admin_add_picks_the_user_from_a_list_by_name(admin_client, alice):
+    # A list of people by name, not a box for a raw user id.
+    form = admin_client.get("/admin/accounts/apitoken/add/").content.decode()
+    assert '<select name="user"' in form
+    assert f'<option value="{alice.pk}">alice</option>' in form
+    assert 'class="vForeignKeyRawIdAdminField"' not in form

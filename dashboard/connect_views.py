@@ -1,0 +1,90 @@
+"""The Connect page: how a person points an agent at this server.
+
+Everyone who may watch sees the stdio configuration of each client. A person who may make API
+tokens (``accounts.add_apitoken``, what the admin asks) and drive sessions (what ``/mcp``
+asks of a token's user) gets, with one POST, a new MCP token of their own bound to the project
+they pick, and each client's hosted configuration with it filled in: in that one response,
+never stored and never shown again.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_http_methods
+
+from accounts.services import api_token_create
+from dashboard.forms import ConnectTokenForm, first_error
+from dashboard.views import watcher_required
+from deepwork_site.auth import signed_in_user
+from deepwork_site.connect import (
+    CLONE_COMMAND,
+    MCP_PATH,
+    STDIO_COMMAND,
+    hosted_configs,
+    stdio_configs,
+)
+from workflows.errors import WorkflowError
+from workflows.selectors.catalog import project_list
+
+MAKE_TOKEN = "accounts.add_apitoken"
+DRIVE = "workflows.drive_session"
+
+
+def _missing_permissions(request: HttpRequest) -> list[str]:
+    return [perm for perm in (MAKE_TOKEN, DRIVE) if not request.user.has_perm(perm)]
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@watcher_required
+def connect(request: HttpRequest) -> HttpResponse:
+    projects = project_list()
+    missing = _missing_permissions(request)
+    made = None
+    form = ConnectTokenForm(projects=projects)
+    if request.method == "POST":
+        if missing:
+            raise PermissionDenied(f"You need the permission {missing[0]}")
+        form = ConnectTokenForm(request.POST, projects=projects)
+        if form.is_valid():
+            user = signed_in_user(request)
+            project = form.cleaned_data["project"]
+            name = form.cleaned_data["name"] or f"dashboard {timezone.now():%Y-%m-%d %H:%M:%S}"
+            try:
+                token, secret = api_token_create(
+                    user=user, name=name, by=user, mcp=True, mcp_project=project
+                )
+            except WorkflowError as exc:
+                messages.error(request, exc.message)
+            else:
+                url = request.build_absolute_uri(MCP_PATH)
+                made = {
+                    "token": token,
+                    "project": project,
+                    "url": url,
+                    "clients": hosted_configs(url=url, token=secret),
+                }
+        else:
+            messages.error(request, first_error(form))
+    response = render(
+        request,
+        "dashboard/connect.html",
+        {
+            "projects": projects,
+            "form": form,
+            "missing": missing,
+            "made": made,
+            "stdio_clients": stdio_configs(),
+            "stdio_command": " ".join(STDIO_COMMAND),
+            "clone_command": CLONE_COMMAND,
+            "mcp_url": request.build_absolute_uri(MCP_PATH),
+        },
+    )
+    if made is not None:
+        # The secret is in this page alone: no cache may keep a copy.
+        add_never_cache_headers(response)
+    return response
