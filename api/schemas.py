@@ -109,7 +109,7 @@ class ProjectAddIn(Schema):
     # the command line and the admin, so all three refuse with the same words.
     root_path: Annotated[str, AfterValidator(_encodable)] = Field(
         description="The project folder's absolute path on the server (the folder holding "
-        ".deepwork/jobs). Symbolic links and '..' are resolved."
+        ".deepwork/jobs). Symbolic links and '..' are resolved.",
     )
 
 

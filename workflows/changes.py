@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 from workflows.files import NotRegularFile, file_kind, open_regular_file
-from workflows.git import DEFAULT_TIMEOUT_SECONDS, Git, GitTrouble
+from workflows.git import DEFAULT_TIMEOUT_SECONDS, Git, GitTrouble, repository_holder
 
 GIT_TIMEOUT_SECONDS = DEFAULT_TIMEOUT_SECONDS
 # A snapshot is stored in a JSON column and hashes what it records: both stay bounded.
@@ -267,17 +267,12 @@ def _is_top_of_work_tree(root: Path) -> bool:
 
 
 def _outside_any_repository(root: Path) -> bool:
-    """Whether no folder from ``root`` up holds a ``.git``: then git, which looks for one the
-    same way (its location variables are scrubbed), would only say "not a git repository"."""
-    for folder in (root, *root.parents):
-        try:
-            (folder / ".git").lstat()
-        except FileNotFoundError:
-            continue
-        except OSError:
-            return False  # unreadable: let git decide
-        return False
-    return True
+    """Whether no folder from ``root`` up holds a ``.git``: then git would only say "not a git
+    repository"."""
+    try:
+        return repository_holder(root) is None
+    except OSError:
+        return False  # unreadable: let git decide
 
 
 def _git_status(git: Git) -> _Status:

@@ -95,15 +95,15 @@ class Completed:
         return self.stderr.decode("utf-8", "replace").strip() or f"exit {self.returncode}"
 
 
-def _holder(root: Path) -> Path | None:
-    """The folder from ``root`` up that holds a ``.git`` (the work tree git should use)."""
+def repository_holder(root: Path) -> Path | None:
+    """The folder from ``root`` up that holds a ``.git`` (the work tree git should use), as git
+    looks for it (its location variables are scrubbed), or None when there is none. An entry
+    that cannot be read raises ``OSError``: only git can say what it makes of it."""
     for folder in (root, *root.parents):
         try:
             (folder / ".git").lstat()
         except FileNotFoundError:
             continue
-        except OSError:
-            return None
         return folder
     return None
 
@@ -157,7 +157,10 @@ class Git:
         return self._env
 
     def _direct_work_tree(self, env: dict[str, str]) -> None:
-        holder = _holder(self.root)
+        try:
+            holder = repository_holder(self.root)
+        except OSError:
+            return
         if holder is None:
             return
         top = self._spawn(env, ("rev-parse", "--show-toplevel"), b"")
