@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from reviews import rulings
 from reviews.gate import (
     ClaudeReviewer,
     CommandReviewer,
@@ -76,9 +77,9 @@ class ReviewPlan:
     answer: NeedsWork | SelfReviewRequired | None = None  # sent back without running reviews
     passes: bool = False  # passes without running reviews
     tasks: list[ReviewTask] = field(default_factory=list)
-    attempt: int = 0
+    attempt: int = 0  # the quality attempt the reviews use up (the cap counts these)
     run_ids: dict[str, int] = field(default_factory=dict)  # step_id -> StepRun pk
-    override_decision: int | None = None  # a human override to mark consumed on success
+    override_decision: HumanDecision | None = None  # a human override to mark consumed on success
     override_reason: str | None = None  # the hand-in's reason for skipping the reviews
     # The files the entry's steps changed, looked at before the reviews (the reviewer's list).
     files: step_changes.ReviewedFiles | None = None
@@ -112,6 +113,12 @@ def _step_ids(checkpoint: StepCheckpoint) -> list[str]:
     return [step.step_id for step in checkpoint.steps]
 
 
+def _first_round(checkpoint: StepCheckpoint, plan: ReviewPlan, rounds: dict[int, int]) -> int:
+    """The round a hand-in's event names: its first step's (an entry's steps are judged
+    together, so they are at the same round unless a person ruled on one of them alone)."""
+    return rounds[plan.run_ids[checkpoint.steps[0].step_id]]
+
+
 def _inputs_by_step(checkpoint: StepCheckpoint) -> dict[str, tuple[tuple[str, str], ...]]:
     """Each step's file inputs, resolved to the paths its producing step handed in."""
     produced: dict[str, dict[str, str | list[str]]] = {}
@@ -134,16 +141,6 @@ def _inputs_by_step(checkpoint: StepCheckpoint) -> dict[str, tuple[tuple[str, st
     return resolved
 
 
-def _pending_decisions(run_ids: list[int]) -> dict[str, HumanDecision]:
-    """The rulings on these runs that the agent has not seen yet, newest per kind."""
-    pending: dict[str, HumanDecision] = {}
-    for decision in HumanDecision.objects.filter(
-        step_run_id__in=run_ids, consumed_at__isnull=True
-    ).order_by("id"):
-        pending[decision.kind] = decision
-    return pending
-
-
 def review_plan(
     *, checkpoint: StepCheckpoint, gate: GateConfig, override_reason: str | None
 ) -> ReviewPlan:
@@ -152,36 +149,16 @@ def review_plan(
     plan = ReviewPlan(run_ids=run_ids)
     first_run = next(iter(run_ids.values()), None)
 
-    pending = _pending_decisions(list(run_ids.values()))
+    pending = rulings.pending_decisions(run_ids.values())
     changes = pending.get(HumanDecision.Kind.REQUEST_CHANGES)
     if changes is not None:
-        with transaction.atomic():
-            claimed = HumanDecision.objects.filter(pk=changes.pk, consumed_at__isnull=True).update(
-                consumed_at=timezone.now()
-            )
-            if claimed:
-                feedback = f"Changes requested by {changes.decided_by_name}: {changes.reason}"
-                step_id, attempt = StepRun.objects.values_list("step_id", "quality_attempts").get(
-                    pk=changes.step_run_id
-                )
-                ReviewResult.objects.create(
-                    step_run_id=changes.step_run_id,
-                    session=checkpoint.session,
-                    **copied_from(checkpoint.session),
-                    step_id=step_id,
-                    attempt=attempt,
-                    run_each="step",
-                    passed=False,
-                    feedback=feedback,
-                    reviewer_kind=ReviewResult.Reviewer.HUMAN,
-                    reviewer=changes.decided_by_name,
-                )
-                _event(
-                    checkpoint,
-                    Event.Kind.CHANGES_DELIVERED,
-                    events.ChangesDelivered(decision=changes.pk),
-                )
-        if claimed:
+        feedback = rulings.changes_deliver(
+            decision=changes,
+            project=checkpoint.project,
+            session=checkpoint.session,
+            agent=checkpoint.agent,
+        )
+        if feedback is not None:
             plan.answer = NeedsWork(
                 failed=(FailedReview(run_each="step", feedback=feedback),),
                 stack=stack_for_agent(agent=checkpoint.agent),
@@ -191,7 +168,7 @@ def review_plan(
     override = pending.get(HumanDecision.Kind.OVERRIDE)
     if override is not None:
         plan.passes = True
-        plan.override_decision = override.pk
+        plan.override_decision = override
         return plan
 
     reviews = [review for step in checkpoint.steps for review in step.reviews]
@@ -344,6 +321,7 @@ def review_conclude(
     passed = not broken and not failed
 
     def record() -> None:
+        rounds = rulings.next_rounds(plan.run_ids.values())
         for task, result in zip(plan.tasks, results, strict=True):
             verdict = None if isinstance(result, ReviewerError) else result
             ReviewResult.objects.create(
@@ -351,7 +329,7 @@ def review_conclude(
                 session=checkpoint.session,
                 **copied_from(checkpoint.session),
                 step_id=task.step_id,
-                attempt=plan.attempt,
+                attempt=rounds[plan.run_ids[task.step_id]],
                 run_each=task.run_each,
                 target_file=task.target_file,
                 passed=False if verdict is None else verdict.passed,
@@ -364,7 +342,7 @@ def review_conclude(
             )
         round_ = events.ReviewRound(
             step_ids=_step_ids(checkpoint),
-            attempt=plan.attempt,
+            attempt=_first_round(checkpoint, plan, rounds),
             reviews=len(plan.tasks),
             failed=len(failed),
             override_reason=None,
@@ -409,16 +387,14 @@ def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> Non
     assert plan.override_reason is not None
     person = checkpoint.by.get_username() if checkpoint.by is not None else ""
     step_ids = _step_ids(checkpoint)
-    attempts = dict(
-        StepRun.objects.filter(pk__in=plan.run_ids.values()).values_list("pk", "quality_attempts")
-    )
+    rounds = rulings.next_rounds(plan.run_ids.values())
     ReviewResult.objects.bulk_create(
         ReviewResult(
             step_run_id=plan.run_ids[step_id],
             session=checkpoint.session,
             **copied_from(checkpoint.session),
             step_id=step_id,
-            attempt=attempts[plan.run_ids[step_id]],
+            attempt=rounds[plan.run_ids[step_id]],
             run_each="step",
             passed=True,
             feedback=plan.override_reason,
@@ -433,27 +409,14 @@ def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> Non
         Event.Kind.REVIEW_PASSED,
         events.ReviewRound(
             step_ids=step_ids,
-            # No review ran, so no attempt was counted: the one the entry's runs are at.
-            attempt=attempts[plan.run_ids[step_ids[0]]],
+            # No review ran, so no quality attempt was counted; the reason is a round.
+            attempt=_first_round(checkpoint, plan, rounds),
             reviews=0,
             failed=0,
             override_reason=plan.override_reason,
         ),
         by=checkpoint.by,
     )
-
-
-def _deliver_override(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:
-    assert plan.override_decision is not None
-    delivered = HumanDecision.objects.filter(
-        pk=plan.override_decision, consumed_at__isnull=True
-    ).update(consumed_at=timezone.now())
-    if delivered:
-        _event(
-            checkpoint,
-            Event.Kind.OVERRIDE_DELIVERED,
-            events.OverrideDelivered(decision=plan.override_decision),
-        )
 
 
 def _advance_after_pass(*, checkpoint: StepCheckpoint, plan: ReviewPlan) -> FinishOutcome:
@@ -464,7 +427,12 @@ def _advance_after_pass(*, checkpoint: StepCheckpoint, plan: ReviewPlan) -> Fini
         if plan.override_reason is not None:
             _record_override_reason(checkpoint, plan)
         if plan.override_decision is not None:
-            _deliver_override(checkpoint, plan)
+            rulings.override_deliver(
+                decision=plan.override_decision,
+                project=checkpoint.project,
+                session=checkpoint.session,
+                agent=checkpoint.agent,
+            )
 
     return step_advance(checkpoint=checkpoint, on_claimed=record)
 

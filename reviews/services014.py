@@ -15,9 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.utils import timezone
+from django.db.models import F
 
-from reviews import gate014
+from reviews import gate014, rulings
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.models import HumanDecision, ReviewResult, copied_from
 from workflows import events
@@ -79,19 +79,34 @@ def _round(
 
 
 def _needs_work(
-    checkpoint: Checkpoint014, run: StepRun, results: list[ReviewResult], feedback: str
+    checkpoint: Checkpoint014,
+    run: StepRun,
+    results: list[ReviewResult],
+    feedback: str,
+    *,
+    requested: str | None = None,
+    also: Callable[[int], None] = lambda round_: None,
 ) -> NeedsWork014:
+    """Send the hand-in back with ``results`` as its round's verdicts, counting a quality
+    attempt as DeepWork 0.14 does for every ``needs_work``. ``requested`` names the review
+    instructions when the agent is asked to run its reviews (a request, not a failed round);
+    ``also`` records, in the same transaction and round, what the hand-in did pass."""
     with transaction.atomic():
-        attempt = run.quality_attempts + 1
-        StepRun.objects.filter(pk=run.pk).update(quality_attempts=attempt)
+        round_ = rulings.next_rounds([run.pk])[run.pk]
+        also(round_)
+        StepRun.objects.filter(pk=run.pk).update(quality_attempts=F("quality_attempts") + 1)
         for result in results:
-            result.attempt = attempt
+            result.attempt = round_
         ReviewResult.objects.bulk_create(results)
-        _event(
-            checkpoint,
-            Event.Kind.REVIEW_FAILED,
-            _round(checkpoint, attempt, len(results), len(results), None),
-        )
+        if requested is not None:
+            request = events.ReviewRequested(instructions=requested)
+            _event(checkpoint, Event.Kind.REVIEW_REQUESTED, request)
+        else:
+            _event(
+                checkpoint,
+                Event.Kind.REVIEW_FAILED,
+                _round(checkpoint, round_, len(results), len(results), None),
+            )
     return NeedsWork014(feedback=feedback, stack=_stack(checkpoint))
 
 
@@ -133,50 +148,36 @@ def step014_finish(
     rules count too (``gate014.review_tasks``), for a server serving both generations.
     """
     run = _run(checkpoint)
-    pending: dict[str, HumanDecision] = {}
-    for decision in HumanDecision.objects.filter(step_run=run, consumed_at__isnull=True).order_by(
-        "id"
-    ):
-        pending[decision.kind] = decision
+    pending = rulings.pending_decisions([run.pk])
+    project, session, agent = checkpoint.project, checkpoint.session, checkpoint.session.agent
 
     changes = pending.get(HumanDecision.Kind.REQUEST_CHANGES)
     if changes is not None:
-        with transaction.atomic():
-            claimed = HumanDecision.objects.filter(pk=changes.pk, consumed_at__isnull=True).update(
-                consumed_at=timezone.now()
-            )
-        if claimed:
-            feedback = f"Changes requested by {changes.decided_by_name}: {changes.reason}"
-            result = _failed(checkpoint, run, "step", "", feedback)
-            result.reviewer_kind = ReviewResult.Reviewer.HUMAN
-            result.reviewer = changes.decided_by_name
-            return _needs_work(checkpoint, run, [result], feedback)
+        feedback = rulings.changes_deliver(
+            decision=changes, project=project, session=session, agent=agent
+        )
+        if feedback is not None:
+            return NeedsWork014(feedback=feedback, stack=_stack(checkpoint))
 
     override = pending.get(HumanDecision.Kind.OVERRIDE)
     if override is not None:
-
-        def deliver() -> None:
-            delivered = HumanDecision.objects.filter(
-                pk=override.pk, consumed_at__isnull=True
-            ).update(consumed_at=timezone.now())
-            if delivered:
-                _event(
-                    checkpoint,
-                    Event.Kind.OVERRIDE_DELIVERED,
-                    events.OverrideDelivered(decision=override.pk),
-                )
-
-        return _advance(checkpoint, deliver)
+        return _advance(
+            checkpoint,
+            lambda: rulings.override_deliver(
+                decision=override, project=project, session=session, agent=agent
+            ),
+        )
 
     if override_reason:
 
         def record_override() -> None:
+            round_ = rulings.next_rounds([run.pk])[run.pk]
             ReviewResult.objects.create(
                 step_run=run,
                 session=checkpoint.session,
                 **copied_from(checkpoint.session),
                 step_id=run.step_id,
-                attempt=run.quality_attempts,
+                attempt=round_,
                 run_each="step",
                 passed=True,
                 feedback=override_reason,
@@ -187,7 +188,7 @@ def step014_finish(
             _event(
                 checkpoint,
                 Event.Kind.REVIEW_PASSED,
-                _round(checkpoint, run.quality_attempts, 0, 0, override_reason),
+                _round(checkpoint, round_, 0, 0, override_reason),
             )
 
         return _advance(checkpoint, record_override)
@@ -214,14 +215,14 @@ def step014_finish(
     )
     newly_passed = [task for task in passed if task.review_id in asked - already]
 
-    def record_passes() -> None:
+    def record_passes(round_: int) -> None:
         ReviewResult.objects.bulk_create(
             ReviewResult(
                 step_run=run,
                 session=checkpoint.session,
                 **copied_from(checkpoint.session),
                 step_id=run.step_id,
-                attempt=run.quality_attempts,
+                attempt=round_,
                 run_each=task.review_id[:255],
                 target_file=task.scope[:1024] or None,
                 passed=True,
@@ -235,14 +236,15 @@ def step014_finish(
             _event(
                 checkpoint,
                 Event.Kind.REVIEW_PASSED,
-                _round(checkpoint, run.quality_attempts, len(newly_passed), 0, None),
+                _round(checkpoint, round_, len(newly_passed), 0, None),
             )
 
     if not outstanding:
-        return _advance(checkpoint, record_passes)
-    with transaction.atomic():
-        record_passes()
+        if not newly_passed:
+            return _advance(checkpoint, lambda: None)
+        return _advance(checkpoint, lambda: record_passes(rulings.next_rounds([run.pk])[run.pk]))
     feedback = gate014.gate_feedback(outstanding)
+    instructions = [f"{gate014.INSTRUCTIONS_DIR}/{task.review_id}.md" for task in outstanding]
     return _needs_work(
         checkpoint,
         run,
@@ -252,10 +254,11 @@ def step014_finish(
                 run,
                 task.review_id,
                 task.scope,
-                f"{task.description}: to be run by a {task.agent} sub-agent with "
-                f"{gate014.INSTRUCTIONS_DIR}/{task.review_id}.md",
+                f"{task.description}: to be run by a {task.agent} sub-agent with {path}",
             )
-            for task in outstanding
+            for task, path in zip(outstanding, instructions, strict=True)
         ],
         feedback,
+        requested=", ".join(instructions),
+        also=record_passes,
     )

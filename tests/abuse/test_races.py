@@ -162,7 +162,7 @@ def test_the_loser_of_an_override_race_over_rest_is_no_ones_verdict(
     event = Event.objects.get(kind=Event.Kind.REVIEW_PASSED)
     assert event.payload == {
         "step_ids": ["wrap_up"],
-        "attempt": 0,
+        "attempt": 1,
         "reviews": 0,
         "failed": 0,
         "override_reason": REASON,

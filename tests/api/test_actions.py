@@ -95,7 +95,7 @@ def test_drives_the_demo_workflow_to_completion(operator, demo, demo_project):
     passed = Event.objects.get(session__session_id=session_id, kind="review_passed")
     assert passed.payload == {
         "step_ids": ["wrap_up"],
-        "attempt": 0,
+        "attempt": 1,
         "reviews": 0,
         "failed": 0,
         "override_reason": "Self-review passed",

@@ -143,9 +143,11 @@ async def test_a_concurrent_entry_is_one_review_round_per_hand_in(pair):
     steps = ["left", "right"]
     assert await review_rounds() == [
         ("review_failed", {**ROUND, "step_ids": steps, "attempt": 1, "reviews": 2, "failed": 1}),
+        # The reason is the entry's second round (numbered like any verdict), though it used no
+        # quality attempt.
         (
             "review_passed",
-            {**ROUND, "step_ids": steps, "attempt": 1, "override_reason": "Fixed by hand"},
+            {**ROUND, "step_ids": steps, "attempt": 2, "override_reason": "Fixed by hand"},
         ),
     ]
     overrides = [
@@ -154,4 +156,4 @@ async def test_a_concurrent_entry_is_one_review_round_per_hand_in(pair):
         .order_by("step_run__step_id")
         .values_list("step_run__step_id", "attempt", "passed")
     ]
-    assert overrides == [("left", 1, True), ("right", 1, True)]
+    assert overrides == [("left", 2, True), ("right", 2, True)]
