@@ -73,8 +73,24 @@ from deepwork_site.auth import signed_in_user
 from reviews.models import HumanDecision
 from reviews.selectors import session_with_reviews
 from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
+from tracker.models import Decision, Issue, Milestone, TrackedWorkflow
+from tracker.selectors import (
+    SUBTASK_LIMIT,
+    WORKFLOW_PROFILES,
+    WORKFLOW_STATUSES,
+    TrackedWorkflowFilter,
+    issue_page,
+    log_page,
+    subtask_page,
+    task_get_by_id,
+    task_tree_page,
+    tracked_workflow_detail,
+    tracked_workflow_get,
+    tracked_workflow_page,
+)
+from tracker.services import blocker_resolve
 from workflows.dialects import deepwork
-from workflows.models import Decision, Issue, Milestone, Project, TrackedWorkflow, WorkflowSession
+from workflows.models import Project, WorkflowSession
 from workflows.schemas import (
     AbortWorkflowResponse,
     FinishedStepResponse,
@@ -89,23 +105,8 @@ from workflows.selectors.sessions import (
     session_page,
     step_run_for_decision,
 )
-from workflows.selectors.tracker import (
-    SUBTASK_LIMIT,
-    WORKFLOW_PROFILES,
-    WORKFLOW_STATUSES,
-    TrackedWorkflowFilter,
-    issue_page,
-    log_page,
-    subtask_page,
-    task_get_by_id,
-    task_tree_page,
-    tracked_workflow_detail,
-    tracked_workflow_get,
-    tracked_workflow_page,
-)
 from workflows.services.catalog import catalog_view
 from workflows.services.projects import project_add
-from workflows.services.tracker import blocker_resolve
 
 MAX_ID = 2**63 - 1
 

@@ -14,17 +14,8 @@ from ninja import Schema
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
 from reviews.models import HumanDecision
-from workflows.models import (
-    Decision,
-    Issue,
-    Job,
-    Milestone,
-    Phase,
-    StepRun,
-    Task,
-    TrackedWorkflow,
-    WorkflowSession,
-)
+from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
+from workflows.models import Job, StepRun, WorkflowSession
 from workflows.schemas import ReviewInfo
 from workflows.selectors.catalog import entries_of
 from workflows.selectors.events import EventRow

@@ -34,19 +34,11 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
+from tracker.services import not_found, wire_pk
 from workflows import limits
 from workflows.errors import InvalidInput, NotFound
-from workflows.models import (
-    Agent,
-    Decision,
-    Issue,
-    Milestone,
-    Phase,
-    Project,
-    Task,
-    TrackedWorkflow,
-)
-from workflows.services.tracker import not_found, wire_pk
+from workflows.models import Agent, Project
 
 INCLUDES = ("decisions", "milestones", "blockers", "tasks", "phase_summary")
 PAGED = ("decisions", "milestones", "blockers", "resolved_blockers", "tasks")
