@@ -87,7 +87,7 @@ def _cursor(name: str, cursors: Mapping[str, str]) -> int | None:
 # times what the database takes to answer on a workflow of any size, and get_context reads up to
 # six on every call; so its statements are written out here, portable between SQLite and
 # PostgreSQL (no FILTER clause, booleans and LIMIT as both take them), and their rows decoded
-# by hand into what the models would read (tests/workflows/test_tracker_context_sql.py holds
+# by hand into what the models would read (tests/tracker/test_context_sql.py holds
 # every filter and value to the models' own).
 
 WORKFLOW = TrackedWorkflow._meta.db_table

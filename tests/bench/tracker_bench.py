@@ -91,7 +91,7 @@ HELD_TO_GET_WORKFLOWS = ("log_decision", "log_issue", "log_milestone", "get_cont
 
 
 # --------------------------------------------------------------------------------------------
-# Seeding (also used by tests/workflows/test_tracker_bench_smoke.py)
+# Seeding (also used by tests/tracker/test_bench_smoke.py)
 # --------------------------------------------------------------------------------------------
 
 
