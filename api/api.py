@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from asgiref.sync import async_to_sync
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
@@ -37,7 +37,9 @@ from accounts.identity import (
 )
 from api import errors
 from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth, caller
+from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS
 from api.errors import ApiError, error_body
+from api.routers.tracker import router as tracker_router
 from api.schemas import (
     AbortIn,
     CatalogOut,
@@ -47,9 +49,6 @@ from api.schemas import (
     EventPage,
     FinishIn,
     GoToStepIn,
-    IssueOut,
-    IssuePage,
-    MilestonePage,
     Name,
     OverrideIn,
     ProjectAddedOut,
@@ -57,24 +56,17 @@ from api.schemas import (
     ProjectOut,
     ProjectPage,
     RequestChangesIn,
-    ResolveIn,
     SessionDetailOut,
     SessionPage,
     SessionQuery,
     StartIn,
-    SubtaskPage,
-    TrackedDecisionPage,
-    TrackedTaskPage,
-    TrackedWorkflowDetailOut,
-    TrackedWorkflowPage,
-    TrackedWorkflowQuery,
 )
 from deepwork_site.auth import signed_in_user
 from reviews.models import HumanDecision
 from reviews.selectors import session_with_reviews
 from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
 from workflows.dialects import deepwork
-from workflows.models import Decision, Issue, Milestone, Project, TrackedWorkflow, WorkflowSession
+from workflows.models import Project, WorkflowSession
 from workflows.schemas import (
     AbortWorkflowResponse,
     FinishedStepResponse,
@@ -89,36 +81,14 @@ from workflows.selectors.sessions import (
     session_page,
     step_run_for_decision,
 )
-from workflows.selectors.tracker import (
-    SUBTASK_LIMIT,
-    WORKFLOW_PROFILES,
-    WORKFLOW_STATUSES,
-    TrackedWorkflowFilter,
-    issue_page,
-    log_page,
-    subtask_page,
-    task_get_by_id,
-    task_tree_page,
-    tracked_workflow_detail,
-    tracked_workflow_get,
-    tracked_workflow_page,
-)
 from workflows.services.catalog import catalog_view
 from workflows.services.projects import project_add
-from workflows.services.tracker import blocker_resolve
-
-MAX_ID = 2**63 - 1
 
 # A REST client finishing a step that has reviews gets what an agent without an external
 # reviewer gets: ``needs_work`` with self-review instructions written under .deepwork/tmp.
 # Then someone who may rule on reviews passes it: a hand-in with ``override_reason``, or
 # POST .../override.
 REST_GATE = GateConfig()
-
-READ_ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
-# Only the actions read a body, so only they can be too large; only they write, so only they
-# can find the database busy.
-ACTION_ERRORS = {**READ_ERRORS, 409: ErrorOut, 413: ErrorOut, 503: ErrorOut}
 
 
 class DeepworkAPI(NinjaAPI):
@@ -183,6 +153,8 @@ api = DeepworkAPI(
     auth=TokenAuth(VIEW),
 )
 errors.install(api)
+# Each context's operations in a router of their own (the rest still below, in this module).
+api.add_router("/tracker", tracker_router)
 
 
 def _session(request: HttpRequest, session_id: str) -> WorkflowSession:
@@ -484,188 +456,6 @@ def request_changes(
         step_run=run, feedback=body.feedback, by=signed_in_user(request)
     )
     return Status(201, decision)
-
-
-# The tracker (seed 002): what orchestrating agents recorded, and people's answers to blockers.
-
-TrackerCursor = Annotated[
-    int | None, Query(ge=1, le=MAX_ID, description="`next_cursor` of the previous page.")
-]
-PageLimit = Annotated[int, Query(ge=1, le=200)]
-SubtaskLimit = Annotated[
-    int, Query(ge=1, le=200, description="Sub-tasks nested under each task, per level.")
-]
-WorkflowId = Annotated[int, Path(ge=1, le=MAX_ID)]
-
-
-def _tracked(request: HttpRequest, workflow_id: int) -> TrackedWorkflow:
-    workflow = tracked_workflow_get(workflow_id=workflow_id)
-    identity_project_check(caller(request), workflow.project_id, f"tracked workflow {workflow_id}")
-    return workflow
-
-
-@api.get(
-    "/tracker/workflows",
-    response={200: TrackedWorkflowPage, **READ_ERRORS},
-    tags=["tracker"],
-    auth=TokenAuth(VIEW),
-)
-def list_tracked_workflows(
-    request: HttpRequest,
-    filters: Annotated[TrackedWorkflowQuery, Query()],
-    cursor: TrackerCursor = None,
-    limit: PageLimit = 50,
-) -> dict[str, Any]:
-    """Tracked workflows, newest first, filtered; pages follow `next_cursor`."""
-    items, following = tracked_workflow_page(
-        filters=TrackedWorkflowFilter(
-            project_id=identity_project_scope(caller(request), filters.project),
-            status=WORKFLOW_STATUSES[filters.status] if filters.status else None,
-            profile=WORKFLOW_PROFILES[filters.profile] if filters.profile else None,
-            agent_id=filters.agent,
-        ),
-        limit=limit,
-        before=cursor,
-    )
-    return {"items": items, "next_cursor": following}
-
-
-@api.get(
-    "/tracker/workflows/{workflow_id}",
-    response={200: TrackedWorkflowDetailOut, **READ_ERRORS},
-    tags=["tracker"],
-    auth=TokenAuth(VIEW),
-)
-def get_tracked_workflow(request: HttpRequest, workflow_id: WorkflowId) -> TrackedWorkflow:
-    """One tracked workflow with its phases, latest progress and the sizes of its lists; the
-    lists (tasks, decisions, issues, milestones) are paged at their own paths."""
-    workflow = tracked_workflow_detail(workflow_id=workflow_id)
-    identity_project_check(caller(request), workflow.project_id, f"tracked workflow {workflow_id}")
-    return workflow
-
-
-@api.get(
-    "/tracker/workflows/{workflow_id}/tasks",
-    response={200: TrackedTaskPage, **READ_ERRORS},
-    tags=["tracker"],
-    auth=TokenAuth(VIEW),
-)
-def list_tracked_tasks(
-    request: HttpRequest,
-    workflow_id: WorkflowId,
-    cursor: TrackerCursor = None,
-    limit: PageLimit = 50,
-    subtask_limit: SubtaskLimit = SUBTASK_LIMIT,
-) -> dict[str, Any]:
-    """The task tree: top-level tasks newest first, each with the first `subtask_limit` of its
-    sub-tasks nested (and theirs, level by level), and each task's files changed. A task with
-    more sub-tasks has a `subtasks_next_cursor` for `/api/tracker/tasks/{id}/subtasks`."""
-    workflow = _tracked(request, workflow_id)
-    items, following = task_tree_page(
-        workflow=workflow, limit=limit, before=cursor, subtask_limit=subtask_limit
-    )
-    return {"items": items, "next_cursor": following}
-
-
-@api.get(
-    "/tracker/tasks/{task_id}/subtasks",
-    response={200: SubtaskPage, **READ_ERRORS},
-    tags=["tracker"],
-    auth=TokenAuth(VIEW),
-)
-def list_tracked_subtasks(
-    request: HttpRequest,
-    task_id: Annotated[int, Path(ge=1, le=MAX_ID)],
-    cursor: TrackerCursor = None,
-    limit: PageLimit = 50,
-    subtask_limit: SubtaskLimit = SUBTASK_LIMIT,
-) -> dict[str, Any]:
-    """One task's sub-tasks, oldest first, each with the first `subtask_limit` of its own
-    nested; pages follow `next_cursor` (or a task's `subtasks_next_cursor`)."""
-    task = task_get_by_id(task_id=task_id)
-    identity_project_check(caller(request), task.project_id, f"task {task_id}")
-    items, following = subtask_page(
-        task=task, limit=limit, after=cursor, subtask_limit=subtask_limit
-    )
-    return {"items": items, "next_cursor": following}
-
-
-@api.get(
-    "/tracker/workflows/{workflow_id}/decisions",
-    response={200: TrackedDecisionPage, **READ_ERRORS},
-    tags=["tracker"],
-    auth=TokenAuth(VIEW),
-)
-def list_tracked_decisions(
-    request: HttpRequest,
-    workflow_id: WorkflowId,
-    cursor: TrackerCursor = None,
-    limit: PageLimit = 50,
-) -> dict[str, Any]:
-    """The decisions the agents logged, newest first."""
-    workflow = _tracked(request, workflow_id)
-    items, following = log_page(workflow=workflow, model=Decision, limit=limit, before=cursor)
-    return {"items": items, "next_cursor": following}
-
-
-@api.get(
-    "/tracker/workflows/{workflow_id}/issues",
-    response={200: IssuePage, **READ_ERRORS},
-    tags=["tracker"],
-    auth=TokenAuth(VIEW),
-)
-def list_tracked_issues(
-    request: HttpRequest,
-    workflow_id: WorkflowId,
-    blockers: Annotated[
-        Literal["open", "resolved"] | None,
-        Query(description="Only blockers (issues needing a person): still open, or answered."),
-    ] = None,
-    cursor: TrackerCursor = None,
-    limit: PageLimit = 50,
-) -> dict[str, Any]:
-    """The issues the agents logged, newest first, with people's answers to blockers."""
-    workflow = _tracked(request, workflow_id)
-    items, following = issue_page(workflow=workflow, limit=limit, before=cursor, blockers=blockers)
-    return {"items": items, "next_cursor": following}
-
-
-@api.get(
-    "/tracker/workflows/{workflow_id}/milestones",
-    response={200: MilestonePage, **READ_ERRORS},
-    tags=["tracker"],
-    auth=TokenAuth(VIEW),
-)
-def list_tracked_milestones(
-    request: HttpRequest,
-    workflow_id: WorkflowId,
-    cursor: TrackerCursor = None,
-    limit: PageLimit = 50,
-) -> dict[str, Any]:
-    """The milestones the agents logged, newest first, with their progress."""
-    workflow = _tracked(request, workflow_id)
-    items, following = log_page(workflow=workflow, model=Milestone, limit=limit, before=cursor)
-    return {"items": items, "next_cursor": following}
-
-
-@api.post(
-    "/tracker/issues/{issue_id}/resolve",
-    response={201: IssueOut, **ACTION_ERRORS},
-    tags=["tracker"],
-    auth=TokenAuth(DECIDE),
-)
-def resolve_blocker(
-    request: HttpRequest, issue_id: Annotated[int, Path(ge=1, le=MAX_ID)], body: ResolveIn
-) -> Status[Issue]:
-    """Answer a blocker in writing, once (409 after that); the agent's next `get_context`
-    lists it among `resolved_blockers` with who and when."""
-    project_id = Issue.objects.filter(pk=issue_id).values_list("project_id", flat=True).first()
-    if project_id is not None:
-        identity_project_check(caller(request), project_id, f"issue {issue_id}")
-    issue = blocker_resolve(
-        issue_id=issue_id, by=signed_in_user(request), resolution=body.resolution
-    )
-    return Status(201, issue)
 
 
 # Published workflows (seed 003): the list another server's `mcpserve --workflow-source` reads,

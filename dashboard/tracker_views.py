@@ -23,12 +23,8 @@ from django.views.decorators.http import require_POST, require_safe
 from dashboard.forms import MAX_ID
 from dashboard.views import DECIDE_PERMISSION, _live_page, _require, watcher_required
 from deepwork_site.auth import signed_in_user
-from workflows import limits
-from workflows.errors import NotFound, WorkflowError
-from workflows.models import Decision, Issue, Milestone, Phase, TrackedWorkflow
-from workflows.selectors.catalog import project_list
-from workflows.selectors.events import newest_event_id
-from workflows.selectors.tracker import (
+from tracker.models import Decision, Issue, Milestone, Phase, TrackedWorkflow
+from tracker.selectors import (
     WORKFLOW_PROFILES,
     WORKFLOW_STATUSES,
     TrackedWorkflowFilter,
@@ -39,7 +35,11 @@ from workflows.selectors.tracker import (
     tracked_workflow_detail,
     tracked_workflow_window,
 )
-from workflows.services.tracker import blocker_resolve
+from tracker.services import blocker_resolve
+from workflows import limits
+from workflows.errors import NotFound, WorkflowError
+from workflows.selectors.catalog import project_list
+from workflows.selectors.events import newest_event_id
 
 WORKFLOWS_PER_PAGE = 50
 TASKS_PER_PAGE = 20

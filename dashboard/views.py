@@ -34,12 +34,12 @@ from dashboard.forms import (
 from deepwork_site.auth import signed_in_user
 from reviews.models import HumanDecision
 from reviews.services import review_override, review_request_changes
+from tracker.selectors import tracked_workflows_in_progress
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.models import StepRun, WorkflowSession
 from workflows.selectors.catalog import job_names, project_catalogs, project_list
 from workflows.selectors.events import newest_event_id
 from workflows.selectors.sessions import session_get, session_page, step_run_for_decision
-from workflows.selectors.tracker import tracked_workflows_in_progress
 from workflows.services.sessions import session_abort
 
 VIEW_PERMISSION = "workflows.view_workflowsession"

@@ -89,6 +89,7 @@ ALL_APPS = [
     # Serves /api/docs from its bundled Swagger UI files instead of a CDN (works offline).
     "ninja",
     "workflows",
+    "tracker",
     "reviews",
     "mcp_bridge",
     "dashboard",
@@ -102,6 +103,7 @@ MCP_APPS = [
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "workflows",
+    "tracker",
     "reviews",
     "mcp_bridge",
 ]

@@ -33,7 +33,6 @@ from deepwork_site.admin_helpers import (
     related_changelists,
     session_column,
 )
-from workflows import tracker_admin  # noqa: F401  (registers the tracker models' admin)
 from workflows.errors import WorkflowError
 from workflows.models import (
     Agent,

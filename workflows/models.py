@@ -543,36 +543,20 @@ class Event(models.Model):
 # DeepWork 0.14's session jobs live in their own module; imported here so Django finds them.
 from workflows.models014 import SessionJob  # noqa: E402
 from workflows.tally_models import AgentTally, SessionTally, StepTimeTally  # noqa: E402
-
-# The tracker's tables live in their own module; imported here so Django finds them.
-from workflows.tracker_models import (  # noqa: E402
-    Decision,
-    Issue,
-    Milestone,
-    Phase,
-    Task,
-    TrackedWorkflow,
-)
 from workflows.wftools_models import WorkflowToolFilter, WorkflowToolName  # noqa: E402
 
 __all__ = [
     "Agent",
     "AgentTally",
-    "Decision",
     "Event",
-    "Issue",
     "Job",
     "JobLoadError",
-    "Milestone",
-    "Phase",
     "Project",
     "SessionJob",
     "SessionTally",
     "Step",
     "StepRun",
     "StepTimeTally",
-    "Task",
-    "TrackedWorkflow",
     "Workflow",
     "WorkflowSession",
     "WorkflowStep",

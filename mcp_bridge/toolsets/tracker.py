@@ -28,10 +28,9 @@ from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.specs import TRACKER_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
 from mcp_bridge.toolsets.specs import TRACKER_TOOL_NAMES as TOOL_NAMES
+from tracker import selectors, services
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import Conflict, InvalidInput, NotFound, WorkflowError
-from workflows.selectors import tracker as selectors
-from workflows.services import tracker as services
 
 logger = logging.getLogger("deepwork.mcp")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from workflows import scope
+from tracker import scope
+from tracker import services as tracker
 from workflows.errors import InvalidInput
-from workflows.services import tracker
 
 PATHOLOGICAL = "**/a/**/a/**/a/**/a/**/a/**/a/c"
 DEEP = 80

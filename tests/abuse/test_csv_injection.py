@@ -16,7 +16,8 @@ from reviews.models import ReviewResult
 from tests.factories import make_user
 from tests.insights.conftest import D1, D3, build_history, in_range
 from tests.insights.test_dag_insights import run_dag  # noqa: F401  (a fixture)
-from workflows.models import Agent, Issue, Step
+from tracker.models import Issue
+from workflows.models import Agent, Step
 from workflows.tallies import insight_tallies_rebuild
 
 pytestmark = pytest.mark.django_db

@@ -24,10 +24,10 @@ from reviews.deepreview.changes import GitError, get_changed_files
 from reviews.deepreview014 import get_review_instructions
 from reviews.gate014 import _project_rule_tasks
 from tests.reviews import commit_all, git, isolate_git, make_repo, rule, write, write_rules
+from tracker import services as tracker
 from workflows import changes
 from workflows import git as git_runner
 from workflows.git import Git, GitTimedOut
-from workflows.services import tracker
 
 MARKED_PROGRAMS = ("clean", "smudge", "process", "dotted", "fsmonitor", "extdiff", "textconv")
 

@@ -1,6 +1,7 @@
 """The apps import in one direction: the engine never imports an interface, ``workflows`` never
-imports ``reviews``, the engine never imports a dialect (it answers in domain terms), and the
-admin helpers every app shares import no app's interface.
+imports ``reviews`` or ``tracker`` (the contexts built on it), the contexts never import each
+other, the engine never imports a dialect (it answers in domain terms), and the admin helpers
+every app shares import no app's interface.
 
 Read from the source (every import statement, at module level or inside a function), so a
 lazy import hidden in a function body counts as much as one at the top.
@@ -57,7 +58,35 @@ def test_workflows_does_not_import_reviews():
     assert offending(sources("workflows"), ("reviews",)) == []
 
 
-@pytest.mark.parametrize("app", ["workflows", "reviews"])
+# The insight read models count every context's rows, the tracker's among them. They still live
+# in workflows/ until they get an app of their own above the contexts; until then they may read
+# the tracker's models, and nothing else of workflows/ may import the tracker at all.
+TRACKER_READ_BY_INSIGHTS = ("workflows/selectors/insights.py", "tracker.models")
+
+
+def below_the_tracker(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """``offending(paths, ("tracker",))`` less the insight read models' reads of its models."""
+    reader, models = TRACKER_READ_BY_INSIGHTS
+    return [
+        found
+        for found in offending(paths, ("tracker",), root)
+        if not (
+            found.startswith(f"{reader}: ")
+            and (found.endswith(f": {models}") or f": {models}." in found)
+        )
+    ]
+
+
+def test_workflows_does_not_import_the_tracker():
+    assert below_the_tracker(sources("workflows")) == []
+
+
+@pytest.mark.parametrize(("app", "other"), [("tracker", "reviews"), ("reviews", "tracker")])
+def test_the_contexts_do_not_import_each_other(app, other):
+    assert offending(sources(app), (other,)) == []
+
+
+@pytest.mark.parametrize("app", ["workflows", "reviews", "tracker"])
 def test_the_engine_does_not_import_an_interface(app):
     assert offending(sources(app), INTERFACES) == []
 
@@ -71,6 +100,7 @@ def engine_sources() -> list[Path]:
             *(workflows / "selectors").rglob("*.py"),
             workflows / "results.py",
             *sources("reviews"),
+            *sources("tracker"),
         ]
     )
 
@@ -83,7 +113,7 @@ def test_the_engine_answers_in_domain_terms_not_a_dialects_wire():
 
 def test_the_shared_admin_helpers_import_no_app_interface():
     helpers = [ROOT / "deepwork_site" / "admin_helpers.py"]
-    assert offending(helpers, ("reviews", *INTERFACES, "workflows.admin")) == []
+    assert offending(helpers, ("reviews", *INTERFACES, "workflows.admin", "tracker.admin")) == []
 
 
 def test_the_scan_finds_every_kind_of_import(tmp_path):
@@ -105,4 +135,23 @@ def test_the_scan_finds_every_kind_of_import(tmp_path):
         "module.py: mcp_bridge.server.create_server",
         "module.py: reviews",
         "module.py: reviews.services",
+    ]
+
+
+def test_only_the_insight_read_models_may_read_the_tracker(tmp_path):
+    """The tracker rule above allows one read; this shows it flags every other import."""
+    selectors = tmp_path / "workflows" / "selectors"
+    services = tmp_path / "workflows" / "services"
+    selectors.mkdir(parents=True)
+    services.mkdir(parents=True)
+    (selectors / "insights.py").write_text(
+        "from tracker.models import Issue, Task\nfrom tracker.services import task_start\n"
+    )
+    (services / "sessions.py").write_text("def later():\n    from tracker import models\n")
+    found = below_the_tracker(sorted(tmp_path.rglob("*.py")), root=tmp_path)
+    assert found == [
+        "workflows/selectors/insights.py: tracker.services",
+        "workflows/selectors/insights.py: tracker.services.task_start",
+        "workflows/services/sessions.py: tracker",
+        "workflows/services/sessions.py: tracker.models",
     ]

@@ -95,8 +95,8 @@ def main() -> int:
         django.setup()
         from django.core.management import call_command
 
+        from tracker import services as tracker
         from workflows import changes
-        from workflows.services import tracker
         from workflows.services.agents import agent_ensure
         from workflows.services.projects import project_ensure
 

@@ -164,18 +164,8 @@ def seed(reseed: bool) -> None:
     from django.utils import timezone
 
     from reviews.models import HumanDecision, ReviewResult
-    from workflows.models import (
-        Agent,
-        Decision,
-        Event,
-        Issue,
-        Job,
-        SessionTally,
-        StepRun,
-        Task,
-        TrackedWorkflow,
-        WorkflowSession,
-    )
+    from tracker.models import Decision, Issue, Task, TrackedWorkflow
+    from workflows.models import Agent, Event, Job, SessionTally, StepRun, WorkflowSession
     from workflows.services.catalog import Catalog
     from workflows.services.projects import project_ensure
     from workflows.tallies import insight_tallies_rebuild

@@ -91,7 +91,7 @@ HELD_TO_GET_WORKFLOWS = ("log_decision", "log_issue", "log_milestone", "get_cont
 
 
 # --------------------------------------------------------------------------------------------
-# Seeding (also used by tests/workflows/test_tracker_bench_smoke.py)
+# Seeding (also used by tests/tracker/test_bench_smoke.py)
 # --------------------------------------------------------------------------------------------
 
 
@@ -101,8 +101,8 @@ def seed_context(*, project: Any, agent: Any, rows: int, name: str = "context be
     services, so they are what an agent would have made)."""
     from django.utils import timezone
 
-    from workflows.models import Decision, Milestone
-    from workflows.services import tracker
+    from tracker import services as tracker
+    from tracker.models import Decision, Milestone
 
     workflow = tracker.tracked_workflow_start(
         project=project, agent=agent, name=name, objective="read back a long history"
@@ -152,7 +152,7 @@ def seed_context(*, project: Any, agent: Any, rows: int, name: str = "context be
 
 def context_first_page(*, project: Any, workflow_id: str) -> dict[str, Any]:
     """``get_context``'s first page of every list, through the selector the tool calls."""
-    from workflows.selectors.tracker import context_get
+    from tracker.selectors import context_get
 
     return context_get(project=project, workflow_id=workflow_id, include=INCLUDE_ALL)
 
@@ -415,7 +415,7 @@ def measure_context_server(
 def measure_git(
     project: Any, agent: Any, repo: Path, paths: list[str], iterations: int, profile: bool
 ) -> dict[str, list[float]]:
-    from workflows.services import tracker
+    from tracker import services as tracker
 
     workflow = tracker.tracked_workflow_start(project=project, agent=agent, name="files bench")
     out: dict[str, list[float]] = {"start_task": [], "complete_task": [], "pair": [], "git": []}
@@ -536,7 +536,7 @@ def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     if connection.vendor == "postgresql":
         # Autovacuum analyses 20k new rows within a minute on a live database; until then the
         # planner has no statistics and sorts a whole list for its first page.
-        from workflows.models import Decision, Issue, Milestone, Task
+        from tracker.models import Decision, Issue, Milestone, Task
 
         tables = ", ".join(m._meta.db_table for m in (Decision, Milestone, Issue, Task))
         with connection.cursor() as cursor:

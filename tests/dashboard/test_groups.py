@@ -25,13 +25,13 @@ WATCH = {
     "workflows.view_workflow",
     "workflows.view_workflowsession",
     "workflows.view_workflowstep",
-    # The tracker's (seed 002) tables: watching covers them too.
-    "workflows.view_trackedworkflow",
-    "workflows.view_phase",
-    "workflows.view_task",
-    "workflows.view_decision",
-    "workflows.view_issue",
-    "workflows.view_milestone",
+    # The tracker's tables (their own app): watching covers them too.
+    "tracker.view_trackedworkflow",
+    "tracker.view_phase",
+    "tracker.view_task",
+    "tracker.view_decision",
+    "tracker.view_issue",
+    "tracker.view_milestone",
     # The workflow tools' (seed 003) names and filters.
     "workflows.view_workflowtoolname",
     "workflows.view_workflowtoolfilter",

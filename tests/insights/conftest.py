@@ -18,18 +18,8 @@ import pytest
 from reviews.models import HumanDecision, ReviewResult, copied_from
 from tests.conftest import DEMO_JOB
 from tests.factories import make_user, write_job
-from workflows.models import (
-    Agent,
-    Decision,
-    Event,
-    Issue,
-    Job,
-    Project,
-    StepRun,
-    Task,
-    TrackedWorkflow,
-    WorkflowSession,
-)
+from tracker.models import Decision, Issue, Task, TrackedWorkflow
+from workflows.models import Agent, Event, Job, Project, StepRun, WorkflowSession
 from workflows.selectors.insights import InsightFilter
 from workflows.services.catalog import Catalog
 from workflows.services.projects import project_ensure

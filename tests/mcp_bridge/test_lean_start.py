@@ -27,8 +27,8 @@ NOT_SERVED = (
     "mcp_bridge.toolsets.workflow_tools_provider",
     "workflows.selectors.dag",
     "workflows.services.dag",
-    "workflows.selectors.tracker",
-    "workflows.services.tracker",
+    "tracker.selectors",
+    "tracker.services",
 )
 
 

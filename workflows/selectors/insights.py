@@ -41,17 +41,15 @@ from django.db.models import (
 from django.db.models.functions import RowNumber, TruncDate
 from django.utils import timezone
 
+from tracker.models import Decision, Issue, Task
 from workflows import histograms
 from workflows.errors import InvalidInput
 from workflows.models import (
     AgentTally,
-    Decision,
-    Issue,
     Job,
     SessionTally,
     StepRun,
     StepTimeTally,
-    Task,
     WorkflowSession,
 )
 from workflows.tallies import FINISHED_RUN_STATUSES, month_of

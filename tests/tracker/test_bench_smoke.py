@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench import tracker_bench
-from workflows.services import tracker
+from tracker import services as tracker
 
 pytestmark = pytest.mark.django_db
 

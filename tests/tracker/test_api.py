@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from tests.api.conftest import DECIDE, VIEW, assert_error
-from workflows.models import Agent, Event, Issue, Project, Task, TrackedWorkflow
-from workflows.selectors.tracker import context_get
-from workflows.services import tracker
+from tracker import services as tracker
+from tracker.models import Issue, Task, TrackedWorkflow
+from tracker.selectors import context_get
+from workflows.models import Agent, Event, Project
 from workflows.services.agents import agent_ensure
 from workflows.services.projects import project_ensure
 

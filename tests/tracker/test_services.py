@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from django.db import connections
 
+from tracker import services as tracker
+from tracker.models import Phase, Task, TrackedWorkflow
 from workflows.errors import Conflict, InvalidInput, WorkflowError
-from workflows.models import Event, Phase, Task, TrackedWorkflow
-from workflows.services import tracker
+from workflows.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -287,7 +288,7 @@ def test_phase_complete_on_a_closed_phase_leaves_the_task_running(project, agent
 
 def test_a_person_resolves_a_blocker_once_and_the_agent_sees_who_and_when(project, agent, workflow):
     from tests.factories import make_user
-    from workflows.selectors.tracker import context_get
+    from tracker.selectors import context_get
 
     task = tracker.task_start(
         project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g"
@@ -331,7 +332,7 @@ def test_a_person_resolves_a_blocker_once_and_the_agent_sees_who_and_when(projec
 def test_get_context_pages_open_and_resolved_blockers_apart(project, agent, workflow):
     """Both blocker lists come from one query; each keeps its own pages, count and cursor."""
     from tests.factories import make_user
-    from workflows.selectors.tracker import context_get
+    from tracker.selectors import context_get
 
     task = tracker.task_start(
         project=project, agent=agent, workflow_id=str(workflow.pk), name="t", goal="g"
@@ -391,7 +392,7 @@ def test_get_context_costs_the_same_queries_for_few_and_many_rows(project, agent
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from workflows.selectors.tracker import INCLUDES, context_get
+    from tracker.selectors import INCLUDES, context_get
 
     def log_rows(count: int) -> None:
         task = tracker.task_start(
@@ -464,7 +465,7 @@ def test_tasks_completing_at_once_leave_true_workflow_totals(project, agent, wor
 
 
 def test_the_current_phase_is_the_one_in_progress(project, agent, workflow):
-    from workflows.selectors.tracker import context_get
+    from tracker.selectors import context_get
 
     def current() -> int:
         answer = context_get(project=project, workflow_id=str(workflow.pk), include=["tasks"])

@@ -33,19 +33,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from django.db import connections, models, router, transaction
 from django.utils import timezone
 
-from workflows import changes, events, limits, scope
+from tracker import scope
+from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
+from workflows import changes, events, limits
 from workflows.errors import Conflict, InvalidInput, NotFound
-from workflows.models import (
-    Agent,
-    Decision,
-    Event,
-    Issue,
-    Milestone,
-    Phase,
-    Project,
-    Task,
-    TrackedWorkflow,
-)
+from workflows.models import Agent, Event, Project
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User as User

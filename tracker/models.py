@@ -1,10 +1,13 @@
-"""The tracker's tables (seed 002): what an orchestrating agent says it did.
+"""The tracker's tables: what an orchestrating agent says it did.
 
 A tracked workflow has numbered phases; tasks (which may nest) belong to a workflow and
 optionally a phase; decisions, issues and milestones are logged against a task. Every row
 carries its project and the agent that wrote it, so lists filter without joins. Wire ids are
 the primary keys as text. Enum values are stored in the seed's upper case (its Prisma enums);
 the tools take the seed's lower-case wire values and map them.
+
+The tables keep the names they had when these models were part of ``workflows``
+(``workflows_task``, ``wf_task_running_idx``, …): the move to this app changed no table.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from workflows import scope
+from tracker import scope
 from workflows.models import Agent, Project
 
 
@@ -57,6 +60,7 @@ class TrackedWorkflow(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "workflows_trackedworkflow"
         constraints = [
             models.CheckConstraint(
                 condition=Q(
@@ -109,6 +113,7 @@ class Phase(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "workflows_phase"
         constraints = [
             models.UniqueConstraint(
                 fields=["workflow", "number"], name="wf_phase_unique_number_per_workflow"
@@ -183,6 +188,7 @@ class Task(models.Model):
     duration_ms = models.BigIntegerField(null=True, blank=True)
 
     class Meta:
+        db_table = "workflows_task"
         constraints = [
             models.CheckConstraint(
                 condition=Q(status__in=["IN_PROGRESS", "SUCCESS", "PARTIAL_SUCCESS", "FAILED"]),
@@ -250,6 +256,7 @@ class Decision(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "workflows_decision"
         constraints = [
             models.CheckConstraint(
                 condition=Q(
@@ -303,6 +310,7 @@ class Issue(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "workflows_issue"
         constraints = [
             models.CheckConstraint(
                 condition=Q(
@@ -344,6 +352,7 @@ class Milestone(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "workflows_milestone"
         constraints = [
             models.CheckConstraint(
                 condition=Q(progress__isnull=True) | Q(progress__gte=0, progress__lte=100),

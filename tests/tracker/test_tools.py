@@ -12,7 +12,8 @@ from asgiref.sync import sync_to_async
 from fastmcp import Client, FastMCP
 
 from mcp_bridge.server import create_server
-from workflows.models import Decision, Event, Issue, Milestone, Phase, Task, TrackedWorkflow
+from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
+from workflows.models import Event
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -762,7 +763,7 @@ async def test_bad_input_gets_a_precise_error_and_changes_nothing(
 
 
 async def test_an_unexpected_failure_answers_internal_error_in_the_same_shape(server, monkeypatch):
-    from workflows.services import tracker as services
+    from tracker import services
 
     def broken(**_: Any) -> None:
         raise RuntimeError("disk on fire")

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from tracker import services as tracker
+from tracker.models import Decision, Issue, Milestone, Task, TrackedWorkflow
+from tracker.selectors import INCLUDES, context_get
 from workflows.errors import NotFound
-from workflows.models import Decision, Event, Issue, Milestone, Task, TrackedWorkflow
-from workflows.selectors.tracker import INCLUDES, context_get
-from workflows.services import tracker
+from workflows.models import Event
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -34,19 +34,11 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
+from tracker.services import not_found, wire_pk
 from workflows import limits
 from workflows.errors import InvalidInput, NotFound
-from workflows.models import (
-    Agent,
-    Decision,
-    Issue,
-    Milestone,
-    Phase,
-    Project,
-    Task,
-    TrackedWorkflow,
-)
-from workflows.services.tracker import not_found, wire_pk
+from workflows.models import Agent, Project
 
 INCLUDES = ("decisions", "milestones", "blockers", "tasks", "phase_summary")
 PAGED = ("decisions", "milestones", "blockers", "resolved_blockers", "tasks")
@@ -95,7 +87,7 @@ def _cursor(name: str, cursors: Mapping[str, str]) -> int | None:
 # times what the database takes to answer on a workflow of any size, and get_context reads up to
 # six on every call; so its statements are written out here, portable between SQLite and
 # PostgreSQL (no FILTER clause, booleans and LIMIT as both take them), and their rows decoded
-# by hand into what the models would read (tests/workflows/test_tracker_context_sql.py holds
+# by hand into what the models would read (tests/tracker/test_context_sql.py holds
 # every filter and value to the models' own).
 
 WORKFLOW = TrackedWorkflow._meta.db_table

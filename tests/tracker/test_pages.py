@@ -12,9 +12,10 @@ import pytest
 from tests.dashboard.conftest import client_for
 from tests.dashboard.test_pages import attr, tagged
 from tests.factories import make_user
-from workflows.models import Agent, Event, Issue, Project, Task, TrackedWorkflow
-from workflows.selectors.tracker import context_get
-from workflows.services import tracker
+from tracker import services as tracker
+from tracker.models import Issue, Task, TrackedWorkflow
+from tracker.selectors import context_get
+from workflows.models import Agent, Event, Project
 from workflows.services.agents import agent_ensure
 from workflows.services.projects import project_ensure
 

@@ -12,10 +12,10 @@ from django.contrib import admin
 from django.db.models import Q
 from django.urls import reverse
 
-from workflows.services import tracker
+from tracker import services as tracker
+from tracker.admin import INLINE_LIMIT
+from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
 from workflows.services.agents import agent_ensure
-from workflows.tracker_admin import INLINE_LIMIT
-from workflows.tracker_models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
 
 pytestmark = pytest.mark.django_db
 
@@ -324,12 +324,12 @@ def test_milestone_search_and_filter(admin_client, project, agent, tracked):
 #   with the project, agent, workflow, phase, parent task or task (and resolver) joined.
 # None counts its whole table (show_full_result_count = False), none has a date hierarchy.
 CHANGELISTS = {
-    "workflows_trackedworkflow": 6,
-    "workflows_phase": 6,
-    "workflows_task": 6,
-    "workflows_decision": 6,
-    "workflows_issue": 6,
-    "workflows_milestone": 6,
+    "tracker_trackedworkflow": 6,
+    "tracker_phase": 6,
+    "tracker_task": 6,
+    "tracker_decision": 6,
+    "tracker_issue": 6,
+    "tracker_milestone": 6,
 }
 
 

@@ -21,7 +21,7 @@ from deepwork_site.admin_helpers import (
     compact_json,
     related_changelists,
 )
-from workflows.tracker_models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
+from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
 
 # An inline shows the first rows only: a workflow can hold thousands of tasks or logs, and the
 # page links to the full, filtered list of each (the "history" field).
