@@ -49,14 +49,19 @@ def _django(argv: Sequence[str]) -> None:
     execute_from_command_line(list(argv))
 
 
-def _command(app: str, name: str, argv: Sequence[str]) -> None:
+def _command(app: str, name: str, argv: Sequence[str], *, migrated: bool = False) -> None:
     """Run the management command ``name`` of ``app`` with ``argv[2:]``; ``argv[:2]`` name it in
-    its help and errors, e.g. ``deepwork-server mcp``."""
+    its help and errors, e.g. ``deepwork-server mcp``. ``migrated``: bring the database up to
+    date first, so that adding a project or a token is the first thing a fresh install can do."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", SETTINGS_MODULE)
     import django
     from django.core.management import load_command_class
 
     django.setup()
+    if migrated and not any(arg in ("-h", "--help") for arg in argv):
+        from mcp_bridge.migrate import migrate_if_needed
+
+        migrate_if_needed()
     load_command_class(app, name).run_from_argv(list(argv))
 
 
@@ -77,6 +82,8 @@ def _serve(host: str, port: int) -> None:
     django.setup()
     call_command("migrate", interactive=False, verbosity=1)
     call_command("ensure_admin")
+    # The first admin's password must reach a log or a pipe before the server's own output.
+    sys.stdout.flush()
     uvicorn.run("deepwork_site.asgi:application", host=host, port=port)
 
 
@@ -160,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         _command("mcp_bridge", "mcpserve", [PROG, "mcp", *rest])
         return
     if command == "token":
-        _command("accounts", "api_token", [PROG, "token", *rest])
+        _command("accounts", "api_token", [PROG, "token", *rest], migrated=True)
         return
     if command == "manage":
         _django([f"{PROG} manage", *rest])
@@ -169,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if options.command == "serve":
         _serve(options.host, options.port)
     elif options.command == "project":
-        _command("workflows", "project_add", [PROG, "project add", options.path])
+        _command("workflows", "project_add", [PROG, "project add", options.path], migrated=True)
     elif options.command == "connect":
         if (options.url is None) != (options.token is None):
             _parser().error("connect: give --url and --token together (a hosted server)")
