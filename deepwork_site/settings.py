@@ -145,7 +145,10 @@ ASGI_APPLICATION = "deepwork_site.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [SITE_DIR / "templates"],
+        # A checkout's top-level templates/; installed, the same files inside the package.
+        "DIRS": [
+            BASE_DIR / "templates" if process.running_from_clone() else SITE_DIR / "templates"
+        ],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

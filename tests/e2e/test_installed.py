@@ -58,10 +58,12 @@ INSTALL_TIMEOUT = 600
 def _source_files(root: Path) -> set[str]:
     """Every file of the apps in the checkout, as the wheel names them."""
     found = set()
-    for app in APPS:
+    for app in (*APPS, "templates"):
         for path in (root / app).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                found.add(path.relative_to(root).as_posix())
+                name = path.relative_to(root).as_posix()
+                # The top-level site templates ship inside deepwork_site (setup.py).
+                found.add(f"deepwork_site/{name}" if app == "templates" else name)
     return found
 
 
@@ -69,7 +71,7 @@ def _source_files(root: Path) -> set[str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built from a copy of the checkout (a build writes beside its sources)."""
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "README.md", *APPS):
+    for name in ("pyproject.toml", "setup.py", "README.md", "templates", *APPS):
         path = CHECKOUT / name
         if path.is_dir():
             shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__"))
