@@ -1,4 +1,4 @@
-"""Writes of accounts: API tokens."""
+"""Writes of accounts: API tokens, and people made from the command line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from django.core.exceptions import PermissionDenied
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -128,3 +130,25 @@ def api_token_authenticate(*, secret: str) -> ApiToken | None:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
         token.last_used_at = now
     return token
+
+
+def user_create(*, username: str, group: str) -> User:
+    """Make an active user named ``username`` in the existing ``group``, with no password: a
+    token acts for it at once, and it logs in only once someone sets one (changepassword)."""
+    user_model = get_user_model()
+    user = user_model(username=username)
+    try:
+        user.full_clean(exclude=["password"])
+    except ValidationError as exc:
+        raise InvalidInput(f"Username {username!r}: {' '.join(exc.messages)}") from None
+    found = Group.objects.filter(name=group).first()
+    if found is None:
+        raise InvalidInput(f"No group named '{group}': migrate the database first")
+    user.set_unusable_password()
+    try:
+        with transaction.atomic():
+            user.save()
+            user.groups.add(found)
+    except IntegrityError:
+        raise InvalidInput(f"A user named '{username}' already exists") from None
+    return user

@@ -1,24 +1,40 @@
 """Settings for deepwork-server, driven by environment variables.
 
-The embedded default is one SQLite file under ``var/`` shared by every ``mcpserve`` process
-and the web process; ``DATABASE_URL`` points at PostgreSQL for scale and ``REDIS_URL`` turns
-on the channels-redis layer.
+The embedded default is one SQLite file in the data folder (``VAR_DIR``) shared by every
+``mcpserve`` process and the web process; ``DATABASE_URL`` points at PostgreSQL for scale and
+``REDIS_URL`` turns on the channels-redis layer.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-import sys
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 
+from deepwork_site import process
 from deepwork_site.sqlite_files import private_folder
 
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("DEEPWORK_VAR_DIR", BASE_DIR / "var"))
+BASE_DIR = process.BASE_DIR
+SITE_DIR = Path(__file__).resolve().parent
+
+
+def _var_dir() -> Path:
+    """The data folder (database, secret key, caches): ``DEEPWORK_VAR_DIR`` if set; a clone's
+    ``var/``; else the user's data folder (``~/.local/share/deepwork-server`` on Linux), never
+    site-packages, which may be read-only, shared or replaced by the next upgrade."""
+    if named := os.environ.get("DEEPWORK_VAR_DIR"):
+        return Path(named).expanduser().absolute()
+    if process.running_from_clone():
+        return BASE_DIR / "var"
+    import platformdirs  # only installed copies need it
+
+    return Path(platformdirs.user_data_dir("deepwork-server", appauthor=False))
+
+
+VAR_DIR = _var_dir()
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -55,7 +71,7 @@ def env_list(name: str, default: list[str]) -> list[str]:
 def _secret_key() -> str:
     """Read SECRET_KEY from the environment, else from a per-install file made on first use.
 
-    No secret is ever committed: a fresh checkout generates its own key under ``var/``.
+    No secret is ever committed: a fresh install generates its own key in its data folder.
     """
     if key := os.environ.get("SECRET_KEY"):
         return key
@@ -96,8 +112,9 @@ ALL_APPS = [
     "accounts",
     "api",
 ]
-# What `manage.py mcpserve` loads: the models its tools use and nothing of the web stack
-# (admin, ninja, the dashboard, the API), whose imports an agent would wait for at every start.
+# What `deepwork-server mcp` (`manage.py mcpserve`) loads: the models its tools use and nothing
+# of the web stack (admin, ninja, the dashboard, the API), whose imports an agent would wait for
+# at every start.
 # Its first-run migration still migrates ALL_APPS, in a child process (mcp_bridge/migrate.py).
 MCP_APPS = [
     "django.contrib.auth",
@@ -107,7 +124,8 @@ MCP_APPS = [
     "reviews",
     "mcp_bridge",
 ]
-SERVING_MCP = sys.argv[1:2] == ["mcpserve"] and Path(sys.argv[0]).name == "manage.py"
+# Set by the entry point (deepwork_site.cli) before these settings are read.
+SERVING_MCP = process.serving_mcp()
 INSTALLED_APPS = MCP_APPS if SERVING_MCP else ALL_APPS
 
 MIDDLEWARE = [
@@ -127,7 +145,10 @@ ASGI_APPLICATION = "deepwork_site.asgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # A checkout's top-level templates/; installed, the same files inside the package.
+        "DIRS": [
+            BASE_DIR / "templates" if process.running_from_clone() else SITE_DIR / "templates"
+        ],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -4,7 +4,7 @@
 schema ``manage.py migrate`` gives: every app of settings.ALL_APPS, with their post-migrate
 work (the dashboard's groups). So the check for pending migrations reads the migration files of
 ALL_APPS from disk without importing those apps, and when something is pending, a child
-``manage.py migrate`` with the full registry applies it.
+``migrate`` with the full registry applies it.
 
 Only one process migrates at a time: on SQLite it holds an exclusive ``flock`` on a lock file
 next to the database, on PostgreSQL a session-level advisory lock. Whoever gets the lock second
@@ -103,16 +103,24 @@ def _migrate_all_apps() -> None:
     if all(apps.is_installed(app) for app in settings.ALL_APPS):
         call_command("migrate", interactive=False, verbosity=0)
         return
-    manage = Path(settings.BASE_DIR) / "manage.py"
+    # The same code as this process (a clone's checkout first on the path; installed, it is
+    # already there), and never a folder of the project it serves: -P keeps the current
+    # folder, where a project may have its own `workflows` package, off the child's path.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(settings.BASE_DIR), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
     done = subprocess.run(
-        [sys.executable, str(manage), "migrate", "--no-input", "--verbosity", "0"],
+        [sys.executable, "-P", "-m", "deepwork_site", "manage", "migrate", "--no-input"]
+        + ["--verbosity", "0"],
         stdin=subprocess.DEVNULL,
         stdout=sys.stderr,  # stdout is the protocol
         stderr=sys.stderr,
+        env=env,
         check=False,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"manage.py migrate failed with exit status {done.returncode}")
+        raise RuntimeError(f"migrate failed with exit status {done.returncode}")
 
 
 def migrate_if_needed() -> None:

@@ -6,6 +6,7 @@ import re
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.management import CommandError, call_command
 from django.test import Client
@@ -47,6 +48,33 @@ def test_create_refuses_unknown_users_and_taken_names(alice):
     with pytest.raises(CommandError, match="already has a live token named 'ci'"):
         run("create", "--user", "alice", "--name", "ci")
     assert ApiToken.objects.count() == 1
+
+
+def test_an_unknown_user_gets_a_hint_and_create_user_makes_one_who_may_drive(db):
+    with pytest.raises(CommandError, match=r"No user named 'bob'\. Add --create-user to make one"):
+        run("create", "--user", "bob", "--mcp")
+    out, err = run("create", "--user", "bob", "--mcp", "--create-user")
+    bob = get_user_model().objects.get(username="bob")
+    assert "Made user 'bob' in the Deciders group" in err
+    assert "lacks the permission" not in err
+    assert bob.has_perm("workflows.drive_session")
+    assert not bob.has_usable_password()  # a token acts for it; a password is set by hand
+    token = ApiToken.objects.get()
+    assert (token.user, token.mcp, token.name.startswith("mcp ")) == (bob, True, True)
+    # --create-user for a user who exists makes only the token.
+    run("create", "--user", "bob", "--mcp", "--create-user", "--name", "second")
+    assert get_user_model().objects.filter(username="bob").count() == 1
+
+
+def test_an_mcp_token_for_a_user_who_may_not_drive_says_so(alice):
+    _, err = run("create", "--user", "alice", "--mcp", "--name", "agent")
+    assert "'alice' lacks the permission 'workflows.drive_session'" in err
+
+
+def test_create_user_refuses_a_bad_username(db):
+    with pytest.raises(CommandError, match="Username 'a b'"):
+        run("create", "--user", "a b", "--mcp", "--create-user")
+    assert not get_user_model().objects.exists()
 
 
 def test_list_shows_prefixes_never_secrets(alice):

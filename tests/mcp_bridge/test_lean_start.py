@@ -1,7 +1,8 @@
-"""``mcpserve`` serves agents without loading the web stack (issue 8 point 6).
+"""``mcpserve`` serves agents without loading the web stack.
 
 Checked on a real process with ``python -X importtime``, which lists every module it imports,
-through the first tools/list and a tool call.
+through the first tools/list and a tool call, for both ways in: ``manage.py mcpserve`` in a
+clone and the ``deepwork-server mcp`` command (here its module, ``python -m deepwork_site``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from django.conf import settings
 
 from tests.processes import MANAGE, child_env_on_test_db, handshake
 
@@ -32,7 +34,12 @@ NOT_SERVED = (
 )
 
 
-def test_mcpserve_imports_no_web_stack(demo_project, tmp_path):
+@pytest.mark.parametrize(
+    "command",
+    [[MANAGE, "mcpserve"], ["-m", "deepwork_site", "mcp"]],
+    ids=["manage.py", "deepwork-server"],
+)
+def test_mcpserve_imports_no_web_stack(demo_project, tmp_path, command):
     messages = [
         *handshake("lean"),
         {
@@ -44,11 +51,12 @@ def test_mcpserve_imports_no_web_stack(demo_project, tmp_path):
     ]
     log = (tmp_path / "stderr").open("wb")  # a file: the import list outgrows a pipe's buffer
     server = subprocess.Popen(
-        [sys.executable, "-X", "importtime", MANAGE, "mcpserve", "--path", str(demo_project)],
+        [sys.executable, "-X", "importtime", *command, "--path", str(demo_project)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=log,
         env=child_env_on_test_db(),
+        cwd=settings.BASE_DIR,  # where `-m` finds this checkout's code
     )
     try:
         server.stdin.write("".join(json.dumps(m) + "\n" for m in messages).encode())

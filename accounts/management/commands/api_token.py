@@ -1,7 +1,8 @@
 """``manage.py api_token create|list|revoke``: API tokens from the command line.
 
 ``create`` prints only the secret on stdout, so a script can capture it:
-``TOKEN=$(python manage.py api_token create --user alice --name ci)``.
+``TOKEN=$(python manage.py api_token create --user alice --name ci)``. Installed, the same is
+``deepwork-server token create ...``.
 """
 
 from __future__ import annotations
@@ -10,11 +11,18 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
+from accounts.identity import DRIVE
 from accounts.selectors import api_token_find, api_token_list
-from accounts.services import api_token_create, api_token_revoke
+from accounts.services import api_token_create, api_token_revoke, user_create
+from deepwork_site.process import manage_command
 from workflows.errors import WorkflowError
 from workflows.models import Project
+
+# The group migrate makes (dashboard/apps.py) whose people may drive sessions, which is what
+# /mcp asks of a token's user; --create-user puts a new user there.
+AGENT_GROUP = "Deciders"
 
 
 class Command(BaseCommand):
@@ -24,7 +32,16 @@ class Command(BaseCommand):
         commands = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
         create = commands.add_parser("create", help="Make a token; prints its secret once.")
         create.add_argument("--user", required=True, help="Username the token acts as.")
-        create.add_argument("--name", required=True, help="What the token is for, e.g. 'ci'.")
+        create.add_argument(
+            "--name",
+            help="What the token is for, e.g. 'ci' (default: 'mcp' or 'api' and the time).",
+        )
+        create.add_argument(
+            "--create-user",
+            action="store_true",
+            help=f"Make the user if there is none, in the {AGENT_GROUP} group (who may drive "
+            "sessions, as /mcp requires), with no password until one is set.",
+        )
         create.add_argument(
             "--mcp",
             action="store_true",
@@ -51,9 +68,22 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
 
     def _create(self, options: dict[str, Any]) -> None:
-        user = get_user_model().objects.filter(username=options["user"]).first()
+        username = options["user"]
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None and options["create_user"]:
+            user = user_create(username=username, group=AGENT_GROUP)
+            self.stderr.write(f"Made user '{username}' in the {AGENT_GROUP} group.")
         if user is None:
-            raise CommandError(f"No user named '{options['user']}'")
+            raise CommandError(
+                f"No user named '{username}'. Add --create-user to make one (in the "
+                f"{AGENT_GROUP} group, who may drive sessions), or make one with "
+                f"'{manage_command()} createsuperuser' or in the admin."
+            )
+        if options["mcp"] and not user.has_perm(DRIVE):
+            self.stderr.write(
+                f"Warning: '{username}' lacks the permission '{DRIVE}', so /mcp will refuse "
+                f"this token until they have it (e.g. in the {AGENT_GROUP} group)."
+            )
         project = None
         if options["project"]:
             ref = options["project"]
@@ -67,7 +97,8 @@ class Command(BaseCommand):
         roles = [r for r in (options["roles"] or "").split(",") if r.strip()]
         token, secret = api_token_create(
             user=user,
-            name=options["name"],
+            name=options["name"]
+            or f"{'mcp' if options['mcp'] else 'api'} {timezone.now():%Y-%m-%d %H:%M:%S}",
             mcp=options["mcp"],
             mcp_project=project,
             mcp_roles=roles,

@@ -333,8 +333,9 @@ class Command(BaseCommand):
             args=(state, stop, "agents" in toolsets, database),
             daemon=True,
         ).start()
-        # manage.py kept the collector off during start-up; everything alive now lives for the
-        # whole process, so freeze it out of future collections and turn collection back on.
+        # The entry point (deepwork_site.cli) kept the collector off during start-up; everything
+        # alive now lives for the whole process, so freeze it out of future collections and
+        # turn collection back on.
         gc.freeze()
         gc.enable()
         from mcp_bridge import runner

@@ -1,6 +1,7 @@
 """Create the first local admin account once, and say how to log in.
 
-Run by ``make run``. If any superuser exists it does nothing, so it is safe to run every time.
+Run by ``make run`` and ``deepwork-server serve``. If any superuser exists it does nothing, so
+it is safe to run every time.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
+
+from deepwork_site.process import manage_command
 
 
 class Command(BaseCommand):
@@ -30,5 +33,5 @@ class Command(BaseCommand):
             f"Created the first admin account.\n  username: {options['username']}\n"
             f"  password: {password}\n"
             "It is shown only now; change it with: "
-            f"python manage.py changepassword {options['username']}"
+            f"{manage_command()} changepassword {options['username']}"
         )
