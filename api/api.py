@@ -458,7 +458,7 @@ def request_changes(
     return Status(201, decision)
 
 
-# Published workflows (seed 003): the list another server's `mcpserve --workflow-source` reads,
+# Published workflows: the list another server's `mcpserve --workflow-source` reads,
 # and the runs it starts, follows and cancels.
 
 from api.wftools_schemas import (  # noqa: E402
@@ -533,7 +533,7 @@ def cancel_published_run(
     )
 
 
-# Multi-agent DAG workflows (seed 004), in their own module.
+# Multi-agent DAG workflows, in their own module.
 from api.dag import router as dag_router  # noqa: E402
 
 api.add_router("/dag", dag_router)

@@ -1,4 +1,4 @@
-"""Dashboard pages of multi-agent DAG workflows (seed 004): the list, one workflow's DAG with
+"""Dashboard pages of multi-agent DAG workflows: the list, one workflow's DAG with
 its steps' status, agent and timing, people completing or failing human steps, and agents."""
 
 from __future__ import annotations

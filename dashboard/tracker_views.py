@@ -1,4 +1,4 @@
-"""Dashboard pages of the tracker (seed 002): the list of tracked workflows and one workflow's
+"""Dashboard pages of the tracker: the list of tracked workflows and one workflow's
 page (phase timeline, task tree with each task's files changed, decisions, milestones,
 issues, and the blockers a person answers in writing).
 
@@ -59,7 +59,7 @@ def _cursor_field() -> forms.IntegerField:
 
 
 class TrackedWorkflowFilterForm(forms.Form):
-    """The list's filters; status and profile take the seed's lower-case wire values."""
+    """The list's filters; status and profile take the tracker tools' lower-case wire values."""
 
     project = forms.IntegerField(required=False, min_value=1, max_value=MAX_ID)
     status = forms.ChoiceField(

@@ -26,7 +26,7 @@ urlpatterns = [
         name="request_changes",
     ),
     path("sessions/<str:session_id>/abort/", views.session_abort_view, name="abort"),
-    # Multi-agent DAG workflows (seed 004).
+    # Multi-agent DAG workflows.
     path("dag/", dag_views.dag_list, name="dag_list"),
     path("dag/<str:workflow_id>/", dag_views.dag_detail, name="dag"),
     path(
@@ -58,7 +58,7 @@ urlpatterns = [
     ),
 ]
 
-# The tracker's pages (seed 002).
+# The tracker's pages.
 urlpatterns += [
     path("tracker/", tracker_views.tracked_workflows, name="tracker_workflows"),
     path("tracker/<int:workflow_id>/", tracker_views.tracked_workflow, name="tracker_workflow"),

@@ -97,7 +97,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     live_after = newest_event_id()
     context = {
         "overview": selectors.overview(),
-        # Tracked workflows (seed 002) in progress, beside the session stacks.
+        # Tracked workflows in progress, beside the session stacks.
         "tracked": tracked_workflows_in_progress(limit=OVERVIEW_TRACKED),
     }
     return _live_page(request, "overview", context, live_after=live_after)

@@ -1,7 +1,7 @@
 """``get_review_instructions`` and ``get_configured_reviews`` as DeepWork 0.14 answers them.
 
-The one ``.deepreview`` pipeline of ``reviews.deepreview.tools`` run with 0.14's dialect
-(digest §5.6-§5.8): its messages, explicit ``files`` dropping catch-all rules (every include
+The one ``.deepreview`` pipeline of ``reviews.deepreview.tools`` run with 0.14's dialect:
+its messages, explicit ``files`` dropping catch-all rules (every include
 pattern made only of ``*`` and ``/``), and tasks listed in 0.14's agent format
 (``Review <dir>/<rule>``, ``deepwork:reviewer``), rules from DeepSchemas beside the
 ``.deepreview`` ones (``reviews.deepreview.deepschema``) and 0.14's review ids (content only).
@@ -38,7 +38,7 @@ class Task014:
 
 
 def format_tasks(tasks: Sequence[Task014]) -> str:
-    """The agent list 0.14's formatter prints (digest §5.6): each task ends with an empty
+    """The agent list 0.14's formatter prints: each task ends with an empty
     line, and the text with the newline of that line, no more."""
     if not tasks:
         return "No review tasks to execute."

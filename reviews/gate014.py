@@ -5,7 +5,7 @@ against their argument's ``json_schema``; then each review block of a submitted 
 output's own, then its argument's), and the step's ``process_requirements`` when a
 ``work_summary`` came with file outputs, become review tasks; so do the project's
 ``.deepreview`` and DeepSchema rules over the submitted output files git reports as changed
-(digest §5.2 step 6), after the step's own. Each task's instructions are
+(0.14's own order), after the step's own. Each task's instructions are
 written under ``.deepwork/tmp/review_instructions/<review_id>.md``; a task whose id already has
 a ``.passed`` marker (``mark_review_as_passed``) is skipped, and ids are 0.14's (rule, files and
 a hash of their content only), so editing a reviewed file asks for its review again, while a

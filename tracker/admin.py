@@ -1,4 +1,4 @@
-"""Admin: the tracker's workflows, phases, tasks and logs (seed 002), read-only.
+"""Admin: the tracker's workflows, phases, tasks and logs, read-only.
 
 Every row is what an agent said it did, written by the tracker's services; a person answers a
 blocker on the dashboard or over the API, never by editing a row here. So every model is

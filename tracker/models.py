@@ -3,8 +3,8 @@
 A tracked workflow has numbered phases; tasks (which may nest) belong to a workflow and
 optionally a phase; decisions, issues and milestones are logged against a task. Every row
 carries its project and the agent that wrote it, so lists filter without joins. Wire ids are
-the primary keys as text. Enum values are stored in the seed's upper case (its Prisma enums);
-the tools take the seed's lower-case wire values and map them.
+the primary keys as text. Enum values are stored in upper case, as the original's Prisma enums
+hold them; the tools take lower-case wire values and map them.
 
 The tables keep the names they had when these models were part of ``workflows``
 (``workflows_task``, ``wf_task_running_idx``, …): the move to this app changed no table.
@@ -22,7 +22,7 @@ from workflows.models import Agent, Project
 
 
 class TrackedWorkflow(models.Model):
-    """One tracked piece of work (the seed's ``Workflow``; named apart from the catalog's)."""
+    """One tracked piece of work (the original's ``Workflow``; named apart from the catalog's)."""
 
     class Status(models.TextChoices):
         PENDING = "PENDING", "Pending"

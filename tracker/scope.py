@@ -332,7 +332,7 @@ class Verification:
 
 
 def scope_verify(*, areas: Sequence[str], paths: Iterable[str]) -> Verification:
-    """The seed's ``verification``: which ``paths`` lie outside every area (none declared: all
+    """The tracker's ``verification``: which ``paths`` lie outside every area (none declared: all
     in scope)."""
     if not areas:
         return Verification(scope_match=True, unexpected_files=[], warnings=[])

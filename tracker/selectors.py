@@ -1,4 +1,4 @@
-"""Reads of the tracker (seed 002): ``get_context`` and the metrics of a finished workflow.
+"""Reads of the tracker: ``get_context`` and the metrics of a finished workflow.
 
 Every list is one keyset page (newest first, ``limit`` rows after a cursor), so the query
 count of a context does not grow with the workflow; each list comes with its total count and
@@ -309,7 +309,7 @@ def context_get(
     limit: int = DEFAULT_LIMIT,
     cursor: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The seed's ``get_context`` answer: the workflow's header, then each list asked for.
+    """The ``get_context`` answer: the workflow's header, then each list asked for.
     One query for the header and the size of every list, then one per list (both pages of
     blockers in one): six at most, however long the lists."""
     if not include:
@@ -527,7 +527,7 @@ def workflow_metrics(*, workflow: TrackedWorkflow) -> dict[str, Any]:
 # first, each page one query however many rows it holds.
 
 BLOCKER = Q(requires_human_review=True)
-# The list filters' wire values (the seed's lower case, as agents send them) to stored ones.
+# The list filters' wire values (lower case, as agents send them) to stored ones.
 WORKFLOW_STATUSES = {s.value.lower(): s.value for s in TrackedWorkflow.Status}
 WORKFLOW_PROFILES = {p.value.lower(): p.value for p in TrackedWorkflow.Profile}
 

@@ -1,4 +1,4 @@
-"""The tracker (seed 002): every write to tracked workflows, phases, tasks and their logs.
+"""The tracker: every write to tracked workflows, phases, tasks and their logs.
 
 Rules the original left loose, decided here:
 - A task goes from IN_PROGRESS to SUCCESS, PARTIAL_SUCCESS or FAILED exactly once: the
@@ -48,7 +48,8 @@ logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=models.Model)
 
-# Wire values (the seed's lower case) to stored values. Two are renamed as in the original.
+# Wire values (lower case, as agents send them) to stored values. Two are renamed as in the
+# original.
 PROFILES = {p.value.lower(): p.value for p in TrackedWorkflow.Profile}
 WORKFLOW_OUTCOMES = {
     "completed": TrackedWorkflow.Status.COMPLETED,

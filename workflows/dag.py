@@ -1,4 +1,4 @@
-"""A multi-agent DAG workflow's definition (seed 004): its steps, checked, with their levels,
+"""A multi-agent DAG workflow's definition: its steps, checked, with their levels,
 and the responsiveness rule for agents.
 
 Pure: no database. ``dag_check_size`` refuses a definition over the size limits
@@ -24,7 +24,7 @@ from django.utils import timezone
 from workflows import limits
 from workflows.errors import InvalidInput
 
-# The key of the project's DAG workflows as a workflow-tools source (seed 003).
+# The key of the project's DAG workflows as a workflow-tools source.
 DAG_SOURCE_KEY = "dag"
 DEFAULT_RESPONSIVE_SECONDS = 300.0
 DEFAULT_LEASE_SECONDS = 30.0
@@ -254,7 +254,7 @@ def _levels(deps: Mapping[str, Sequence[str]], order: Sequence[str]) -> dict[str
 
 
 def dag_plan(steps: Any) -> DagPlan:
-    """The checked plan of ``steps`` (a list of the seed's step objects), or ``InvalidInput``."""
+    """The checked plan of ``steps`` (``define_workflow``'s step objects), or ``InvalidInput``."""
     if not isinstance(steps, list):
         raise InvalidInput(f"steps must be a list of step objects, not {type(steps).__name__}")
     if not steps:
@@ -379,7 +379,7 @@ EXECUTION_TYPES = ("sync", "async")
 
 
 def dag_execution_type(value: Any) -> str:
-    """How the workflow's tool runs it (seed 003): ``async`` unless ``sync`` is asked for."""
+    """How the workflow's tool runs it: ``async`` unless ``sync`` is asked for."""
     if value is None:
         return "async"
     if value not in EXECUTION_TYPES:

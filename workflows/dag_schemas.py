@@ -1,4 +1,4 @@
-"""The wire models of multi-agent DAG workflows (seed 004), shared by the ``agents`` MCP
+"""The wire models of multi-agent DAG workflows, shared by the ``agents`` MCP
 toolset and the REST API so both answer in one shape."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A project's defined multi-agent DAG workflows (seed 004) as a workflow source (seed 003):
+"""A project's defined multi-agent DAG workflows as a workflow source:
 each workflow not executed yet is published, and its tool executes it as ``execute_workflow``
 does, with the calling agent as the triggering agent.
 

@@ -118,7 +118,7 @@ class StepFilesRecorded(Payload):
     warnings: int
 
 
-# The tracker's (seed 002) events: ids as the tools show them (text), enum values as stored.
+# The tracker's events: ids as the tools show them (text), enum values as stored.
 
 
 class TrackedWorkflowCreated(Payload):
@@ -204,7 +204,7 @@ class MilestoneCreated(Payload):
     progress: float | None
 
 
-# Multi-agent DAG workflows (seed 004): ids as agents see them.
+# Multi-agent DAG workflows: ids as agents see them.
 
 
 class DagDefined(Payload):

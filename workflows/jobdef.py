@@ -3,7 +3,7 @@
 Pure Python on purpose: job discovery, the MCP bridge and the tests all parse jobs, and none of
 them should need Django configured to do it. Every ``JobParseError`` text below reaches agents
 verbatim (``get_workflows.errors[].error``, ``start_workflow``), so the wording and the order in
-which checks run follow 0.9.1 exactly; see §1.8-§1.9 of the compatibility digest.
+which checks run follow 0.9.1 exactly.
 
 A job.yml comes from anyone with commit access, so parsing is bounded before anything else
 runs: the file's size, the nesting depth and the number of nodes and characters *after* alias

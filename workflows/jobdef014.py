@@ -5,11 +5,11 @@ A 0.14 job is a different document from a 0.9.1 one: ``step_arguments`` (typed, 
 inline (``instructions``, or ``sub_workflow`` delegating to another workflow), with
 ``inputs``/``outputs`` maps and ``process_requirements``. ``workflows.jobdef`` tells the formats
 apart on the parsed YAML and hands 0.14 documents here; they are validated with their own
-schema (``job014.schema.json``) and semantic checks, in 0.14's order and wording (digest
-§2.6-§2.7), and land in the same ``JobDef`` the catalog stores for 0.9.1 jobs.
+schema (``job014.schema.json``) and semantic checks, in 0.14's order and wording, and
+land in the same ``JobDef`` the catalog stores for 0.9.1 jobs.
 
 ``runtime_workflow`` reads a stored job back as the list of steps a 0.14 session walks, for
-either format: a 0.9.1 job is adapted the way DeepWork's own migration recipe maps it (§2.9),
+either format: a 0.9.1 job is adapted the way DeepWork's own migration recipe maps it,
 so a 0.14 client can run every job of the catalog.
 """
 
@@ -38,7 +38,7 @@ NAME_PATTERN = "^[a-z][a-z0-9_]*$"
 
 
 def is_014_format(data: Mapping[str, Any]) -> bool:
-    """Whether a parsed job.yml root is written in 0.14's format (digest §6.2).
+    """Whether a parsed job.yml root is written in 0.14's format.
 
     ``workflows`` as a mapping, or any ``step_arguments``, is 0.14; everything else, an empty
     file included, stays with the 0.9.1 rules this server always applied.
@@ -86,7 +86,7 @@ def _check_counts(data: Mapping[str, Any]) -> None:
 
 
 def _check_semantics(data: Mapping[str, Any]) -> None:
-    """0.14's four checks, first failure wins, in its order (digest §2.6)."""
+    """0.14's four checks, first failure wins, in its order."""
     arguments = {arg["name"] for arg in data["step_arguments"]}
     workflows: Mapping[str, Any] = data["workflows"]
     for wf_name, wf in workflows.items():
@@ -398,7 +398,7 @@ def _criteria_text(criteria: list[list[str]], guidance: str | None) -> str:
 
 
 def _runtime_091(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflow:
-    """A 0.9.1 workflow as 0.14 steps, mapped as DeepWork's repair recipe maps it (§2.9):
+    """A 0.9.1 workflow as 0.14 steps, mapped as DeepWork's repair recipe maps it:
     ``file``/``files`` outputs become ``file_path``; user-parameter inputs become ``string``
     inputs; ``run_each: step`` criteria become process requirements; per-output criteria
     become that output's review (``file`` together, ``files`` one by one). A concurrent entry

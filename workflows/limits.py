@@ -191,7 +191,7 @@ def check_outputs(outputs: Mapping[str, object]) -> None:
                 OUTPUT_PATH.check(f"output '{name}' path", path)
 
 
-# --- The tracker (seed 002): the original's own limits, then ours for what it left open. ---
+# --- The tracker: the original's own limits, then ours for what it left open. ---
 TRACKER_NAME = TextLimit(max_chars=200, multiline=False)  # workflow, phase, task, agent names
 MILESTONE_MESSAGE = TextLimit(max_chars=500, multiline=True)
 TRACKER_TEXT = LONG_TEXT  # objective, goal, summary, descriptions, decision texts

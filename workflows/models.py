@@ -101,7 +101,7 @@ class Job(models.Model):
         PROJECT = "project", "Project"
         STANDARD = "standard", "Standard"
         ADDITIONAL = "additional", "Additional folder"
-        # A multi-agent DAG workflow an agent defined over MCP (seed 004). Never part of the
+        # A multi-agent DAG workflow an agent defined over MCP. Never part of the
         # folder catalog: ``is_current`` stays False, so catalog syncs never touch it, and its
         # ``dir_name`` is the workflow id agents use.
         DEFINED = "defined", "Defined by an agent"
@@ -182,7 +182,7 @@ class Step(models.Model):
     reviews = models.JSONField(default=list)
     inputs = models.JSONField(default=list)
     position = models.IntegerField(default=0)
-    # A DAG step's hand-over (seed 004); empty for DeepWork steps.
+    # A DAG step's hand-over; empty for DeepWork steps.
     assigned_role = models.CharField(max_length=128, blank=True, default="")
     assigned_agent_id = models.CharField(max_length=128, blank=True, default="")
     tool_to_call = models.CharField(max_length=255, blank=True, default="")
@@ -250,7 +250,7 @@ class WorkflowSession(models.Model):
         ACTIVE = "active", "Active"
         COMPLETED = "completed", "Completed"
         ABORTED = "aborted", "Aborted"
-        # A DAG execution (seed 004): on no agent's stack, its steps handed to many agents.
+        # A DAG execution: on no agent's stack, its steps handed to many agents.
         RUNNING = "running", "Running (DAG)"
         FAILED = "failed", "Failed (DAG)"
 
@@ -355,7 +355,7 @@ class StepRun(models.Model):
         COMPLETED = "completed", "Completed"
         INVALIDATED = "invalidated", "Invalidated by go_to_step"
         ABORTED = "aborted", "Aborted with its session"
-        # A DAG step's life (seed 004): waiting for its dependencies, waiting for an agent,
+        # A DAG step's life: waiting for its dependencies, waiting for an agent,
         # handed to an agent, then completed or failed.
         PENDING = "pending", "Pending (DAG)"
         READY = "ready", "Ready, no agent yet (DAG)"
@@ -489,7 +489,7 @@ class Event(models.Model):
         CATALOG_SYNCED = "catalog_synced", "Job catalog changed"
         AGENT_CONNECTED = "agent_connected", "Agent connected"
         STEP_FILES_RECORDED = "step_files_recorded", "Files changed by a step recorded"
-        # The tracker's (seed 002) events, named as in the original.
+        # The tracker's events, named as in the original.
         WORKFLOW_CREATED = "workflow:created", "Tracked workflow started"
         WORKFLOW_UPDATED = "workflow:updated", "Tracked workflow updated"
         PHASE_CREATED = "phase:created", "Phase started"
@@ -500,7 +500,7 @@ class Event(models.Model):
         ISSUE_CREATED = "issue:created", "Issue logged"
         ISSUE_UPDATED = "issue:updated", "Blocker resolved by a person"
         MILESTONE_CREATED = "milestone:created", "Milestone logged"
-        # Multi-agent DAG workflows (seed 004).
+        # Multi-agent DAG workflows.
         DAG_DEFINED = "dag_defined", "DAG workflow defined"
         DAG_DELETED = "dag_deleted", "DAG workflow deleted"
         DAG_STEP_ASSIGNED = "dag_step_assigned", "DAG step handed to an agent"

@@ -1,4 +1,4 @@
-"""Tables of the workflow tools (seed 003): the tool name each workflow is served under, and the
+"""Tables of the workflow tools: the tool name each workflow is served under, and the
 filters a person sets on which workflows become tools.
 
 Imported by ``workflows.models`` so that Django finds them; written only by

@@ -1,7 +1,7 @@
-"""Workflow sources (seed 003): where the workflows served as MCP tools come from, and how a run
+"""Workflow sources: where the workflows served as MCP tools come from, and how a run
 of one is started, watched and cancelled.
 
-A *source* lists its published workflows in the seed's list schema (``PublishedWorkflow``:
+A *source* lists its published workflows in one list schema (``PublishedWorkflow``:
 ``id``, ``name``, ``description``, ``category``, ``version``, ``inputSchema``,
 ``executionType``, ``metadata``) and runs them (``start``, ``status``, ``cancel``). Every kind
 of workflow plugs in through ``WorkflowSource``: DeepWork job workflows of a project
@@ -36,7 +36,8 @@ ExecutionType = Literal["sync", "async"]
 RunState = Literal["RUNNING", "COMPLETED", "FAILED", "CANCELLED"]
 TERMINAL: frozenset[str] = frozenset({"COMPLETED", "FAILED", "CANCELLED"})
 
-# A workflow without a usable schema takes any object (seed 3.5 / 6.3).
+# A workflow without a usable schema takes any object: it is still served, and the
+# problem is logged.
 GENERIC_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
 
 # Bounds on what one source may hand us. A list past MAX_WORKFLOWS keeps its first entries.
@@ -65,7 +66,7 @@ class PublishedWorkflow:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def wire(self) -> dict[str, Any]:
-        """The seed's list-schema object."""
+        """The entry of the published-workflows list."""
         return {
             "id": self.id,
             "name": self.name,
@@ -131,7 +132,7 @@ class SourceUnavailable(SourceError):
 
 
 class NotSupported(SourceError):
-    """The source cannot do this for its workflows (seed 8.5)."""
+    """The source cannot do this for its workflows (say, a remote that cannot cancel a run)."""
 
 
 class UnknownRun(SourceError):
@@ -352,8 +353,8 @@ class _Backoff:
 
 
 class RemoteSource:
-    """The published workflows of another deepwork-server (or anything serving the seed's list
-    schema) at ``url``: ``GET url`` lists, ``POST url/runs`` starts
+    """The published workflows of another deepwork-server (or anything serving the
+    published-workflows list) at ``url``: ``GET url`` lists, ``POST url/runs`` starts
     (``{"workflow_id", "input", "agent_id"}``), ``GET url/runs/<run>`` reports and
     ``POST url/runs/<run>/cancel`` cancels, each with ``Authorization: Bearer <token>``.
 

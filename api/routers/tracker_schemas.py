@@ -21,7 +21,7 @@ def _wire_case(value: Any) -> Any:
     return value.lower() if isinstance(value, str) and value.isupper() else value
 
 
-# The filters take the seed's lower-case wire values, what agents send to `start_workflow`
+# The filters take the tracker tools' lower-case wire values, what agents send to `start_workflow`
 # and `complete_workflow` (`in_progress`, `partial`, `simple` ...), or the upper-case form the
 # answers show; anything else is a 400 listing the valid values.
 StatusFilter = Annotated[

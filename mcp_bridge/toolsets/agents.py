@@ -1,6 +1,6 @@
-"""The ``agents`` toolset (seed 004): multi-agent DAG workflows.
+"""The ``agents`` toolset: multi-agent DAG workflows.
 
-The seed's seven tools with its exact names and input schemas (``define_workflow``,
+Seven tools with the exact names and input schemas agents already know (``define_workflow``,
 ``get_workflow_details``, ``list_workflows``, ``delete_workflow``, ``execute_workflow``,
 ``report_step_completion``, ``report_step_failure``), plus what agents need to take part:
 ``register_agent``, ``heartbeat``, ``get_my_assignments`` and ``await_assignment`` (a long poll
@@ -57,8 +57,9 @@ logger = logging.getLogger("deepwork.mcp")
 T = TypeVar("T")
 
 
-# The seed's input schemas, advertised exactly as it writes them; arguments are checked by the
-# functions' own signatures and then by the engine, whose errors name the rule broken.
+# The input schemas of those seven tools, advertised word for word so agents written for them
+# keep working; arguments are checked by the functions' own signatures and then by the engine,
+# whose errors name the rule broken.
 _STEP_ITEM = {
     "type": "object",
     "properties": {
@@ -93,7 +94,7 @@ _STEP_ITEM = {
     },
     "required": ["step_id", "description"],
 }
-SEED_SCHEMAS: dict[str, dict[str, Any]] = {
+TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
     "define_workflow": {
         "type": "object",
         "properties": {
@@ -109,7 +110,7 @@ SEED_SCHEMAS: dict[str, dict[str, Any]] = {
                 "description": "An ordered list of steps defining the workflow.",
                 "items": _STEP_ITEM,
             },
-            # Beyond the seed: how the workflow's own tool (workflow-tools toolset) runs it.
+            # Our addition: how the workflow's own tool (workflow-tools toolset) runs it.
             "execution_type": {
                 "type": "string",
                 "enum": ["sync", "async"],
@@ -147,7 +148,7 @@ SEED_SCHEMAS: dict[str, dict[str, Any]] = {
                 "type": "string",
                 "description": "Your unique Agent ID (must be the workflow creator).",
             },
-            # Beyond the seed: a running workflow is deleted only when asked explicitly.
+            # Our addition: a running workflow is deleted only when asked explicitly.
             "force": {
                 "type": "boolean",
                 "description": "Optional: also delete a running workflow (its agents' reports "
@@ -265,14 +266,14 @@ def _targeting(state: ServerState, steps: list[Any]) -> list[Any]:
 
 
 def _register(mcp: FastMCP, fn: Callable[..., Any], name: str, **options: Any) -> None:
-    """Register ``fn`` as ``name`` with its docstring; the seed's tools advertise its schema."""
+    """Register ``fn`` as ``name`` with its docstring and its ``TOOL_SCHEMAS`` entry, if any."""
     description = inspect.getdoc(fn)
     fn.__doc__ = None
     try:
         registered = FunctionTool.from_function(fn, name=name, description=description, **options)
     finally:
         fn.__doc__ = description
-    schema = SEED_SCHEMAS.get(fn.__name__)
+    schema = TOOL_SCHEMAS.get(fn.__name__)
     if schema is not None:
         registered.parameters = schema
     mcp.add_tool(registered)

@@ -1,11 +1,11 @@
-"""The ``tracker`` toolset (seed 002): an orchestrating agent records what it actually did.
+"""The ``tracker`` toolset: an orchestrating agent records what it actually did.
 
-The seed's eight tools with its names, parameters and enums, plus ``start_phase`` and
+The original tracker's eight tools with its names, parameters and enums, plus ``start_phase`` and
 ``complete_phase`` (the original's later additions) and ``parent_task_id`` for sub-tasks. As in
 the original, every answer is its JSON object as text (indented), here also as structured
 content; every refusal is an error result whose text is
 ``{"error": true, "code": ..., "message": ...}`` with a message naming the field and the rule.
-Arguments the schema already refuses (a wrong type, an enum value outside the seed's list, a
+Arguments the schema already refuses (a wrong type, an enum value outside its list, a
 missing field) get the same shape, code ``VALIDATION_ERROR``.
 """
 
@@ -142,7 +142,7 @@ class Outcome(BaseModel):
     limitations: list[str] | None = None
     next_steps: list[str] | None = None
     manual_review_needed: bool | None = None
-    # Accepted as the original's code did, beyond the seed's list.
+    # Not among the original's documented fields, but its code accepted it, so we do too.
     manual_review_reason: str | None = None
 
 

@@ -1,4 +1,4 @@
-"""The ``workflow-tools`` toolset (seed 003): one MCP tool per published workflow, beside three
+"""The ``workflow-tools`` toolset: one MCP tool per published workflow, beside three
 static tools (``refresh_workflow_tools``, ``get_workflow_status``, ``cancel_workflow_run``).
 
 This module holds what composing toolsets needs (names, instructions, settings); the machinery

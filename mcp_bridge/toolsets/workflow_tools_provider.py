@@ -1,4 +1,4 @@
-"""The ``workflow-tools`` toolset's machinery (seed 003), imported only by a server that serves
+"""The ``workflow-tools`` toolset's machinery, imported only by a server that serves
 it: one MCP tool per published workflow, beside three static tools
 (``refresh_workflow_tools``, ``get_workflow_status``, ``cancel_workflow_run``).
 

@@ -1,4 +1,4 @@
-"""Parse and validate one ``.deepreview`` file into ``ReviewRule``s (digest §5.1).
+"""Parse and validate one ``.deepreview`` file into ``ReviewRule``s.
 
 Every ``ConfigError`` text reaches agents (parse warnings, ``PARSE_ERROR`` pseudo-rules), so the
 wording follows 0.9.1.
@@ -87,7 +87,7 @@ class ReviewTask:
         return self.rule.name
 
 
-# The keys DeepWork 0.14 added inside ``review`` (digest §5.3); 0.14's dialect accepts them, and
+# The keys DeepWork 0.14 added inside ``review``; 0.14's dialect accepts them, and
 # so does 0.9.1's on a server serving both generations (``tools.DIALECT_091_BOTH``), where the
 # 0.14 gate reads the same file; a 0.9.1-only server keeps refusing them as the unknown keys
 # they were there.

@@ -1,4 +1,4 @@
-"""Review rules that DeepWork 0.14 derives from DeepSchemas (digest §3.10, §5.3).
+"""Review rules that DeepWork 0.14 derives from DeepSchemas.
 
 A named schema (``.deepwork/schemas/<name>/deepschema.yml``) that has both ``requirements``
 and ``matchers`` becomes the rule ``<name> DeepSchema Compliance``: one review per matching

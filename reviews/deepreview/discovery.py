@@ -1,4 +1,4 @@
-"""Find every ``.deepreview`` file under a project and load its rules (digest §5.2)."""
+"""Find every ``.deepreview`` file under a project and load its rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A review's instruction file in DeepWork 0.14's layout (digest §5.5).
+"""A review's instruction file in DeepWork 0.14's layout.
 
 Sections, each present only when it has content: the title with the scope, the project root
 (reviewers may run in another checkout), the review instructions, the relevant file contents

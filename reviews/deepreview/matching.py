@@ -1,4 +1,4 @@
-"""Match changed files against rules and turn the matches into review tasks (§5.4-§5.5).
+"""Match changed files against rules and turn the matches into review tasks.
 
 All paths here are POSIX strings relative to the project root.
 """

@@ -1,4 +1,4 @@
-"""0.14's ``precomputed_info_for_reviewer_bash_command`` (digest §5.3): run each rule's command
+"""0.14's ``precomputed_info_for_reviewer_bash_command``: run each rule's command
 once, from the project root, before its instruction files are written, and keep what the
 reviewer is to read under ``## Precomputed Context``.
 

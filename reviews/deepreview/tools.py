@@ -1,4 +1,4 @@
-"""The review pipeline behind the MCP tools (digest §5.7, §5.8 and §7's 0.9.2/0.9.3 items).
+"""The review pipeline behind the MCP tools, with the fixes DeepWork 0.9.2 and 0.9.3 made to it.
 
 The functions return strings or lists and never raise: 0.9.1's server turned every failure into a
 ``Review error: ...`` string, and agents rely on that text.
@@ -50,7 +50,7 @@ def _failure_lines(failures: Sequence[ParseFailure]) -> str:
 
 
 def format_for_claude(task_ids: Sequence[tuple[ReviewTask, str]]) -> str:
-    """The Task list Claude Code dispatches; detail lines are tab-indented (§5.7)."""
+    """The Task list Claude Code dispatches; detail lines are tab-indented, as 0.9.1 prints them."""
     lines = ["Invoke the following list of Tasks in parallel:", ""]
     for task, review_id in task_ids:
         lines += [

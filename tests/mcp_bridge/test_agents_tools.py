@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from fastmcp import Client, FastMCP
 
 from mcp_bridge.server import create_server
-from mcp_bridge.toolsets.agents import SEED_SCHEMAS, TOOL_NAMES
+from mcp_bridge.toolsets.agents import TOOL_NAMES, TOOL_SCHEMAS
 from workflows.models import Event, Job, StepRun
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
@@ -59,11 +59,11 @@ async def refused(client: Client, tool: str, args: dict[str, Any]) -> str:
     return result.content[0].text
 
 
-async def test_tools_and_the_seeds_exact_input_schemas(server, mode):
+async def test_tools_and_their_exact_input_schemas(server, mode):
     async with Client(server, mode=mode) as client:
         tools = {tool.name: tool for tool in await client.list_tools()}
     assert sorted(tools) == sorted(TOOL_NAMES)
-    for name, schema in SEED_SCHEMAS.items():
+    for name, schema in TOOL_SCHEMAS.items():
         assert tools[name].input_schema == schema
         assert tools[name].description
     assert tools["define_workflow"].input_schema["properties"]["steps"]["minItems"] == 1

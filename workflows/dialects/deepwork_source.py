@@ -1,4 +1,4 @@
-"""A project's DeepWork job workflows as a workflow source (seed 003): a run is a session; its
+"""A project's DeepWork job workflows as a workflow source: a run is a session; its
 start answers in DeepWork's wording, as ``start_workflow`` does, so it lives with the dialect.
 """
 

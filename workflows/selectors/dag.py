@@ -1,6 +1,6 @@
-"""Reads of multi-agent DAG workflows (seed 004): details, summaries, an agent's assignments.
+"""Reads of multi-agent DAG workflows: details, summaries, an agent's assignments.
 
-Every function answers plain data in the seed's wire terms (step ``in_progress`` for an
+Every function answers plain data in the agents toolset's wire terms (step ``in_progress`` for an
 assigned run, ``pending`` for one waiting for its dependencies or an agent) with a constant
 number of queries, however many steps a workflow has.
 
@@ -27,7 +27,7 @@ from workflows.errors import InvalidInput, NotFound
 from workflows.models import Agent, Job, Project, Step, StepRun, WorkflowSession, WorkflowStep
 from workflows.workflow_sources import RunState, RunStatus
 
-# A run's status as the seed names step states.
+# A run's status as the agents toolset names step states.
 WIRE_STEP_STATUS = {
     StepRun.Status.PENDING: "pending",
     StepRun.Status.READY: "pending",
@@ -506,7 +506,7 @@ _RUN_STATES: dict[str, RunState] = {
 
 
 def dag_run_status(*, project: Project, workflow_id: str) -> RunStatus:
-    """A DAG workflow's execution as a workflow-tools run (seed 003); two queries.
+    """A DAG workflow's execution as a workflow-tools run; two queries.
 
     ``progress`` counts completed steps of all steps; ``current_step`` is the first step held
     by an agent (``in_progress`` lists them all). A completed run's ``result`` maps each step

@@ -1,4 +1,4 @@
-"""Reads for the workflow tools (seed 003): persisted tool names, the filters people set, the
+"""Reads for the workflow tools: persisted tool names, the filters people set, the
 DeepWork workflows a project publishes and the status of a run of one. Each costs a fixed
 number of queries, whatever the number of workflows."""
 

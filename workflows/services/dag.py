@@ -1,4 +1,4 @@
-"""Multi-agent DAG workflows (seed 004): define, execute, hand steps to agents, report, delete.
+"""Multi-agent DAG workflows: define, execute, hand steps to agents, report, delete.
 
 One representation with DeepWork's workflows: a defined workflow is a ``Job`` (source
 ``defined``, its ``dir_name`` the workflow id) with one ``Workflow``, a ``Step`` per step
@@ -196,8 +196,8 @@ def dag_define(
 ) -> Defined:
     """Store a new workflow after checking it (nothing is stored if any rule is broken).
 
-    ``execution_type`` (``async`` unless given) says how its workflow tool runs it (seed 003):
-    ``sync`` waits for the result, ``async`` answers a run id at once.
+    ``execution_type`` (``async`` unless given) says how its tool in the workflow-tools toolset
+    runs it: ``sync`` waits for the result, ``async`` answers a run id at once.
 
     The size limits are checked first, by counting, outside any transaction: a definition
     too big is refused before its steps are parsed, its cycles looked for or a row written."""
@@ -330,7 +330,7 @@ def _store(
 
 
 def dag_status(job: Job, session: WorkflowSession | None) -> str:
-    """The seed's workflow status: ``pending`` until executed, then its execution's."""
+    """The workflow status agents see: ``pending`` until executed, then its execution's."""
     return session.status if session is not None else "pending"
 
 

@@ -393,7 +393,7 @@ def session014_top(
 
 
 def validate014_outputs(*, step: RtStep, outputs: dict[str, Value], project_root: Path) -> None:
-    """0.14's output checks, in its order and texts (digest §3.5), with this server's path
+    """0.14's output checks, in its order and texts, with this server's path
     rules (files inside the project) on top."""
     declared = {arg.name: arg for arg in step.outputs}
     unknown = sorted(set(outputs) - set(declared))

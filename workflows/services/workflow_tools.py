@@ -1,4 +1,4 @@
-"""Writes for the workflow tools (seed 003): choosing each workflow's tool name once.
+"""Writes for the workflow tools: choosing each workflow's tool name once.
 
 A tool name is ``workflow_<name>`` cut to the safe alphabet (``^[a-zA-Z0-9_-]{1,64}$``). When
 that is taken (by a static tool or another workflow), the workflow's id is added; if even that
