@@ -17,7 +17,7 @@ from pydantic import Field
 
 from accounts.identity import identity_agent_id, identity_project_check, identity_project_scope
 from api.auth import DECIDE, DRIVE, VIEW, TokenAuth, caller
-from api.schemas import ErrorOut
+from api.common import ACTION_ERRORS, READ_ERRORS
 from deepwork_site.auth import signed_in_user
 from workflows.dag import responsive_seconds
 from workflows.dag_schemas import (
@@ -36,9 +36,6 @@ from workflows.models import Job
 from workflows.selectors import dag as selectors
 from workflows.selectors.catalog import project_get
 from workflows.services import dag as services
-
-READ_ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut}
-ACTION_ERRORS = {**READ_ERRORS, 409: ErrorOut, 413: ErrorOut, 503: ErrorOut}
 
 router = Router(tags=["dag"])
 

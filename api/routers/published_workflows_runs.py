@@ -1,4 +1,4 @@
-"""What the published-workflows endpoints do, kept out of ``api.api``: each builds the
+"""What the published-workflows endpoints do, kept out of their router: each builds the
 project's local sources (its DeepWork jobs, its DAG workflows) and calls them, so REST answers
 as the MCP workflow tools do. A DAG workflow's run id is ``dag:<workflow_id>``, as there."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from accounts.identity import Identity, identity_agent_id
 from api.errors import ApiError
-from api.wftools_schemas import RunStartIn
+from api.routers.published_workflows_schemas import RunStartIn
 from workflows import json_schemas
 from workflows.dag_source import DAG_SOURCE_KEY, DagSource
 from workflows.dialects.deepwork_source import DeepWorkSource
