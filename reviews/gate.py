@@ -4,6 +4,9 @@ Layouts follow DeepWork 0.9.1 where agents and reviewers can see them (section m
 headers, placeholders, the reviewer's JSON contract); the prose is our own. Unlike 0.9.1 the
 payload carries the step's inputs from earlier steps, as DeepWork's interface document
 promised.
+
+Why long: building payloads and prompts and running reviewer processes are two ideas kept
+together only until reviewer process management moves to its own module.
 """
 
 from __future__ import annotations

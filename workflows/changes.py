@@ -17,6 +17,10 @@ Nothing here raises for trouble with git or the files: what cannot be known is l
 said in a warning. Git runs through ``workflows.git``: with ``-C root`` and an allow-listed
 environment, so neither the server's working directory nor a ``GIT_DIR`` it inherited can point
 it at another repository, and nothing the repository's configuration names is run.
+
+Why one long module: snapshot and comparison must read files, git and racy timestamps by
+the same rules, or a change would be counted twice or lost; split into ``git``, ``tree`` and
+``snapshot`` modules when it next grows.
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ expansion (``&a``/``*a`` can make a 1.5 KB file stand for gigabytes), then the n
 and workflows. Code after the YAML loader may recurse (jsonschema does) and may copy or print
 the data (error messages do), so those bounds are what keep one file from exhausting the
 stack or the memory. Every error text is cut to ``MAX_ERROR_CHARS``, keeping its location.
+
+Why long, and temporary: the shared types, the bounded YAML loader, the first generation's
+format and the dispatch between formats are still one module; they become the
+``jobdefs`` package (base, parse, one module per format).
 """
 
 from __future__ import annotations

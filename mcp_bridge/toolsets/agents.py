@@ -8,6 +8,9 @@ that answers as soon as a step is handed to the agent), and ``get_step_result`` 
 result, paged, for results too big to show with the workflow). Tools are thin: parse, call one
 service or selector in the database thread, answer a pydantic model; refusals are
 ``ToolError`` with the engine's exact message.
+
+Why long: one dialect's tools with their long annotated signatures and exact input
+schemas; each tool is a thin call into the DAG services.
 """
 
 from __future__ import annotations

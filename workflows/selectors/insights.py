@@ -10,6 +10,9 @@ of the values at or below it), computed with window functions that SQLite and Po
 both have (``ROW_NUMBER`` and ``COUNT`` over a partition): only the one or two rows per group
 that hold a percentile leave the database. Reads of the review tables live in
 ``reviews.insights`` (``workflows`` never imports ``reviews``).
+
+Why long, and temporary: filters, the percentile machinery and the figures are still
+together; they become the ``insights`` app's ``filters``, ``percentiles`` and ``selectors``.
 """
 
 from __future__ import annotations

@@ -21,6 +21,9 @@ alias-bombed file), so it happens before the transaction: the write lock (SQLite
 database) is held only to insert rows that are already built. Any failure to read, parse,
 validate or convert one job becomes that job's load error, bounded in size; it never stops the
 rest of the catalog.
+
+Why one long module: scanning, parsing outside the lock and the sync inside it are one
+idea (the catalog as the disk has it) whose steps must agree on the same revision rules.
 """
 
 from __future__ import annotations

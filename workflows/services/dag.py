@@ -11,6 +11,10 @@ Concurrency: every change to an execution happens inside one transaction that fi
 session row (``select_for_update``; SQLite's IMMEDIATE transactions serialise writers anyway),
 and step updates compare-and-set on the step's status. So a step is handed out once, a report
 lands once, and the workflow completes or fails exactly once, whatever runs at the same time.
+
+Why one long module: definitions, the scheduler, reports and deletion share the locked
+session row and its compare-and-set rules; it is to become the ``dag`` app's
+``services/{definitions,scheduler,reports}.py`` when that app is split off.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ stacks never see 0.14 sessions. Rows are ``WorkflowSession``/``StepRun`` like an
 Where this differs from 0.14.0 on purpose: ``inputs`` given to ``start_workflow`` reach every
 step that declares them, also after ``go_to_step`` (0.14.0 keeps them on the first step only);
 an output produced by an earlier step wins over a start input of the same name.
+
+Why long, and temporary: these are the later generation's session rules beside the first
+generation's; they fold into one session service over a ``Generation`` strategy, after which
+only the stack keying, output checks and step inputs remain here.
 """
 
 from __future__ import annotations
