@@ -295,9 +295,8 @@ def _keep_alive(
             dispatch=dispatch,
         )
     elif last is None or now - last[0] >= heartbeat_seconds():
-        agent_services.agent_heartbeat(
-            agent=agent, lease_seconds=responsive_seconds(), dispatch=dispatch
-        )
+        renew = dag_services.dag_agent_renew if dispatch else agent_services.agent_heartbeat
+        renew(agent=agent, lease_seconds=responsive_seconds())
     else:
         return
     _alive[agent.pk] = (now, wanted)

@@ -112,13 +112,17 @@ class ServerState:
         return self._agent is not None
 
     def release(self, *, dispatch: bool = False) -> None:
-        """Let go of the agent on a clean exit (``agent_release``: with ``dispatch``, the DAG
-        steps it held are handed on at once)."""
+        """Let go of the agent on a clean exit; with ``dispatch`` (serving the agents toolset)
+        the DAG steps it held are handed on at once."""
         with self._lock:
-            if self._agent is not None:
-                agent_services.agent_release(
-                    agent=self._agent, holder=self.holder, dispatch=dispatch
-                )
+            if self._agent is None:
+                return
+            if dispatch:
+                from workflows.services.dag import dag_agent_leave
+
+                dag_agent_leave(agent=self._agent, holder=self.holder)
+            else:
+                agent_services.agent_release(agent=self._agent, holder=self.holder)
 
     # Tool arguments that name agents or stacks: a stdio server's client is trusted with its
     # project's whole database, so they mean what they say. ``HostedState`` scopes them under

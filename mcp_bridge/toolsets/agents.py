@@ -52,7 +52,6 @@ from workflows.dag_schemas import (
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
 from workflows.selectors import dag as selectors
-from workflows.services import agents as agent_services
 from workflows.services import dag as services
 
 logger = logging.getLogger("deepwork.mcp")
@@ -503,8 +502,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     def _renew(agent_id: str) -> Any:
         """Renew the agent's lease and hand out the DAG steps that may fit it now."""
         agent = services.dag_agent(project=state.project(), agent_id=agent_id)
-        renewed = agent_services.agent_heartbeat(
-            agent=agent, lease_seconds=_lease_seconds(agent.agent_id), dispatch=True
+        renewed = services.dag_agent_renew(
+            agent=agent, lease_seconds=_lease_seconds(agent.agent_id)
         )
         return renewed or agent
 

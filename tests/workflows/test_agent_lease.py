@@ -58,7 +58,7 @@ def test_a_clean_exit_is_gone_at_once_and_its_steps_go_to_others(proj):
     dag.dag_agent_register(project=proj, agent_id="b", roles=["swe"])
     assert states() == {"a": "responsive", "b": "responsive"}
 
-    assert agent_release(agent=agent, holder=holder, dispatch=True) is True
+    assert dag.dag_agent_leave(agent=agent, holder=holder) is True
     # Its lease had seconds left; leaving ended it, and the step went to b right then.
     assert states() == {"a": "gone", "b": "responsive"}
     assert holder_of_build() == "b"
@@ -80,7 +80,7 @@ def test_a_release_without_dispatch_waits_for_the_next_one(proj):
 def test_a_process_that_lost_its_agent_does_not_release_it(proj):
     agent, old = held_by_a_process(proj)
     agent_claim(project=proj, holder=ProcessHolder.for_this_process(), agent_id="a")
-    assert agent_release(agent=agent, holder=old, dispatch=True) is False
+    assert dag.dag_agent_leave(agent=agent, holder=old) is False
     assert states() == {"a": "responsive"}
     assert holder_of_build() == "a"
 
@@ -139,5 +139,5 @@ def test_a_heartbeat_dispatches_when_asked(proj):
     Agent.objects.filter(agent_id="a").update(lease_until=timezone.now() - timedelta(seconds=1))
     agent_heartbeat(agent=b, lease_seconds=300)
     assert holder_of_build() == "a"  # not asked: nothing handed on yet
-    agent_heartbeat(agent=b, lease_seconds=300, dispatch=True)
+    dag.dag_agent_renew(agent=b, lease_seconds=300)
     assert holder_of_build() == "b"

@@ -190,43 +190,27 @@ def agent_heartbeat(
     agent: Agent,
     lease_seconds: float,
     holder: ProcessHolder | None = None,
-    dispatch: bool = False,
 ) -> Agent | None:
     """Renew ``agent``'s lease for ``lease_seconds`` from now: the agent as stored now, or None
-    when ``holder`` (a process renewing the agent it holds) no longer holds it.
-
-    With ``dispatch``, and an agent that takes DAG steps, waiting steps are handed out right
-    after (to it or others) and steps of agents whose lease ran out are handed on.
-    """
+    when ``holder`` (a process renewing the agent it holds) no longer holds it. The DAG
+    scheduler builds on this (``dag_agent_renew`` also hands out waiting steps)."""
     rows = Agent.objects.filter(pk=agent.pk)
     if holder is not None:
         rows = rows.filter(holder=holder.key)
     if not rows.update(**_renewed(lease_seconds)):
         return None
-    renewed = Agent.objects.select_related("project").get(pk=agent.pk)
-    if dispatch and renewed.takes_dag_steps:
-        _dispatch(renewed.project)
-    return renewed
+    return Agent.objects.select_related("project").get(pk=agent.pk)
 
 
-def agent_release(*, agent: Agent, holder: ProcessHolder, dispatch: bool = False) -> bool:
-    """Let go of the agent on a clean exit: the next process adopts it at once, its lease ends
-    (it is gone, not silent) and, with ``dispatch``, the DAG steps it held are handed on now.
+def agent_release(*, agent: Agent, holder: ProcessHolder) -> bool:
+    """Let go of the agent on a clean exit: the next process adopts it at once and its lease
+    ends (it is gone, not silent); ``dag_agent_leave`` also hands on the DAG steps it held.
     False when ``holder`` no longer held it (another process took it over and keeps it)."""
     now = timezone.now()
     released = Agent.objects.filter(pk=agent.pk, holder=holder.key).update(
         holder="", lease_until=None, left_at=now
     )
-    if released and dispatch:
-        _dispatch(Project.objects.get(pk=agent.project_id))
     return bool(released)
-
-
-def _dispatch(project: Project) -> None:
-    # The DAG scheduler builds on this module (agent_ensure): imported when first needed.
-    from workflows.services.dag import dag_dispatch
-
-    dag_dispatch(project=project)
 
 
 def agent_id_clean(agent_id: str) -> str:

@@ -62,7 +62,12 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
-from workflows.services.agents import agent_ensure, agent_heartbeat
+from workflows.services.agents import (
+    ProcessHolder,
+    agent_ensure,
+    agent_heartbeat,
+    agent_release,
+)
 from workflows.services.agents import agent_id_clean as _agent_id_clean
 from workflows.services.workflow_tools import workflow_key, workflow_tool_name_release
 
@@ -933,6 +938,25 @@ def _roles(roles: Iterable[Any]) -> list[str]:
     if len(clean) > MAX_ROLES:
         raise InvalidInput(f"roles holds {len(clean)} roles; at most {MAX_ROLES} are allowed")
     return clean
+
+
+def dag_agent_renew(
+    *, agent: Agent, lease_seconds: float, holder: ProcessHolder | None = None
+) -> Agent | None:
+    """``agent_heartbeat``, then, for an agent that takes DAG steps, hand out the steps that
+    may fit it now and hand on those of agents whose lease ran out."""
+    renewed = agent_heartbeat(agent=agent, lease_seconds=lease_seconds, holder=holder)
+    if renewed is not None and renewed.takes_dag_steps:
+        dag_dispatch(project=renewed.project)
+    return renewed
+
+
+def dag_agent_leave(*, agent: Agent, holder: ProcessHolder) -> bool:
+    """``agent_release`` on a clean exit, then hand the DAG steps it held on at once."""
+    released = agent_release(agent=agent, holder=holder)
+    if released:
+        dag_dispatch(project=Project.objects.get(pk=agent.project_id))
+    return released
 
 
 def dag_agent_register(

@@ -74,9 +74,16 @@ def _beat(state: ServerState, agent: Any, dispatch: bool) -> None:
 
     # Serving the agents toolset (``dispatch``): waiting DAG steps may fit this agent, and
     # steps of agents whose lease ran out are handed on.
-    renewed = agent_services.agent_heartbeat(
-        agent=agent, lease_seconds=process_lease_seconds(), holder=state.holder, dispatch=dispatch
-    )
+    if dispatch:
+        from workflows.services.dag import dag_agent_renew
+
+        renewed = dag_agent_renew(
+            agent=agent, lease_seconds=process_lease_seconds(), holder=state.holder
+        )
+    else:
+        renewed = agent_services.agent_heartbeat(
+            agent=agent, lease_seconds=process_lease_seconds(), holder=state.holder
+        )
     if renewed is None:
         logger.warning("Agent %s was taken over by another process", agent.agent_id)
 
