@@ -5,17 +5,23 @@ stored in one shape whoever writes it. The person acting (``by``) is recorded th
 every kind, as ``"by": <username>``, and only when a person rather than the agent acted.
 Listeners are told after the transaction commits (``outbox.announce``), never before: a rolled
 back transition must not show on the dashboard.
+
+Other contexts react to events without the engine knowing them: a projection (the insight
+tallies) or a reaction (a workflow tool's name freed when its DAG workflow runs or is deleted)
+is registered with ``event_subscribe`` from its app's ``ready()``, and runs inside the writer's
+transaction, so it commits or rolls back with the event itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import router, transaction
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows import outbox, tallies
+from workflows import outbox
 from workflows.models import Agent, Event, Project, WorkflowSession
 
 if TYPE_CHECKING:
@@ -312,6 +318,37 @@ def _stored(kind: str, payload: Payload | Mapping[str, Any], by: User | None) ->
     return stored
 
 
+class Subscriber(Protocol):
+    def __call__(self, *, events: Sequence[Event], session: WorkflowSession | None) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Subscription:
+    name: str
+    kinds: frozenset[str]
+    handler: Subscriber
+
+
+_subscriptions: dict[str, _Subscription] = {}
+
+
+def event_subscribe(*, name: str, kinds: Iterable[str], handler: Subscriber) -> None:
+    """Have ``handler(events=..., session=...)`` called, inside the writing transaction, for every
+    write of one of ``kinds``. Registered once per name (an app's ``ready()`` may run twice in
+    tests): registering a name again replaces its handler rather than calling it twice."""
+    unknown = set(kinds) - set(Event.Kind.values)
+    if unknown:
+        raise ValueError(f"event_subscribe({name!r}): no event kind {sorted(unknown)}")
+    _subscriptions[name] = _Subscription(name=name, kinds=frozenset(kinds), handler=handler)
+
+
+def _notify_subscribers(events: Sequence[Event], session: WorkflowSession | None) -> None:
+    kind = events[0].kind
+    for subscription in _subscriptions.values():
+        if kind in subscription.kinds:
+            subscription.handler(events=events, session=session)
+
+
 def _announce_after_commit(using: str) -> None:
     if outbox.announcer_enabled():
         transaction.on_commit(outbox.announce, using=using)
@@ -336,7 +373,7 @@ def event_record(
     )
     using = router.db_for_write(Event)
     event.save(force_insert=True, using=using)
-    tallies.insight_tally_events(events=[event], session=session)
+    _notify_subscribers([event], session)
     _announce_after_commit(using)
     return event
 
@@ -365,6 +402,6 @@ def event_record_many(
         return events
     using = router.db_for_write(Event)
     Event.objects.using(using).bulk_create(events)
-    tallies.insight_tally_events(events=events, session=session)
+    _notify_subscribers(events, session)
     _announce_after_commit(using)
     return events
