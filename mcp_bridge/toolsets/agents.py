@@ -20,7 +20,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 from django.conf import settings
 from django.utils import timezone
@@ -30,7 +30,8 @@ from fastmcp.tools.function_tool import FunctionTool
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 from mcp_bridge.toolsets.specs import AGENTS_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
 from mcp_bridge.toolsets.specs import AGENTS_TOOL_NAMES as TOOL_NAMES  # noqa: F401
 from workflows.dag import liveness, process_lease_seconds, responsive_seconds
@@ -49,8 +50,7 @@ from workflows.dag_schemas import (
     DagWorkflowOut,
     DagWorkflowSummary,
 )
-from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
-from workflows.errors import WorkflowError
+from workflows.db import db_sync_to_async
 from workflows.selectors import dag as selectors
 from workflows.services import dag as services
 
@@ -238,19 +238,14 @@ def _steps_phrase(n: int) -> str:
     return f"{n} step{'' if n == 1 else 's'}"
 
 
+def _refused(refusal: Refusal) -> NoReturn:
+    raise ToolError(refusal.message)
+
+
 async def _db(state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]) -> T:
-    """``fn`` in the database thread, retried while the database is busy; refusals become
-    ``ToolError`` with the engine's message."""
-    try:
-        answer = await db_sync_to_async(retrying_when_busy(fn))()
-    except WorkflowError as exc:
-        log_call(state, tool, params)
-        raise ToolError(exc.message) from None
-    except DatabaseBusy:
-        log_call(state, tool, params)
-        raise ToolError(BUSY_MESSAGE) from None
-    log_call(state, tool, params)
-    return answer
+    """``fn`` through the one database-call path; refusals become ``ToolError`` with the
+    engine's message."""
+    return await db_tool_call(state, tool, params, fn, refused=_refused)
 
 
 def _targeting(state: ServerState, steps: list[Any]) -> list[Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
@@ -19,13 +19,12 @@ from pydantic import Field
 
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 from reviews.services import step_finish_gated
 from workflows.db import (
     BUSY_MESSAGE,
-    DatabaseBusy,
     db_sync_to_async,
     is_busy,
-    retrying_when_busy,
 )
 from workflows.dialects import deepwork
 from workflows.errors import WorkflowError
@@ -149,18 +148,20 @@ class Engine:
 
 
 async def run(state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]) -> T:
-    """``fn`` in the database thread, retried while the database is busy; errors in DeepWork's
-    wording. A raw lock error never reaches the agent."""
-    try:
-        answer = await db_sync_to_async(retrying_when_busy(fn))()
-    except WorkflowError as exc:
-        log_call(state, tool, params)
-        raise fail(tool, exc) from None
-    except DatabaseBusy:
-        log_call(state, tool, params)
-        raise fail(tool, BUSY_MESSAGE) from None
-    log_call(state, tool, params, getattr(answer, "stack", None))
-    return answer
+    """``fn`` through the one database-call path, with errors in DeepWork's wording. A raw lock
+    error never reaches the agent."""
+
+    def refused(refusal: Refusal) -> NoReturn:
+        raise fail(tool, refusal.error if refusal.error is not None else refusal.message)
+
+    return await db_tool_call(
+        state,
+        tool,
+        params,
+        fn,
+        refused=refused,
+        stack=lambda answer: getattr(answer, "stack", None),
+    )
 
 
 def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:

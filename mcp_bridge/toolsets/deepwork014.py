@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, NoReturn, cast
 
 from fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
@@ -35,8 +35,9 @@ from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets import deepreview as deepreview_tools
 from mcp_bridge.toolsets import deepwork
+from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 from mcp_bridge.toolsets.deepwork import LOOSE_OBJECT, fail
-from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
+from workflows.db import db_sync_to_async
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.selectors import generations
@@ -452,16 +453,10 @@ class Engine014:
 
 
 async def _db(state: ServerState, name: str, params: dict[str, Any], fn: Callable[[], Any]) -> Any:
-    try:
-        answer = await db_sync_to_async(retrying_when_busy(fn))()
-    except WorkflowError as exc:
-        log_call(state, name, params)
-        raise fail(name, exc) from None
-    except DatabaseBusy:
-        log_call(state, name, params)
-        raise fail(name, BUSY_MESSAGE) from None
-    log_call(state, name, params)
-    return answer
+    def refused(refusal: Refusal) -> NoReturn:
+        raise fail(name, refusal.error if refusal.error is not None else refusal.message)
+
+    return await db_tool_call(state, name, params, fn, refused=refused)
 
 
 # --- parameter declarations shared by the 0.14 and the union tools -------------------------

@@ -25,11 +25,11 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_json
 
 from mcp_bridge.runner import tool
-from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 from mcp_bridge.toolsets.specs import TRACKER_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
 from mcp_bridge.toolsets.specs import TRACKER_TOOL_NAMES as TOOL_NAMES
 from tracker import selectors, services
-from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import Conflict, InvalidInput, NotFound, WorkflowError
 
 logger = logging.getLogger("deepwork.mcp")
@@ -95,30 +95,27 @@ class _ArgumentErrors(Middleware):
         return result
 
 
+def _refused(refusal: Refusal) -> ToolResult:
+    if refusal.error is None:
+        return error("BUSY", refusal.message)
+    return error(_code(refusal.error), refusal.message)
+
+
+def _crashed(exc: Exception) -> ToolResult:
+    # The original's INTERNAL_ERROR: the agent gets the shape it parses, the log the trace.
+    return error(
+        "INTERNAL_ERROR",
+        f"The server failed on this call ({type(exc).__name__}); its log has the details. "
+        "Writes of this call were rolled back.",
+    )
+
+
 async def run(
     state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], dict[str, Any]]
 ) -> ToolResult:
-    """``fn`` in the database thread, retried while the database is busy; refusals in the
-    tracker's error shape."""
-    try:
-        data = await db_sync_to_async(retrying_when_busy(fn))()
-    except WorkflowError as exc:
-        log_call(state, tool, params)
-        return error(_code(exc), exc.message)
-    except DatabaseBusy:
-        log_call(state, tool, params)
-        return error("BUSY", BUSY_MESSAGE)
-    except Exception as exc:
-        # The original's INTERNAL_ERROR: the agent gets the shape it parses, the log the trace.
-        logger.exception("%s failed", tool)
-        log_call(state, tool, params)
-        return error(
-            "INTERNAL_ERROR",
-            f"The server failed on this call ({type(exc).__name__}); its log has the details. "
-            "Writes of this call were rolled back.",
-        )
-    log_call(state, tool, params)
-    return answer(data)
+    """``fn`` through the one database-call path; refusals in the tracker's error shape."""
+    data = await db_tool_call(state, tool, params, fn, refused=_refused, crashed=_crashed)
+    return data if isinstance(data, ToolResult) else answer(data)
 
 
 def _iso(value: Any) -> str | None:
