@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-db lint format bench conformance migrate clean setup browser soak
+.PHONY: run test test-db lint format bench conformance migrate clean setup browser soak docs
 
 setup: $(STAMP)
 
@@ -39,7 +39,13 @@ test: $(STAMP) browser
 	$(PY) manage.py makemigrations --check --dry-run >/dev/null
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mkdocs build --strict --quiet -d var/site
 	$(PY) -m pytest
+
+## The documentation site from docs/ (MkDocs Material), into var/site; --strict turns a broken
+## link, a missing page or an unknown anchor into a failure.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict -d var/site
 
 ## Only the tests that touch the database (CI repeats these on PostgreSQL).
 test-db: $(STAMP)

@@ -1,11 +1,13 @@
-"""The apps' comments and docstrings say why in their own words: none cites a planning document
-("seed 004", "the seed's list schema", "digest §5.3", "§2.9", a path under ``/work/shared/``).
-Such a citation means nothing to a reader of the code and goes stale as soon as the document
-moves, so the apps' own text (Python, and the notes, styles and scripts shipped beside it) is
-read for them. Migrations are generated and left alone.
+"""The apps' comments and docstrings, the README and the documentation site say why in their own
+words: none cites a planning document ("seed 004", "the seed's list schema", "digest §5.3",
+"§2.9", a path under ``/work/shared/``). Such a citation means nothing to a reader and goes
+stale as soon as the document moves, so the apps' own text (Python, and the notes, styles and
+scripts shipped beside it), ``README.md`` and ``docs/`` are read for them. Migrations are
+generated and left alone.
 
 Legitimate uses of the words are not citations and pass: a random seed (``random.seed(0)``,
-``seed=0``, ``rng_seed``), a hash digest (``hexdigest()``, ``digest.update``).
+``seed=0``, ``rng_seed``, a ``--seed`` option), a hash digest (``hexdigest()``,
+``digest.update``).
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ APPS = (
     "workflows",
 )
 TEXT_SUFFIXES = frozenset({".py", ".md", ".txt", ".html", ".css", ".js"})
+# What a newcomer reads: the front page, the documentation site and its configuration.
+DOCUMENTS = ("README.md", "mkdocs.yml")
+DOCS_DIR = "docs"
 PLANNING_WORDS = re.compile(
     # "seed", "seeds", "seed's", "Seed 004" as prose; not an attribute, a call, an assignment,
-    # a keyword argument, an annotated parameter, a quoted name or part of a longer name
-    # (``random.seed(0)``, ``seed = 1``, ``seed: int,``, ``"SEED"``, ``rng_seed``).
-    r"(?<![.\w'\"])seed(?:s|'s)?\b(?!\s*[(=])(?!:\s*\w+\s*[,)=])"
+    # a keyword argument, an annotated parameter, a quoted name, a command-line option or part
+    # of a longer name (``random.seed(0)``, ``seed = 1``, ``seed: int,``, ``"SEED"``,
+    # ``--seed 7``, ``rng_seed``).
+    r"(?<![.\w'\"-])seed(?:s|'s)?\b(?!\s*[(=])(?!:\s*\w+\s*[,)=])"
     # A section sign with a number after it ("§5.3", "§ 2"), or a digest named as a document.
     r"|§\s*\d|\bdigest\s*§|\bcompatibility\s+digest\b"
     # A planning document's path on the machine the code was written on.
@@ -50,20 +56,27 @@ def citations(text: str) -> list[str]:
     ]
 
 
+def _read_for_citations(root: Path) -> list[Path]:
+    paths = [
+        path
+        for app in APPS
+        for path in sorted((root / app).rglob("*"))
+        if path.suffix in TEXT_SUFFIXES and "migrations" not in path.parts
+    ]
+    paths += [root / name for name in DOCUMENTS]
+    paths += sorted((root / DOCS_DIR).rglob("*"))
+    return [path for path in paths if path.is_file()]
+
+
 def violations(root: Path = ROOT) -> list[str]:
     found = []
-    for app in APPS:
-        for path in sorted((root / app).rglob("*")):
-            if path.suffix not in TEXT_SUFFIXES or "migrations" in path.parts:
-                continue
-            if not path.is_file():
-                continue
-            text = path.read_text(encoding="utf-8")
-            found.extend(f"{path.relative_to(root)}:{where}" for where in citations(text))
+    for path in _read_for_citations(root):
+        text = path.read_text(encoding="utf-8")
+        found.extend(f"{path.relative_to(root)}:{where}" for where in citations(text))
     return found
 
 
-def test_the_apps_cite_no_planning_documents():
+def test_the_apps_and_the_docs_cite_no_planning_documents():
     assert violations() == []
 
 
@@ -93,6 +106,7 @@ def test_a_citation_is_found(line):
         "seed = int(os.environ.get('SEED', '0'))",
         "def shuffle(items, seed: int) -> None:",
         "rng_seed = 7",
+        'SOAK_ARGS="--transitions 3000 --seed 7"',
         "return hashlib.sha256(raw).hexdigest()",
         "digest = hashlib.sha256()",
         "digest.update(chunk)",
@@ -104,9 +118,14 @@ def test_a_legitimate_use_is_not_a_citation(line):
     assert citations(line) == []
 
 
+def test_the_readme_and_the_docs_are_read():
+    read = {path.relative_to(ROOT).as_posix() for path in _read_for_citations(ROOT)}
+    assert {"README.md", "mkdocs.yml", "docs/index.md", "docs/jobs.md"} <= read
+
+
 def test_a_planted_citation_is_found(tmp_path):
-    """The check is not vacuous: citations planted in an app's code and notes are reported, a
-    migration's are not."""
+    """The check is not vacuous: citations planted in an app's code and notes, the README and
+    the docs are reported, a migration's are not."""
     for app in APPS:
         (tmp_path / app).mkdir()
     (tmp_path / "workflows" / "dag.py").write_text(
@@ -116,8 +135,13 @@ def test_a_planted_citation_is_found(tmp_path):
     (tmp_path / "tracker" / "AGENTS.md").write_text("Facts: `/work/shared/spec/x.md`.\n")
     (tmp_path / "tracker" / "migrations").mkdir()
     (tmp_path / "tracker" / "migrations" / "0001_initial.py").write_text("# seed 002\n")
+    (tmp_path / "README.md").write_text("# x\n\nThe tracker (seed 002) records tasks.\n")
+    (tmp_path / "docs" / "toolsets").mkdir(parents=True)
+    (tmp_path / "docs" / "toolsets" / "agents.md").write_text("As the seed's schema says.\n")
     assert violations(tmp_path) == [
         "reviews/config.py:1: digest §",
         "tracker/AGENTS.md:1: /work/shared/",
         "workflows/dag.py:1: seed",
+        "README.md:3: seed",
+        "docs/toolsets/agents.md:1: seed's",
     ]

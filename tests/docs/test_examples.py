@@ -140,9 +140,13 @@ def _looks_like_an_example(text: str) -> bool:
         return False
     if not isinstance(data, dict):
         return False
-    if {"steps", "step_arguments"} & set(data) or "common_job_info_provided_to_all_steps_at_runtime" in data:
+    if {"steps", "step_arguments"} & set(
+        data
+    ) or "common_job_info_provided_to_all_steps_at_runtime" in data:
         return True
-    return any(isinstance(rule, dict) and {"match", "review"} <= set(rule) for rule in data.values())
+    return any(
+        isinstance(rule, dict) and {"match", "review"} <= set(rule) for rule in data.values()
+    )
 
 
 def test_no_example_goes_unmarked():
