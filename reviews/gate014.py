@@ -43,7 +43,7 @@ from reviews.deepreview014 import (
     load_rules_014,
 )
 from workflows.files import project_write_text
-from workflows.jobdef014 import RtArg
+from workflows.jobdefs.base import RtArg
 from workflows.services.sessions014 import Checkpoint014, Value, schema_feedback
 
 GATE_HEAD = "Quality reviews are required before this step can advance."

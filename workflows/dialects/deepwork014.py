@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from workflows.jobdef014 import RtArg
+from workflows.jobdefs.base import RtArg
 from workflows.results import Stack
 from workflows.services.catalog import CatalogView
 from workflows.services.sessions014 import (

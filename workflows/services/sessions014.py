@@ -32,7 +32,8 @@ from django.utils import timezone
 from workflows import events, limits
 from workflows.errors import InvalidInput, JobBroken, NotFound
 from workflows.files import read_regular_text
-from workflows.jobdef014 import RtStep, RtWorkflow, runtime_workflow
+from workflows.jobdefs.base import RtStep, RtWorkflow
+from workflows.jobdefs.parse import runtime_workflow
 from workflows.models import Agent, Event, Job, Project, SessionJob, Step, StepRun, WorkflowSession
 from workflows.outputs import check_output_path
 from workflows.results import Stack
