@@ -345,3 +345,11 @@ class RtWorkflow:
 
     def index_of(self, step_name: str) -> int | None:
         return next((i for i, s in enumerate(self.steps) if s.name == step_name), None)
+
+    # A session's entries: one step each, so the engine walks a runtime workflow as it walks
+    # the entry lists of a 0.9 one.
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __getitem__(self, index: int) -> RtStep:
+        return self.steps[index]
