@@ -9,6 +9,9 @@ A call names its stack either by the agent it is (``agent``/``agent_id``, DeepWo
 a ``Conversation`` (DeepWork 0.14); that picks the ``Generation`` whose rules say what a step
 is, how outputs are checked and what the answer holds (``workflows.generations``). The
 transitions themselves are the same for both.
+
+Why long: five transitions, each one transaction with its claim, runs and events, written out
+in full so that each reads top to bottom; what differs per generation is already elsewhere.
 """
 
 from __future__ import annotations
