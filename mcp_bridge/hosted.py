@@ -188,7 +188,7 @@ class Refused(Exception):
         self.status, self.code, self.message = status, code, message
 
 
-# DeepWork 0.14's stack ids are at most this long (``sessions014.stack_id_clean``).
+# DeepWork 0.14's stack ids are at most this long (``generations.v0_14.stack_id_clean``).
 MAX_CONVERSATION_ID = 100
 
 

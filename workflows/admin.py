@@ -40,13 +40,13 @@ from workflows.models import (
     Job,
     JobLoadError,
     Project,
+    SessionJob,
     Step,
     StepRun,
     Workflow,
     WorkflowSession,
     WorkflowStep,
 )
-from workflows.models014 import SessionJob
 from workflows.services.projects import project_add, project_review_commands_set
 from workflows.services.sessions import session_abort
 from workflows.wftools_admin import WorkflowToolFilterAdmin  # noqa: F401  (registers it)

@@ -287,7 +287,7 @@ class WorkflowSession(models.Model):
     updated_at = models.DateTimeField(default=timezone.now)
     completed_at = models.DateTimeField(null=True, blank=True)
 
-    # DeepWork 0.14 sessions (workflows.services.sessions014): decided at start_workflow and
+    # DeepWork 0.14 sessions (workflows.generations.v0_14): decided at start_workflow and
     # answered in that generation's shape. A 0.14 stack is named by the caller's conversation
     # id and, for a sub-agent, its agent_id.
     class Generation(models.TextChoices):
@@ -540,8 +540,38 @@ class Event(models.Model):
         return f"#{self.pk} {self.kind}"
 
 
-# DeepWork 0.14's session jobs live in their own module; imported here so Django finds them.
-from workflows.models014 import SessionJob  # noqa: E402
+class SessionJob(models.Model):
+    """A job.yml a conversation registered for itself (DeepWork 0.14's ``register_session_job``),
+    visible to that conversation only.
+
+    The text is kept verbatim (``get_session_job`` returns it even when it does not validate);
+    ``job`` is the parsed revision a session starts on, null while the text is invalid.
+    """
+
+    project = models.ForeignKey(
+        "workflows.Project", on_delete=models.CASCADE, related_name="session_jobs"
+    )
+    conversation_id = models.CharField(max_length=255)
+    job_name = models.CharField(max_length=255)
+    yaml_text = models.TextField()
+    job = models.ForeignKey(
+        "workflows.Job", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    error = models.TextField(blank=True, default="")
+    registered_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "conversation_id", "job_name"],
+                name="workflows_sessionjob_unique_name",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}:{self.job_name}"
+
+
 from workflows.tally_models import AgentTally, SessionTally, StepTimeTally  # noqa: E402
 from workflows.wftools_models import WorkflowToolFilter, WorkflowToolName  # noqa: E402
 

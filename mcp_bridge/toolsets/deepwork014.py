@@ -40,9 +40,10 @@ from mcp_bridge.toolsets.deepwork import LOOSE_OBJECT, fail
 from workflows.db import db_sync_to_async
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
+from workflows.generations import Conversation, v0_14
 from workflows.selectors import generations
 from workflows.selectors.deepschemas import named_schemas
-from workflows.services import active014, session_jobs, sessions014
+from workflows.services import active, session_jobs, sessions
 
 logger = logging.getLogger("deepwork.mcp")
 
@@ -171,8 +172,9 @@ def _started_here(state: ServerState) -> set[str]:
     return _conversations.setdefault(key, set())
 
 
-class Engine014:
-    """The 0.14 engine calls, sync, for the database thread."""
+class WireCalls:
+    """The tools' calls into the one session service and finish pipeline, sync, for the database
+    thread: the caller's session_id mapped to its stack, answers shaped for the wire."""
 
     def __init__(self, state: ServerState, issue: str | None = None) -> None:
         self.state = state
@@ -185,7 +187,7 @@ class Engine014:
         stdio; over ``/mcp`` under the request's token, so two tokens using the same
         ``session_id`` never share a stack (the raw id is checked first, so errors name it)."""
         if self.state.conversation_scope():
-            sessions014.stack_id_clean("session_id", session_id)
+            v0_14.stack_id_clean("session_id", session_id)
         return self.state.conversation_id(session_id)
 
     def shown(self, answer: Any) -> Any:
@@ -229,9 +231,7 @@ class Engine014:
             stacks=[
                 (
                     conversation,
-                    sessions014.conversation_stack_agent(
-                        project=project, conversation_id=conversation
-                    ),
+                    v0_14.conversation_stack_agent(project=project, conversation_id=conversation),
                 )
                 for conversation in sorted(_started_here(self.state))
             ],
@@ -260,11 +260,10 @@ class Engine014:
         conversation = self.conversation(session_id)
         if mixed_check:
             self.check_no_091_stack()
-        result = sessions014.session014_start(
+        result = sessions.session_start(
             project=state.project(),
             catalog=view,
-            conversation_id=conversation,
-            agent_id=agent_id or None,
+            conversation=Conversation(conversation, agent_id or None),
             job_name=job_name,
             workflow_name=workflow_name,
             goal=goal,
@@ -282,23 +281,22 @@ class Engine014:
         work_summary: str | None,
         override_reason: str | None,
     ) -> dialect.FinishedStepResponse:
-        from reviews import services014
+        from reviews import services
 
-        checkpoint = sessions014.step014_checkpoint(
+        checkpoint = sessions.step_checkpoint(
             project=self.state.project(),
-            conversation_id=self.conversation(session_id),
-            agent_id=agent_id,
+            conversation=Conversation(self.conversation(session_id), agent_id),
             outputs=outputs,
-            work_summary=work_summary,
+            notes=work_summary,
         )
-        outcome = services014.step014_finish(
+        outcome = services.step_finish_by_tasks(
             checkpoint=checkpoint,
             override_reason=override_reason,
             reviews_enabled=self.state.gate is not None,
             honour_091_ids=deepreview_tools.beside_014_gate(self.state),
             commands=self.state.review_commands(),
         )
-        if isinstance(outcome, services014.NeedsWork014):
+        if isinstance(outcome, services.TasksNeedWork):
             return self.out(dialect.needs_work(outcome.feedback, outcome.stack))
         return self.out(self.shown(dialect.finished(outcome)))
 
@@ -307,10 +305,9 @@ class Engine014:
     ) -> dialect.AbortWorkflowResponse:
         return self.out(
             dialect.aborted(
-                sessions014.session014_abort(
+                sessions.session_abort(
                     project=self.state.project(),
-                    conversation_id=self.conversation(session_id),
-                    agent_id=agent_id,
+                    conversation=Conversation(self.conversation(session_id), agent_id),
                     explanation=explanation,
                 )
             )
@@ -322,11 +319,10 @@ class Engine014:
         return self.out(
             self.shown(
                 dialect.went_to_step(
-                    sessions014.session014_go_to_step(
+                    sessions.session_go_to_step(
                         project=self.state.project(),
-                        conversation_id=self.conversation(session_id),
-                        agent_id=agent_id,
-                        step_name=step_id,
+                        conversation=Conversation(self.conversation(session_id), agent_id),
+                        step_id=step_id,
                     )
                 )
             )
@@ -379,23 +375,23 @@ class Engine014:
 
         state = self.state
         if agent_id is None and self.names_091(session_id):
-            found = active014.active_091(
+            found = active.active_by_agent(
                 project=state.project(), agent=state.agent(), session_id=session_id
             )
-            assert found.begun091 is not None
-            current = dialect091.begin_step(found.begun091).model_dump()
+            assert found.begun_by_agent is not None
+            current = dialect091.begin_step(found.begun_by_agent).model_dump()
             items = dialect091.stack(found.stack)
             stack = [dialect.StackEntry(workflow=i.workflow, step=i.step) for i in items]
         else:
             if session_id is None:
                 raise InvalidInput("agent_id needs the session_id of its conversation")
-            found = active014.active_014(
+            found = active.active_by_conversation(
                 project=state.project(),
                 conversation_id=self.conversation(session_id),
                 agent_id=agent_id,
             )
-            assert found.begun014 is not None
-            current = self.shown(dialect.active_step(found.begun014)).model_dump()
+            assert found.begun_by_conversation is not None
+            current = self.shown(dialect.active_step(found.begun_by_conversation)).model_dump()
             stack = dialect.stack(found.stack)
         session = found.session
         return dialect.ActiveWorkflowResponse(
@@ -422,13 +418,13 @@ class Engine014:
     ) -> dialect.ValidateStepOutputsResponse:
         state = self.state
         if agent_id is None and self.names_091(session_id):
-            result = active014.validate_091(
+            result = active.validate_by_agent(
                 project=state.project(), agent=state.agent(), outputs=outputs, session_id=session_id
             )
         else:
             if session_id is None:
                 raise InvalidInput("agent_id needs the session_id of its conversation")
-            result = active014.validate_014(
+            result = active.validate_by_conversation(
                 project=state.project(),
                 conversation_id=self.conversation(session_id),
                 agent_id=agent_id,
@@ -442,8 +438,8 @@ class Engine014:
         if not session_id:
             return False
         try:
-            key = sessions014.stack_agent_key(
-                sessions014.stack_id_clean("session_id", self.conversation(session_id)), agent_id
+            key = v0_14.stack_agent_key(
+                v0_14.stack_id_clean("session_id", self.conversation(session_id)), agent_id
             )
         except InvalidInput:
             return False
@@ -497,7 +493,7 @@ Override = Annotated[
 ]
 
 
-def _session_tools(mcp: FastMCP, state: ServerState, engine: Engine014, prefix: str) -> None:
+def _session_tools(mcp: FastMCP, state: ServerState, engine: WireCalls, prefix: str) -> None:
     """register_session_job, get_session_job and get_named_schemas (both 0.14 and both)."""
 
     @tool(mcp, name=f"{prefix}register_session_job", output_schema=LOOSE_OBJECT)
@@ -558,7 +554,7 @@ def _session_tools(mcp: FastMCP, state: ServerState, engine: Engine014, prefix: 
 def register_014(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """DeepWork 0.14's workflow tools with its exact parameters."""
     # Computed once per process, as 0.14 does: fixing a job does not clear it until restart.
-    engine = Engine014(state, issue=startup_scan(state.project_root).issue_detected)
+    engine = WireCalls(state, issue=startup_scan(state.project_root).issue_detected)
 
     @tool(
         mcp,
@@ -676,7 +672,7 @@ REVIEW_ID_TRAVERSAL = "Validation error: review_id must not contain path travers
 
 def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """The three review tools; under ``--generation 0.14`` in 0.14's format and texts
-    (``reviews.deepreview014``), and ``mark_review_as_passed`` answers bad ids with 0.14's
+    (``reviews.deepreview.agent_tasks``), and ``mark_review_as_passed`` answers bad ids with 0.14's
     texts (refusing any path separator, which 0.14.0 lets through)."""
     from mcp_bridge.toolsets import deepreview
 
@@ -689,9 +685,9 @@ def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None
 
     def pipeline() -> Any:
         # Imported on first use, as the 0.9.1 review tools do.
-        from reviews import deepreview014
+        from reviews.deepreview import agent_tasks
 
-        return deepreview014
+        return agent_tasks
 
     @tool(
         mcp,
@@ -774,7 +770,7 @@ def register_reviews(mcp: FastMCP, state: ServerState, prefix: str = "") -> None
 def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """0.9.1's tools with both generations' parameters, routed per call; plus the 0.14-only
     session-job and schema tools."""
-    engine = Engine014(state)
+    engine = WireCalls(state)
     # 0.9.1's own tool functions, registered on a private server: its path runs unchanged.
     legacy = _Capture()
     deepwork.register(cast(FastMCP, legacy), state)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from reviews.deepreview.agent_tasks import get_review_instructions
 from reviews.deepreview.changes import GitError, get_changed_files
-from reviews.deepreview014 import get_review_instructions
-from reviews.gate014 import _project_rule_tasks
+from reviews.review_tasks import _project_rule_tasks
 from tests.reviews import commit_all, git, isolate_git, make_repo, rule, write, write_rules
 from tracker import services as tracker
 from workflows import changes

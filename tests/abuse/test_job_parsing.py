@@ -24,7 +24,8 @@ from accounts.services import api_token_create
 from mcp_bridge.server import create_server
 from tests.conftest import DEMO_JOB, NESTED_JOB
 from tests.factories import make_user, write_job
-from workflows import jobdef
+from workflows.jobdefs import base as jobdef
+from workflows.jobdefs import parse as jobdef_parse
 from workflows.models import Job, JobLoadError, WorkflowSession
 from workflows.services import catalog as catalog_service
 from workflows.services.agents import ProcessHolder, agent_claim
@@ -269,7 +270,7 @@ def _gate(
         # Refused on its size: the gate holds it while it is being read.
         (_steps(50_000), (catalog_service, "read_regular_file"), "is larger than"),
         # Within every limit: the gate holds it while it is being parsed, then it is stored.
-        (_steps(3000), (jobdef, "parse_job_text"), None),
+        (_steps(3000), (jobdef_parse, "parse_job_text"), None),
     ],
     ids=["fifty_thousand_steps", "three_thousand_steps"],
 )

@@ -28,7 +28,8 @@ from mcp_bridge.toolsets.workflow_tools import SourceConfig
 from reviews.deepreview.deepschema import load_deepschema_rules
 from tests.deepwork014.fixtures import DEMO14_JOB, write_demo14
 from workflows.errors import InvalidInput
-from workflows.jobdef import JobParseError, parse_job_bytes
+from workflows.jobdefs.base import JobParseError
+from workflows.jobdefs.parse import parse_job_bytes
 from workflows.models import Job
 from workflows.services.session_jobs import session_job_register
 

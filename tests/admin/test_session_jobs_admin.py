@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from workflows.errors import InvalidInput
-from workflows.models014 import SessionJob
+from workflows.models import SessionJob
 from workflows.services.session_jobs import session_job_register
 
 pytestmark = pytest.mark.django_db

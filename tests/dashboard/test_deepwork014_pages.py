@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from reviews.services014 import step014_finish
+from reviews.services import step_finish_by_tasks
 from tests.deepwork014.fixtures import write_demo14
-from workflows.services import sessions014
+from workflows.generations import Conversation
+from workflows.services import sessions
 
 pytestmark = pytest.mark.django_db
 
@@ -14,24 +15,22 @@ pytestmark = pytest.mark.django_db
 def reviewed_014(project, demo_project, catalog):
     """A 0.14 session at its first step, whose hand-in was asked for reviews."""
     write_demo14(demo_project)
-    started = sessions014.session014_start(
+    started = sessions.session_start(
         project=project,
         catalog=catalog.view(),
-        conversation_id="conv-1",
-        agent_id=None,
+        conversation=Conversation("conv-1", None),
         job_name="demo14",
         workflow_name="main",
         goal="A 0.14 goal",
         inputs={"topic": "cats"},
     )
-    checkpoint = sessions014.step014_checkpoint(
+    checkpoint = sessions.step_checkpoint(
         project=project,
-        conversation_id="conv-1",
-        agent_id=None,
+        conversation=Conversation("conv-1", None),
         outputs={"notes.md": "notes.md", "data.json": "data.json"},
-        work_summary="cited",
+        notes="cited",
     )
-    step014_finish(checkpoint=checkpoint, override_reason=None)
+    step_finish_by_tasks(checkpoint=checkpoint, override_reason=None)
     return started.begun.session
 
 
@@ -60,10 +59,10 @@ def test_a_string_output_is_shown_as_a_value_never_as_a_file(watching, session01
     (demo_project / "secret.txt").write_text("not an output\n")
     project = session014.project
     for outputs in ({"notes.md": "notes.md", "data.json": "data.json"}, {"verdict": "secret.txt"}):
-        checkpoint = sessions014.step014_checkpoint(
-            project=project, conversation_id="conv-1", agent_id=None, outputs=outputs
+        checkpoint = sessions.step_checkpoint(
+            project=project, conversation=Conversation("conv-1", None), outputs=outputs
         )
-        step014_finish(checkpoint=checkpoint, override_reason="checked")
+        step_finish_by_tasks(checkpoint=checkpoint, override_reason="checked")
     html = watching.get(f"/sessions/{session014.session_id}/").content.decode()
     assert 'data-testid="output-value">secret.txt</span>' in html
     assert 'data-path="notes.md"' in html  # a file_path output stays a link
@@ -83,11 +82,10 @@ def test_the_conversations_session_jobs_are_listed_under_its_session(watching, p
         job_name="tmpjob",
         yaml_text=DEMO14_JOB.replace("name: demo14", "name: tmpjob"),
     )
-    started = sessions014.session014_start(
+    started = sessions.session_start(
         project=project,
         catalog=catalog.view(),
-        conversation_id="conv-2",
-        agent_id=None,
+        conversation=Conversation("conv-2", None),
         job_name="tmpjob",
         workflow_name="plain",
         goal="from a session job",

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from tests.deepwork014.fixtures import DEMO14_JOB
-from workflows.jobdef import JobParseError, job_to_dict, parse_job_text
-from workflows.jobdef014 import is_014_format, runtime_workflow
+from workflows.jobdefs.base import JobParseError
+from workflows.jobdefs.format_0_14 import is_format as is_014_format
+from workflows.jobdefs.parse import job_to_dict, parse_job_text, runtime_workflow
 
 FAIL = "Job definition validation failed: Validation error at "
 

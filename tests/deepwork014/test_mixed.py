@@ -6,8 +6,9 @@ import pytest
 
 from tests.deepwork014.fixtures import write_demo14
 from workflows.errors import Conflict, InvalidInput
+from workflows.generations import Conversation
 from workflows.models import StepRun, WorkflowSession
-from workflows.services import sessions, sessions014
+from workflows.services import sessions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,11 +20,10 @@ def project014(project, demo_project):
 
 
 def start014(project, catalog, conversation: str = "S"):
-    return sessions014.session014_start(
+    return sessions.session_start(
         project=project,
         catalog=catalog.view(),
-        conversation_id=conversation,
-        agent_id=None,
+        conversation=Conversation(conversation, None),
         job_name="demo14",
         workflow_name="plain",
         goal="mixed",

@@ -15,8 +15,9 @@ from django.db import connections
 
 from tests.deepwork014.fixtures import write_demo14
 from workflows.errors import Conflict, WorkflowError
+from workflows.generations import Conversation, v0_14
 from workflows.models import Event, StepRun, WorkflowSession
-from workflows.services import sessions014
+from workflows.services import sessions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,11 +31,10 @@ def project014(project, demo_project):
 
 
 def test_concurrent_finished_step_on_one_014_session_advances_once(project014, catalog):
-    sessions014.session014_start(
+    sessions.session_start(
         project=project014,
         catalog=catalog.view(),
-        conversation_id="race",
-        agent_id=None,
+        conversation=Conversation("race", None),
         job_name="demo14",
         workflow_name="plain",
         goal="race",
@@ -43,11 +43,11 @@ def test_concurrent_finished_step_on_one_014_session_advances_once(project014, c
 
     def contender(_):
         try:
-            checkpoint = sessions014.step014_checkpoint(
-                project=project014, conversation_id="race", agent_id=None, outputs={}
+            checkpoint = sessions.step_checkpoint(
+                project=project014, conversation=Conversation("race", None), outputs={}
             )
             everyone_has_read.wait(timeout=30)
-            return sessions014.step014_advance(checkpoint=checkpoint)
+            return sessions.step_advance(checkpoint=checkpoint)
         except WorkflowError as exc:
             return exc
         finally:
@@ -56,7 +56,7 @@ def test_concurrent_finished_step_on_one_014_session_advances_once(project014, c
     with ThreadPoolExecutor(CONTENDERS) as pool:
         results = list(pool.map(contender, range(CONTENDERS)))
 
-    winners = [r for r in results if isinstance(r, sessions014.Advanced014)]
+    winners = [r for r in results if isinstance(r, v0_14.Advanced)]
     losers = [r for r in results if isinstance(r, Conflict)]
     assert len(winners) == 1, results
     assert len(losers) == CONTENDERS - 1

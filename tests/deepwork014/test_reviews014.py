@@ -8,11 +8,16 @@ from django.contrib.auth import get_user_model
 
 from reviews.deepreview.tools import mark_review_as_passed
 from reviews.models import HumanDecision, ReviewResult
-from reviews.services import review_override, review_request_changes
-from reviews.services014 import NeedsWork014, step014_finish
+from reviews.services import (
+    TasksNeedWork,
+    review_override,
+    review_request_changes,
+    step_finish_by_tasks,
+)
 from tests.deepwork014.fixtures import write_demo14
+from workflows.generations import Conversation, v0_14
 from workflows.models import StepRun
-from workflows.services import sessions014
+from workflows.services import sessions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,11 +42,10 @@ def reviews_name_their_steps() -> bool:
 
 
 def start(project, catalog):
-    return sessions014.session014_start(
+    return sessions.session_start(
         project=project,
         catalog=catalog.view(),
-        conversation_id="S",
-        agent_id=None,
+        conversation=Conversation("S", None),
         job_name="demo14",
         workflow_name="main",
         goal="reviews",
@@ -50,16 +54,16 @@ def start(project, catalog):
 
 
 def finish(project, override=None, summary="cited"):
-    checkpoint = sessions014.step014_checkpoint(
-        project=project, conversation_id="S", agent_id=None, outputs=GATHER, work_summary=summary
+    checkpoint = sessions.step_checkpoint(
+        project=project, conversation=Conversation("S", None), outputs=GATHER, notes=summary
     )
-    return step014_finish(checkpoint=checkpoint, override_reason=override)
+    return step_finish_by_tasks(checkpoint=checkpoint, override_reason=override)
 
 
 def test_tasks_then_passes_are_stored(project014, catalog, demo_project):
     start(project014, catalog)
     first = finish(project014)
-    assert isinstance(first, NeedsWork014)
+    assert isinstance(first, TasksNeedWork)
     asked = list(ReviewResult.objects.order_by("id").values_list("run_each", "passed", "attempt"))
     assert len(asked) == 3
     assert {passed for _, passed, _ in asked} == {False}
@@ -67,7 +71,7 @@ def test_tasks_then_passes_are_stored(project014, catalog, demo_project):
     for review_id, _, _ in asked:
         mark_review_as_passed(project_root=demo_project, review_id=review_id)
     second = finish(project014)
-    assert isinstance(second, sessions014.Advanced014)
+    assert isinstance(second, v0_14.Advanced)
     passes = ReviewResult.objects.filter(passed=True).values_list("run_each", "feedback")
     assert sorted(passes) == sorted(
         (review_id, "Marked as passed with mark_review_as_passed.") for review_id, _, _ in asked
@@ -77,7 +81,7 @@ def test_tasks_then_passes_are_stored(project014, catalog, demo_project):
 
 def test_an_override_reason_skips_reviews_and_is_recorded(project014, catalog):
     start(project014, catalog)
-    assert isinstance(finish(project014, override="reviewed by hand"), sessions014.Advanced014)
+    assert isinstance(finish(project014, override="reviewed by hand"), v0_14.Advanced)
     (result,) = ReviewResult.objects.all()
     assert (result.passed, result.override_reason, result.reviewer) == (
         True,
@@ -91,7 +95,7 @@ def test_a_schema_failure_is_recorded_and_changes_no_step(project014, catalog, d
     start(project014, catalog)
     (demo_project / "data.json").write_text("[1]")
     answer = finish(project014)
-    assert isinstance(answer, NeedsWork014)
+    assert isinstance(answer, TasksNeedWork)
     assert answer.feedback.startswith("JSON schema validation failed:")
     assert ReviewResult.objects.get().run_each == "json_schema"
     assert reviews_name_their_steps()
@@ -103,12 +107,12 @@ def test_people_request_changes_and_override_on_014_steps(project014, catalog, p
     run = StepRun.objects.get(status="active")
     review_request_changes(step_run=run, feedback="Cite the 2024 paper.", by=person)
     answer = finish(project014, override="agent says fine")
-    assert isinstance(answer, NeedsWork014)
+    assert isinstance(answer, TasksNeedWork)
     assert answer.feedback == "Changes requested by rita: Cite the 2024 paper."
     human = ReviewResult.objects.get(reviewer_kind="human")
     assert (human.reviewer, human.passed) == ("rita", False)
     assert reviews_name_their_steps()
 
     review_override(step_run=run, reason="Good enough for a draft.", by=person)
-    assert isinstance(finish(project014), sessions014.Advanced014)
+    assert isinstance(finish(project014), v0_14.Advanced)
     assert HumanDecision.objects.filter(consumed_at__isnull=True).count() == 0

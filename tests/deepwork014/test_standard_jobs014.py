@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from workflows import jobdef, jobdef014
+from workflows.jobdefs import format_0_14, parse
 from workflows.services.catalog import STANDARD_JOBS_014_DIR, STANDARD_JOBS_DIR, Catalog
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -21,12 +21,12 @@ WORKFLOWS_014 = {
 
 def test_the_014_set_is_a_valid_014_format_job() -> None:
     path = STANDARD_JOBS_014_DIR / "deepwork_jobs" / "job.yml"
-    job = jobdef.parse_job_bytes(path.read_bytes(), job_dir=path.parent, yml_path=path)
-    assert job.format == jobdef014.FORMAT
+    job = parse.parse_job_bytes(path.read_bytes(), job_dir=path.parent, yml_path=path)
+    assert job.format == format_0_14.FORMAT
     assert job.name == "deepwork_jobs"
-    as_dict = jobdef014.job_to_dict(job)
+    as_dict = format_0_14.job_to_dict(job)
     walked = {
-        name: [step.name for step in jobdef014.runtime_workflow(as_dict, name).steps]
+        name: [step.name for step in parse.runtime_workflow(as_dict, name).steps]
         for name in WORKFLOWS_014
     }
     assert walked == WORKFLOWS_014

@@ -19,6 +19,7 @@ from tests.driving import step_finish
 from tests.insights.conftest import D3, in_range
 from tests.insights.test_dag_insights import PLAN
 from workflows import events, histograms
+from workflows.generations import Conversation
 from workflows.models import (
     AgentTally,
     Event,
@@ -28,7 +29,7 @@ from workflows.models import (
     WorkflowSession,
 )
 from workflows.selectors import insights
-from workflows.services import dag, sessions, sessions014
+from workflows.services import dag, sessions
 from workflows.tallies import insight_tallies_rebuild, insight_tallies_summed
 
 pytestmark = pytest.mark.django_db
@@ -236,29 +237,28 @@ def test_the_014_services_keep_the_tallies_as_a_rebuild_counts_them(project, dem
     write_demo14(demo_project)
 
     def start(conversation):
-        sessions014.session014_start(
+        sessions.session_start(
             project=project,
             catalog=catalog.view(),
-            conversation_id=conversation,
-            agent_id=None,
+            conversation=Conversation(conversation, None),
             job_name="demo14",
             workflow_name="plain",
             goal="tallies",
         )
 
     def finish(conversation):
-        checkpoint = sessions014.step014_checkpoint(
-            project=project, conversation_id=conversation, agent_id=None, outputs={}
+        checkpoint = sessions.step_checkpoint(
+            project=project, conversation=Conversation(conversation, None), outputs={}
         )
-        sessions014.step014_advance(checkpoint=checkpoint)
+        sessions.step_advance(checkpoint=checkpoint)
 
     start("A")
     finish("A")
     finish("A")
     start("B")
     finish("B")
-    sessions014.session014_abort(
-        project=project, conversation_id="B", agent_id=None, explanation="enough"
+    sessions.session_abort(
+        project=project, conversation=Conversation("B", None), explanation="enough"
     )
     kept = snapshot()
     insight_tallies_rebuild()
@@ -277,11 +277,10 @@ def test_agents_finishing_and_aborting_at_once_add_up(project, demo_project, cat
     write_demo14(demo_project)
     contenders = 8
     for n in range(contenders):
-        sessions014.session014_start(
+        sessions.session_start(
             project=project,
             catalog=catalog.view(),
-            conversation_id=f"C{n}",
-            agent_id=None,
+            conversation=Conversation(f"C{n}", None),
             job_name="demo14",
             workflow_name="plain",
             goal="race",
@@ -291,14 +290,14 @@ def test_agents_finishing_and_aborting_at_once_add_up(project, demo_project, cat
     def contender(n: int) -> None:
         try:
             conversation = f"C{n}"
-            checkpoint = sessions014.step014_checkpoint(
-                project=project, conversation_id=conversation, agent_id=None, outputs={}
+            checkpoint = sessions.step_checkpoint(
+                project=project, conversation=Conversation(conversation, None), outputs={}
             )
             ready.wait(timeout=30)
-            sessions014.step014_advance(checkpoint=checkpoint)
+            sessions.step_advance(checkpoint=checkpoint)
             if n % 2:
-                sessions014.session014_abort(
-                    project=project, conversation_id=conversation, agent_id=None, explanation="x"
+                sessions.session_abort(
+                    project=project, conversation=Conversation(conversation, None), explanation="x"
                 )
         finally:
             connections.close_all()

@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 from reviews.deepreview import mark_review_as_passed
-from reviews.deepreview014 import get_configured_reviews, get_review_instructions
+from reviews.deepreview.agent_tasks import get_configured_reviews, get_review_instructions
 
 
 def _write(root: Path, rel: str, text: str) -> None:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from reviews.deepreview import precompute
+from reviews.deepreview.agent_tasks import get_configured_reviews, get_review_instructions
 from reviews.deepreview.config import ConfigError, ReviewRule, parse_deepreview_text
 from reviews.deepreview.discovery import load_all_rules
 from reviews.deepreview.tools import get_review_instructions as get_review_instructions_091
-from reviews.deepreview014 import get_configured_reviews, get_review_instructions
 
 RULE = """\
 r:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from reviews.deepreview import get_configured_reviews as configured_091
 from reviews.deepreview import get_review_instructions as review_091
+from reviews.deepreview.agent_tasks import get_configured_reviews, get_review_instructions
 from reviews.deepreview.deepschema import REQUIREMENTS_POLICY, load_deepschema_rules
 from reviews.deepreview.tools import mark_review_as_passed
-from reviews.deepreview014 import get_configured_reviews, get_review_instructions
 from tests.reviews import rule, write, write_rules
 
 NOTES_SCHEMA = """\

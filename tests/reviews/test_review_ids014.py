@@ -7,10 +7,10 @@ import re
 from pathlib import Path
 
 from reviews.deepreview import get_review_instructions as review_091
+from reviews.deepreview.agent_tasks import get_review_instructions as review_014
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.instructions import compute_review_id_014
 from reviews.deepreview.tools import mark_review_as_passed
-from reviews.deepreview014 import get_review_instructions as review_014
 from tests.reviews import rule as rule_spec
 from tests.reviews import write, write_rules
 

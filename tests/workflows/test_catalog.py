@@ -11,8 +11,8 @@ from django.db import connections
 
 from tests.conftest import NESTED_JOB
 from tests.factories import write_job
-from workflows import jobdef
 from workflows.errors import ProjectUnavailable
+from workflows.jobdefs import parse as jobdef
 from workflows.models import Job, JobLoadError, WorkflowStep
 from workflows.services.catalog import STANDARD_JOBS_DIR, Catalog, catalog_view
 

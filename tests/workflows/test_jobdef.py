@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from workflows.files import read_regular_file
-from workflows.jobdef import (
+from workflows.jobdefs.base import (
     DICT_FORMAT,
     MAX_FILE_BYTES,
     FileInput,
@@ -27,10 +27,8 @@ from workflows.jobdef import (
     StepDef,
     UserParameterInput,
     WorkflowDef,
-    job_to_dict,
-    parse_job_bytes,
-    parse_job_text,
 )
+from workflows.jobdefs.parse import job_to_dict, parse_job_bytes, parse_job_text
 
 SCHEMA_FAIL = "Job definition validation failed: Validation error at "
 
@@ -226,7 +224,7 @@ def test_file_inputs_with_dependencies() -> None:
 
 
 def test_orphan_steps_only_warn(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="workflows.jobdef"):
+    with caplog.at_level(logging.WARNING, logger="workflows.jobdefs.format_0_9"):
         job = _parse(_job(workflows=[]))
     assert job.workflows == ()
     assert "gather, part_a, part_b" in caplog.text

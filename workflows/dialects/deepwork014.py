@@ -1,6 +1,6 @@
 """The DeepWork 0.14 dialect: 0.14.0's wire models and wording for the engine's 0.14 answers.
 
-``workflows.services.sessions014`` answers in domain terms; everything a 0.14 agent reads
+``workflows.generations.v0_14`` answers in domain terms; everything a 0.14 agent reads
 (field names and order, ``step_instructions`` with its ``## Inputs`` block, the delegation
 sentence, ``how_to_invoke``) is shaped here.
 """
@@ -11,18 +11,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from workflows.jobdef014 import RtArg
+from workflows.generations.base import Value
+from workflows.generations.v0_14 import Aborted, Advanced, Begun, Completed, Started, WentToStep
+from workflows.jobdefs.base import RtArg
 from workflows.results import Stack
 from workflows.services.catalog import CatalogView
-from workflows.services.sessions014 import (
-    Aborted014,
-    Advanced014,
-    Begun014,
-    Completed014,
-    Started014,
-    Value,
-    WentToStep014,
-)
 
 IMPORTANT_NOTE = (
     "IMPORTANT: If, given the info on the workflow you now have, the user's request seems "
@@ -201,7 +194,7 @@ def _value_text(arg: RtArg, value: Value | None, required: str) -> str:
     return f"- **{arg.name}** ({required}): {value}"
 
 
-def active_step(begun: Begun014) -> ActiveStepInfo:
+def active_step(begun: Begun) -> ActiveStepInfo:
     step, session = begun.step, begun.session
     text = begun.body
     if step.inputs:
@@ -242,7 +235,7 @@ def active_step(begun: Begun014) -> ActiveStepInfo:
     )
 
 
-def started(result: Started014) -> StartWorkflowResponse:
+def started(result: Started) -> StartWorkflowResponse:
     return StartWorkflowResponse(
         important_note=IMPORTANT_NOTE,
         begin_step=active_step(result.begun),
@@ -250,8 +243,8 @@ def started(result: Started014) -> StartWorkflowResponse:
     )
 
 
-def finished(result: Advanced014 | Completed014) -> FinishedStepResponse:
-    if isinstance(result, Completed014):
+def finished(result: Advanced | Completed) -> FinishedStepResponse:
+    if isinstance(result, Completed):
         return FinishedStepResponse(
             status="workflow_complete",
             summary=f"Workflow '{result.workflow.name}' completed successfully!",
@@ -268,7 +261,7 @@ def needs_work(feedback: str, items: Stack) -> FinishedStepResponse:
     return FinishedStepResponse(status="needs_work", feedback=feedback, stack=stack(items))
 
 
-def aborted(result: Aborted014) -> AbortWorkflowResponse:
+def aborted(result: Aborted) -> AbortWorkflowResponse:
     resumed = result.resumed
     return AbortWorkflowResponse(
         aborted_workflow=f"{result.session.job_name}/{result.session.workflow_name}",
@@ -280,7 +273,7 @@ def aborted(result: Aborted014) -> AbortWorkflowResponse:
     )
 
 
-def went_to_step(result: WentToStep014) -> GoToStepResponse:
+def went_to_step(result: WentToStep) -> GoToStepResponse:
     return GoToStepResponse(
         begin_step=active_step(result.begun),
         invalidated_steps=list(result.invalidated_steps),

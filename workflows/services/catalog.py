@@ -41,9 +41,11 @@ from typing import Any
 from django.db import transaction
 from django.db.models import CharField
 
-from workflows import events, jobdef
+from workflows import events
 from workflows.errors import ProjectUnavailable
 from workflows.files import NotRegularFile, read_regular_file
+from workflows.jobdefs import base as jobdef
+from workflows.jobdefs import parse as jobdef_parse
 from workflows.models import Event, Job, JobLoadError, Project, Step, Workflow, WorkflowStep
 
 logger = logging.getLogger(__name__)
@@ -208,7 +210,7 @@ def _read(job_file: JobFile) -> bytes:
 @functools.lru_cache(maxsize=256)
 def _parsed(job_file: JobFile) -> jobdef.JobDef | Exception:
     try:
-        return jobdef.parse_job_bytes(
+        return jobdef_parse.parse_job_bytes(
             _read(job_file), job_dir=Path(job_file.job_dir), yml_path=job_file.yml_path
         )
     except Exception as exc:
@@ -260,7 +262,7 @@ def _convert(job_file: JobFile, raw: bytes, *, sent: bool = False) -> _Revision:
     ``sent``: ``raw`` came as text from a client, not from ``job_file``'s file (a session
     job), so errors name no file of the server's.
     """
-    definition = jobdef.parse_job_bytes(
+    definition = jobdef_parse.parse_job_bytes(
         raw, job_dir=Path(job_file.job_dir), yml_path=None if sent else job_file.yml_path
     )
     # Columns the schema leaves unbounded: an over-long value would fail the insert, and with
@@ -288,7 +290,7 @@ def _convert(job_file: JobFile, raw: bytes, *, sent: bool = False) -> _Revision:
     for loc, value, limit in checks:
         if len(value) > limit:
             raise _too_long(loc, value, limit)
-    as_dict = jobdef.job_to_dict(definition)
+    as_dict = jobdef_parse.job_to_dict(definition)
     for loc, value in _strings(as_dict, ""):
         if "\x00" in value:
             raise jobdef.JobParseError(

@@ -15,11 +15,11 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from workflows import jobdef
 from workflows.errors import InvalidInput, NotFound
+from workflows.generations.v0_14 import stack_id_clean
+from workflows.jobdefs import base as jobdef
 from workflows.models import Job, Project, SessionJob
 from workflows.services import catalog
-from workflows.services.sessions014 import stack_id_clean
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

@@ -1,15 +1,22 @@
-"""Workflow sessions: start, finish a step, abort, go back to a step.
+"""Workflow sessions of every generation: start, hand in a step, advance, abort, go back.
 
 Every transition is one transaction that compare-and-sets the session's ``revision``: of two
 calls that read the same state, exactly one applies; the other changes nothing and is told what
 the session looks like now. Slow work (file checks, reading instructions, reviews) happens
 before the transaction, so a failure there leaves no state behind.
+
+A call names its stack either by the agent it is (``agent``/``agent_id``, DeepWork 0.9) or by
+a ``Conversation`` (DeepWork 0.14); that picks the ``Generation`` whose rules say what a step
+is, how outputs are checked and what the answer holds (``workflows.generations``). The
+transitions themselves are the same for both.
+
+Why long: five transitions, each one transaction with its claim, runs and events, written out
+in full so that each reads top to bottom; what differs per generation is already elsewhere.
 """
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +28,15 @@ from django.utils import timezone
 from workflows import events, limits
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.events import User
-from workflows.files import FileTooLarge, NotRegularFile, read_regular_text
+from workflows.generations import Conversation, Generation, generation_for
+from workflows.generations.v0_9 import (
+    ABORT_TOLD_NEXT,
+    INSTRUCTIONS_MAX_BYTES,
+    read_entry_instructions,
+    read_step_instructions,
+)
+from workflows.generations.v0_14 import NO_ACTIVE, NO_ACTIVE_FINISH, stack_id_clean, top_session
+from workflows.jobdefs.base import RtStep, RtWorkflow
 from workflows.models import (
     Agent,
     Event,
@@ -32,25 +47,30 @@ from workflows.models import (
     Workflow,
     WorkflowSession,
 )
-from workflows.outputs import DeclaredOutput, validate_outputs
-from workflows.results import (
-    SessionAborted,
-    SessionStarted,
-    StepAdvanced,
-    StepBegun,
-    StepInstructions,
-    WentToStep,
-    WorkflowCompleted,
-)
-from workflows.selectors import (
-    session_head,
-    session_resolve,
-    stack_for_agent,
-    workflow_entries,
-)
+from workflows.selectors import session_head, session_resolve
 from workflows.services import step_changes
 from workflows.services.agents import agent_ensure, agent_id_clean
 from workflows.services.catalog import CatalogView
+
+Value = str | list[str]
+
+# Read by the interfaces and the tests under these names, whichever generation defines them.
+__all__ = [
+    "ABORT_TOLD_NEXT",
+    "INSTRUCTIONS_MAX_BYTES",
+    "AbortedByPerson",
+    "StepCheckpoint",
+    "claim_session",
+    "read_entry_instructions",
+    "read_step_instructions",
+    "resolve_workflow",
+    "session_abort",
+    "session_abort_tell",
+    "session_go_to_step",
+    "session_start",
+    "step_advance",
+    "step_checkpoint",
+]
 
 _SESSIONS = WorkflowSession._meta.db_table
 _ABORT_RUNS_SQL = (
@@ -64,88 +84,98 @@ class StepCheckpoint:
     """A step hand-in that passed validation, read before any write.
 
     A quality gate judges it; ``step_advance`` then applies it only if the session is still
-    at the same revision.
+    at the same revision. ``entries`` and ``entry`` are in the generation's terms: lists of
+    ``Step`` rows under 0.9 (``steps``), a runtime workflow and its typed step under 0.14
+    (``workflow``, ``step``).
     """
 
     project: Project
     agent: Agent
     session: WorkflowSession
-    entries: list[list[Step]]
-    steps: list[Step]
-    outputs: dict[str, str | list[str]]
+    entries: Sequence[Any]
+    entry: Any
+    outputs: dict[str, Value]
     notes: str | None
     by: User | None = None  # the person handing in over the API; None when the agent does
+    conversation: Conversation | None = None
+
+    @property
+    def generation(self) -> Generation:
+        return generation_for(self.conversation)
 
     @property
     def project_root(self) -> Path:
         return Path(self.project.root_path)
 
+    @property
+    def steps(self) -> list[Step]:
+        """The entry's ``Step`` rows (DeepWork 0.9 sessions)."""
+        assert isinstance(self.entry, list)
+        return self.entry
 
-# Step instructions go whole into the agent's answer; a file past this is a broken job, and a
-# huge or sparse file is never read whole.
-INSTRUCTIONS_MAX_BYTES = 1024 * 1024
+    @property
+    def step(self) -> RtStep:
+        """The typed step handed in (DeepWork 0.14 sessions)."""
+        assert isinstance(self.entry, RtStep)
+        return self.entry
 
+    @property
+    def workflow(self) -> RtWorkflow:
+        assert isinstance(self.entries, RtWorkflow)
+        return self.entries
 
-def read_step_instructions(job: Job, step: Step) -> str:
-    job_dir = Path(job.job_dir).resolve()
-    path = (job_dir / step.instructions_file).resolve()
-    if not path.is_relative_to(job_dir):
-        raise JobBroken(
-            f"Instructions file '{step.instructions_file}' of step '{step.step_id}' is outside "
-            "the job folder"
-        )
-    try:
-        return read_regular_text(path, limit=INSTRUCTIONS_MAX_BYTES)
-    except FileNotFoundError:
-        raise JobBroken(f"Instructions file not found: {step.instructions_file}") from None
-    except FileTooLarge as exc:
-        raise JobBroken(
-            f"Instructions file {step.instructions_file} is {exc.size:,} bytes; the limit is "
-            f"{INSTRUCTIONS_MAX_BYTES:,}"
-        ) from None
-    except NotRegularFile as exc:
-        raise JobBroken(
-            f"Instructions file {step.instructions_file} could not be read: it is not a regular "
-            f"file (it is {exc.kind})"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise JobBroken(
-            f"Instructions file {step.instructions_file} could not be read: {exc}"
-        ) from None
-
-
-def read_entry_instructions(job: Job, entry: list[Step]) -> tuple[StepInstructions, ...]:
-    """Each step's instructions, read before any transaction opens."""
-    return tuple(
-        StepInstructions(step.step_id, read_step_instructions(job, step)) for step in entry
-    )
-
-
-def _begun(
-    session: WorkflowSession,
-    job: Job,
-    entry: list[Step],
-    instructions: tuple[StepInstructions, ...],
-) -> StepBegun:
-    return StepBegun(session=session, job=job, steps=tuple(entry), instructions=instructions)
+    @property
+    def work_summary(self) -> str | None:
+        return self.notes
 
 
 def _start_runs(
-    project: Project, agent: Agent, session: WorkflowSession, entry_index: int, entry: list[Step]
+    generation: Generation,
+    session: WorkflowSession,
+    index: int,
+    entry: Any,
+    values: dict[str, Value | None],
 ) -> None:
     StepRun.objects.bulk_create(
-        StepRun(session=session, step_def=step, step_id=step.step_id, entry_index=entry_index)
-        for step in entry
+        StepRun(
+            session=session,
+            step_def=step,
+            step_id=step.step_id,
+            entry_index=index,
+            input_values=values,
+        )
+        for step in generation.step_rows(session, entry)
     )
     events.event_record_many(
         kind=Event.Kind.STEP_STARTED,
-        project=project,
+        project=session.project,
         session=session,
-        agent=agent,
+        agent=session.agent,
         payloads=(
-            events.StepStarted(step_id=step.step_id, entry_index=entry_index) for step in entry
+            events.StepStarted(step_id=key, entry_index=index)
+            for key in generation.entry_keys(entry)
         ),
     )
+
+
+def _produced(session: WorkflowSession) -> dict[str, Value]:
+    """Every completed step's outputs, in step order (a later one wins)."""
+    merged: dict[str, Value] = {}
+    for run_outputs in (
+        StepRun.objects.filter(session=session, status=StepRun.Status.COMPLETED)
+        .order_by("entry_index", "id")
+        .values_list("outputs", flat=True)
+    ):
+        merged.update(run_outputs)
+    return merged
+
+
+def _values(
+    generation: Generation, session: WorkflowSession, entry: Any
+) -> dict[str, Value | None]:
+    if not generation.carries_inputs:
+        return {}
+    return generation.input_values(session, entry, _produced(session))
 
 
 def _column(name: str) -> Field[Any, Any]:
@@ -192,10 +222,6 @@ def claim_session(session: WorkflowSession, **changes: object) -> None:
     )
 
 
-def _new_session_id() -> str:
-    return secrets.token_hex(4)
-
-
 def resolve_workflow(job: Job, workflow_name: str) -> Workflow:
     workflows = list(job.workflows.order_by("position"))
     for workflow in workflows:
@@ -211,25 +237,36 @@ def resolve_workflow(job: Job, workflow_name: str) -> Workflow:
     )
 
 
+def _check_stack_names(conversation: Conversation | None) -> None:
+    if conversation is not None:
+        stack_id_clean("session_id", conversation.conversation_id)
+        if conversation.agent_id is not None:
+            stack_id_clean("agent_id", conversation.agent_id)
+
+
 def session_start(
     *,
     project: Project,
     agent: Agent | None = None,
     agent_id: str | None = None,
+    conversation: Conversation | None = None,
     catalog: CatalogView,
     job_name: str,
     workflow_name: str,
     goal: str,
     instance_id: str | None = None,
+    inputs: dict[str, Value] | None = None,
     by: User | None = None,
-) -> SessionStarted:
-    """Start a workflow on top of the agent's stack and return its first step.
+) -> Any:
+    """Start a workflow on top of a stack and return its first step.
 
-    ``by`` is the person starting it over the REST API; it is recorded in the event.
-    Give ``agent``, or ``agent_id`` for the named agent, created with the session if new: a
-    start that fails leaves no agent behind.
+    The stack is ``agent``'s, or that of the agent named ``agent_id`` (created with the
+    session if new: a start that fails leaves no agent behind), or a ``conversation``'s (the
+    later generation's, with ``inputs`` for its steps). ``by`` is the person starting it over
+    the REST API; it is recorded in the event.
     """
-    if (agent is None) == (agent_id is None):
+    generation = generation_for(conversation)
+    if conversation is None and (agent is None) == (agent_id is None):
         raise TypeError("session_start needs exactly one of agent and agent_id")
     if agent_id is not None:
         agent_id = agent_id_clean(agent_id)
@@ -237,59 +274,52 @@ def session_start(
     limits.WORKFLOW_NAME.check("workflow_name", workflow_name)
     limits.GOAL.check("goal", goal)
     limits.INSTANCE_ID.check("instance_id", instance_id)
-    found = catalog.find(job_name)
-    if found is None:
-        broken = catalog.error_for(job_name)
-        if broken is not None:
-            raise JobBroken(f"Failed to parse job '{job_name}': {broken.error}")
-        raise NotFound(f"Job not found: {job_name}")
-    job = Job.objects.get(pk=found.pk)
-    if job.definition.get("job_format") == "0.14":
-        # Its steps have typed outputs and inline instructions 0.9.1's answers cannot carry.
-        raise InvalidInput(
-            f"Job '{job_name}' is written in DeepWork 0.14's job format; start it the DeepWork "
-            "0.14 way (pass session_id to start_workflow, on a server run with --generation "
-            "0.14 or both)"
-        )
+    _check_stack_names(conversation)
+    for name, value in (inputs or {}).items():
+        for item in [value] if isinstance(value, str) else value:
+            limits.GOAL.check(f"inputs.{name}", item)
+    job = generation.find_job(
+        project=project, catalog=catalog, conversation=conversation, job_name=job_name
+    )
     workflow = resolve_workflow(job, workflow_name)
-    entries = workflow_entries(workflow=workflow)
+    entries = generation.entries(job, workflow)
     if not entries:
         raise JobBroken(f"Workflow '{workflow.name}' has no steps")
     first = entries[0]
-    instructions = read_entry_instructions(job, first)
+    read = generation.read_entry(job, entries, first)
 
     for _ in range(5):
-        candidate = _new_session_id()
+        fields = generation.session_fields(
+            conversation=conversation, instance_id=instance_id, inputs=inputs
+        )
         try:
             with transaction.atomic():
                 if agent_id is not None:
                     agent = agent_ensure(project=project, agent_id=agent_id)
-                assert agent is not None
-                parent = (
-                    WorkflowSession.objects.filter(
-                        agent=agent, status=WorkflowSession.Status.ACTIVE
-                    )
-                    .order_by("-id")
-                    .first()
+                stack_agent = generation.stack_agent(
+                    project=project, agent=agent, conversation=conversation, create=True
+                )
+                assert stack_agent is not None
+                parent = generation.parent(
+                    project=project, agent=stack_agent, conversation=conversation
                 )
                 session = WorkflowSession.objects.create(
-                    session_id=candidate,
                     project=project,
-                    agent=agent,
+                    agent=stack_agent,
                     parent=parent,
                     job=job,
                     workflow=workflow,
                     job_name=job_name,
                     workflow_name=workflow.name,
-                    instance_id=instance_id,
                     goal=goal,
-                    current_step_id=first[0].step_id,
+                    current_step_id=generation.entry_keys(first)[0],
+                    **fields,
                 )
                 events.event_record(
                     kind=Event.Kind.SESSION_STARTED,
                     project=project,
                     session=session,
-                    agent=agent,
+                    agent=stack_agent,
                     by=by,
                     payload=events.SessionStarted(
                         job=job_name,
@@ -298,78 +328,110 @@ def session_start(
                         parent=parent.session_id if parent else None,
                     ),
                 )
-                _start_runs(project, agent, session, 0, first)
-                step_changes.session_moved(
-                    session=session, root=Path(project.root_path), began_entry=0
-                )
+                values = _values(generation, session, first)
+                _start_runs(generation, session, 0, first, values)
+                if generation.records_step_files:
+                    step_changes.session_moved(
+                        session=session, root=Path(project.root_path), began_entry=0
+                    )
             break
         except IntegrityError:
-            # An 8-hex session id collided with an existing one: draw another. Any other
+            # A short session id collided with an existing one: draw another. Any other
             # broken constraint is a fault to report, not to retry into "try again".
-            if not WorkflowSession.objects.filter(session_id=candidate).exists():
+            if not WorkflowSession.objects.filter(session_id=fields["session_id"]).exists():
                 raise
             continue
     else:
         raise Conflict("Could not allocate a unique session id; try again")
-    return SessionStarted(
-        begun=_begun(session, job, first, instructions), stack=stack_for_agent(agent=agent)
+    return generation.started(
+        begun=generation.begun(session, entries, first, read, values),
+        stack=generation.stack(project=project, agent=stack_agent, conversation=conversation),
     )
 
 
-def _declared_outputs(entry: list[Step]) -> list[DeclaredOutput]:
-    return [
-        DeclaredOutput(name=output["name"], type=output["type"], required=output["required"])
-        for step in entry
-        for output in step.outputs
-    ]
+def _target(
+    generation: Generation,
+    *,
+    project: Project,
+    agent: Agent | None,
+    conversation: Conversation | None,
+    session_id: str | None,
+    hand_in: bool = False,
+    untold_aborts: bool = False,
+    head_only: bool = False,
+) -> WorkflowSession:
+    """The session a call acts on: by ``session_id`` or the top of the named stack."""
+    if conversation is None:
+        assert agent is not None
+        if head_only:
+            return session_head(project=project, agent=agent, session_id=session_id)
+        return session_resolve(
+            project=project, agent=agent, session_id=session_id, untold_aborts=untold_aborts
+        )
+    stack_agent = generation.stack_agent(
+        project=project, agent=None, conversation=conversation, create=False
+    )
+    session = top_session(stack_agent, untold_aborts=untold_aborts)
+    if session is None:
+        raise NotFound(NO_ACTIVE_FINISH if hand_in else NO_ACTIVE)
+    return session
 
 
 def step_checkpoint(
     *,
     project: Project,
-    agent: Agent,
-    outputs: dict[str, str | list[str]],
+    agent: Agent | None = None,
+    outputs: dict[str, Value],
     notes: str | None = None,
     session_id: str | None = None,
     by: User | None = None,
+    conversation: Conversation | None = None,
 ) -> StepCheckpoint:
     """Resolve the session and validate the hand-in against the current entry's outputs.
 
     Every member of a concurrent entry is finished together: the hand-in is checked against
-    the union of the members' declared outputs.
+    the union of the members' declared outputs. Nothing is written.
     """
+    generation = generation_for(conversation)
     limits.check_outputs(outputs)
-    limits.NOTES.check("notes", notes)
-    session = session_resolve(
-        project=project, agent=agent, session_id=session_id, untold_aborts=True
-    )
+    limits.NOTES.check("notes" if conversation is None else "work_summary", notes)
+    if conversation is not None:
+        _check_stack_names(conversation)
+
+    def target(*, untold_aborts: bool = False) -> WorkflowSession:
+        return _target(
+            generation,
+            project=project,
+            agent=agent,
+            conversation=conversation,
+            session_id=session_id,
+            hand_in=True,
+            untold_aborts=untold_aborts,
+        )
+
+    session = target(untold_aborts=True)
     if session.status != WorkflowSession.Status.ACTIVE:
-        session_abort_tell(session=session, then=ABORT_TOLD_NEXT)
-        session = session_resolve(project=project, agent=agent, session_id=session_id)
-    entries = workflow_entries(workflow=session.workflow)
-    if session.current_entry_index >= len(entries):
-        raise JobBroken(f"Current step not found: {session.current_step_id}")
-    entry = entries[session.current_entry_index]
-    validate_outputs(
-        declared=_declared_outputs(entry),
-        submitted=outputs,
-        project_root=Path(project.root_path),
-    )
+        session_abort_tell(session=session, then=generation.abort_told_next)
+        session = target()
+    entries = generation.entries(session.job, session.workflow)
+    entry = generation.current_entry(session, entries)
+    generation.check_outputs(entry=entry, outputs=outputs, project_root=Path(project.root_path))
     return StepCheckpoint(
         project=project,
-        agent=agent,
+        agent=session.agent if conversation is not None else agent,  # type: ignore[arg-type]
         session=session,
         entries=entries,
-        steps=entry,
+        entry=entry,
         outputs=outputs,
         notes=notes,
         by=by,
+        conversation=conversation,
     )
 
 
 def step_advance(
     *, checkpoint: StepCheckpoint, on_claimed: Callable[[], None] | None = None
-) -> StepAdvanced | WorkflowCompleted:
+) -> Any:
     """Complete the checkpoint's entry and move to the next one (or complete the session).
 
     Compare-and-sets the session revision read by ``step_checkpoint``: if anything moved the
@@ -377,13 +439,15 @@ def step_advance(
     ``on_claimed`` writes what let the hand-in pass (a verdict, an override's delivery) in the
     same transaction, once the claim has succeeded: a hand-in that loses leaves none of it.
     """
-    project, agent, session = checkpoint.project, checkpoint.agent, checkpoint.session
-    job, entries, entry = session.job, checkpoint.entries, checkpoint.steps
+    generation = checkpoint.generation
+    project, session = checkpoint.project, checkpoint.session
+    job, entries, entry = session.job, checkpoint.entries, checkpoint.entry
     outputs, notes = checkpoint.outputs, checkpoint.notes
     next_index = session.current_entry_index + 1
     next_entry = None if next_index >= len(entries) else entries[next_index]
-    instructions = () if next_entry is None else read_entry_instructions(job, next_entry)
+    read = None if next_entry is None else generation.read_entry(job, entries, next_entry)
     now = timezone.now()
+    values: dict[str, Value | None] = {}
 
     with transaction.atomic():
         if next_entry is None:
@@ -392,17 +456,17 @@ def step_advance(
             claim_session(
                 session,
                 current_entry_index=next_index,
-                current_step_id=next_entry[0].step_id,
+                current_step_id=generation.entry_keys(next_entry)[0],
             )
         if on_claimed is not None:
             on_claimed()
-        for step in entry:
-            own = {o["name"] for o in step.outputs}
+        keys = generation.entry_keys(entry)
+        for key in keys:
             StepRun.objects.filter(
-                session=session, step_id=step.step_id, status=StepRun.Status.ACTIVE
+                session=session, step_id=key, status=StepRun.Status.ACTIVE
             ).update(
                 status=StepRun.Status.COMPLETED,
-                outputs={name: value for name, value in outputs.items() if name in own},
+                outputs=generation.run_outputs(entry, key, outputs),
                 notes=notes,
                 completed_at=now,
             )
@@ -410,11 +474,10 @@ def step_advance(
             kind=Event.Kind.STEP_FINISHED,
             project=project,
             session=session,
-            agent=agent,
+            agent=session.agent,
             by=checkpoint.by,
             payloads=(
-                events.StepFinished(step_id=step.step_id, outputs=outputs, notes=notes)
-                for step in entry
+                events.StepFinished(step_id=key, outputs=outputs, notes=notes) for key in keys
             ),
         )
         if next_entry is None:
@@ -422,41 +485,32 @@ def step_advance(
                 kind=Event.Kind.SESSION_COMPLETED,
                 project=project,
                 session=session,
-                agent=agent,
+                agent=session.agent,
                 payload=events.SessionCompleted(workflow=session.workflow_name),
             )
         else:
-            _start_runs(project, agent, session, next_index, next_entry)
-        step_changes.session_moved(
-            session=session,
-            root=checkpoint.project_root,
-            finished_entry=next_index - 1,
-            began_entry=None if next_entry is None else next_index,
-        )
+            values = _values(generation, session, next_entry)
+            _start_runs(generation, session, next_index, next_entry, values)
+        if generation.records_step_files:
+            step_changes.session_moved(
+                session=session,
+                root=checkpoint.project_root,
+                finished_entry=next_index - 1,
+                began_entry=None if next_entry is None else next_index,
+            )
 
-    stack = stack_for_agent(agent=agent)
+    stack = generation.stack(
+        project=project, agent=session.agent, conversation=checkpoint.conversation
+    )
     if next_entry is None:
-        all_outputs: dict[str, str | list[str]] = {}
-        for run_outputs in (
-            StepRun.objects.filter(session=session, status=StepRun.Status.COMPLETED)
-            .order_by("entry_index", "id")
-            .values_list("outputs", flat=True)
-        ):
-            all_outputs.update(run_outputs)
-        return WorkflowCompleted(
-            workflow_name=session.workflow_name, all_outputs=all_outputs, stack=stack
-        )
-    return StepAdvanced(begun=_begun(session, job, next_entry, instructions), stack=stack)
+        return generation.completed(session, entries, _produced(session), stack)
+    return generation.advanced(
+        begun=generation.begun(session, entries, next_entry, read, values), stack=stack
+    )
 
 
 class AbortedByPerson(NotFound):
     """The hand-in named (or would have gone to) a session a person aborted; told once."""
-
-
-ABORT_TOLD_NEXT = (
-    "Nothing was handed in. Call finished_step again to go on with the session below it, if "
-    "any, or use start_workflow to begin a workflow."
-)
 
 
 def session_abort_tell(*, session: WorkflowSession, then: str) -> None:
@@ -482,21 +536,33 @@ def session_abort_tell(*, session: WorkflowSession, then: str) -> None:
 def session_abort(
     *,
     project: Project,
-    agent: Agent,
+    agent: Agent | None = None,
     explanation: str,
     session_id: str | None = None,
     by: User | None = None,
-) -> SessionAborted:
+    conversation: Conversation | None = None,
+) -> Any:
     """Abort a session; the caller's stack resumes at its new top.
 
     ``by`` is the person aborting it from the dashboard, admin or API; it is recorded
-    with the reason. Without it the agent aborted its own session.
+    with the reason. Without it the agent aborted its own session. A ``conversation``'s
+    stack can only have its top aborted.
     """
+    generation = generation_for(conversation)
     limits.EXPLANATION.check("explanation", explanation)
     by_person = by.get_username() if by is not None else ""
     if by_person and not explanation.strip():
         raise InvalidInput("A reason is required so the agent and the team know why")
-    session = session_head(project=project, agent=agent, session_id=session_id)
+    if conversation is not None:
+        _check_stack_names(conversation)
+    session = _target(
+        generation,
+        project=project,
+        agent=agent,
+        conversation=conversation,
+        session_id=session_id,
+        head_only=True,
+    )
     aborted_step = session.current_step_id
     now = timezone.now()
     with transaction.atomic():
@@ -529,71 +595,87 @@ def session_abort(
             kind=Event.Kind.SESSION_ABORTED,
             project=project,
             session=session,
-            agent=agent,
+            agent=agent if conversation is None else session.agent,
             by=by,
             payload=events.SessionAborted(step_id=aborted_step, explanation=explanation),
         )
         # Read before the commit: on SQLite the write lock is still held, so this is the stack
         # exactly as the commit leaves it; elsewhere it is as fresh as a read after it would be.
-        stack = stack_for_agent(agent=agent)
-    return SessionAborted(
-        session=session, step_id=aborted_step, explanation=explanation, stack=stack
-    )
+        stack = generation.stack(
+            project=project,
+            agent=agent if conversation is None else session.agent,  # type: ignore[arg-type]
+            conversation=conversation,
+        )
+    return generation.aborted(session, explanation, aborted_step, stack)
 
 
 def session_go_to_step(
     *,
     project: Project,
-    agent: Agent,
+    agent: Agent | None = None,
     step_id: str,
     session_id: str | None = None,
     by: User | None = None,
-) -> WentToStep:
-    """Return to an earlier step (or restart the current one), discarding later progress."""
+    conversation: Conversation | None = None,
+) -> Any:
+    """Return to an earlier step (or restart the current one), discarding later progress.
+    Start inputs stay available to the step begun again."""
+    generation = generation_for(conversation)
     limits.STEP_ID.check("step_id", step_id)
-    session = session_resolve(project=project, agent=agent, session_id=session_id)
-    entries = workflow_entries(workflow=session.workflow)
-    target = next(
-        (i for i, entry in enumerate(entries) if any(s.step_id == step_id for s in entry)), None
+    if conversation is not None:
+        _check_stack_names(conversation)
+    session = _target(
+        generation, project=project, agent=agent, conversation=conversation, session_id=session_id
     )
+    entries = generation.entries(session.job, session.workflow)
+    target = generation.find_step(entries, step_id)
     if target is None:
-        available = ", ".join(step.step_id for entry in entries for step in entry)
+        available = ", ".join(generation.step_names(entries))
         raise NotFound(
             f"Step '{step_id}' not found in workflow '{session.workflow_name}'. "
             f"Available steps: {available}"
         )
     if target > session.current_entry_index:
         raise InvalidInput(
-            f"Cannot go forward to step '{step_id}' (entry index {target} > current "
+            f"Cannot go forward to step '{step_id}' ({generation.index_word} {target} > current "
             f"{session.current_entry_index}). Use finished_step to advance forward."
         )
     entry = entries[target]
-    instructions = read_entry_instructions(session.job, entry)
+    read = generation.read_entry(session.job, entries, entry)
+    first_key = generation.entry_keys(entry)[0]
     with transaction.atomic():
-        claim_session(session, current_entry_index=target, current_step_id=entry[0].step_id)
+        claim_session(session, current_entry_index=target, current_step_id=first_key)
         discarded = StepRun.objects.filter(
             session=session,
             entry_index__gte=target,
             status__in=[StepRun.Status.ACTIVE, StepRun.Status.COMPLETED],
         )
-        invalidated = list(
-            dict.fromkeys(discarded.order_by("entry_index", "id").values_list("step_id", flat=True))
+        invalidated = generation.invalidated(
+            entries,
+            target,
+            list(discarded.order_by("entry_index", "id").values_list("step_id", flat=True)),
         )
         discarded.update(status=StepRun.Status.INVALIDATED)
         events.event_record(
             kind=Event.Kind.STEP_REOPENED,
             project=project,
             session=session,
-            agent=agent,
+            agent=agent if conversation is None else session.agent,
             by=by,
-            payload=events.StepReopened(step_id=entry[0].step_id, invalidated_steps=invalidated),
+            payload=events.StepReopened(step_id=first_key, invalidated_steps=list(invalidated)),
         )
-        _start_runs(project, agent, session, target, entry)
-        step_changes.session_moved(
-            session=session, root=Path(project.root_path), began_entry=target
-        )
-    return WentToStep(
-        begun=_begun(session, session.job, entry, instructions),
-        invalidated_steps=tuple(invalidated),
-        stack=stack_for_agent(agent=agent),
+        values = _values(generation, session, entry)
+        _start_runs(generation, session, target, entry, values)
+        if generation.records_step_files:
+            step_changes.session_moved(
+                session=session, root=Path(project.root_path), began_entry=target
+            )
+    return generation.went(
+        begun=generation.begun(session, entries, entry, read, values),
+        invalidated_steps=invalidated,
+        stack=generation.stack(
+            project=project,
+            agent=agent if conversation is None else session.agent,  # type: ignore[arg-type]
+            conversation=conversation,
+        ),
     )

@@ -1,16 +1,12 @@
-"""DeepWork 0.14's job.yml format, and the one runtime view of a workflow both formats share.
+"""DeepWork 0.14's job.yml format: typed ``step_arguments`` and ``workflows`` as a map.
 
 A 0.14 job is a different document from a 0.9.1 one: ``step_arguments`` (typed, with optional
 ``json_schema`` and default ``review``), and ``workflows`` as a map whose steps are written
 inline (``instructions``, or ``sub_workflow`` delegating to another workflow), with
-``inputs``/``outputs`` maps and ``process_requirements``. ``workflows.jobdef`` tells the formats
-apart on the parsed YAML and hands 0.14 documents here; they are validated with their own
-schema (``job014.schema.json``) and semantic checks, in 0.14's order and wording, and
-land in the same ``JobDef`` the catalog stores for 0.9.1 jobs.
-
-``runtime_workflow`` reads a stored job back as the list of steps a 0.14 session walks, for
-either format: a 0.9.1 job is adapted the way DeepWork's own migration recipe maps it,
-so a 0.14 client can run every job of the catalog.
+``inputs``/``outputs`` maps and ``process_requirements``. They are validated with their own
+schema (``job014.schema.json``) and semantic checks, in 0.14's order and wording, and land in
+the same ``JobDef`` the catalog stores for 0.9.1 jobs, keeping the whole normalised definition
+the runtime view reads.
 """
 
 from __future__ import annotations
@@ -18,16 +14,19 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workflows.jobdef import (
+from workflows.jobdefs.base import (
+    DICT_FORMAT,
     MAX_STEPS,
     MAX_WORKFLOWS,
     JobDef,
     JobParseError,
     OutputSpec,
+    RtArg,
+    RtStep,
+    RtWorkflow,
     StepDef,
     WorkflowDef,
 )
@@ -37,13 +36,14 @@ FORMAT = "0.14"
 NAME_PATTERN = "^[a-z][a-z0-9_]*$"
 
 
-def is_014_format(data: Mapping[str, Any]) -> bool:
-    """Whether a parsed job.yml root is written in 0.14's format.
-
-    ``workflows`` as a mapping, or any ``step_arguments``, is 0.14; everything else, an empty
-    file included, stays with the 0.9.1 rules this server always applied.
-    """
+def is_format(data: Mapping[str, Any]) -> bool:
+    """Whether a parsed job.yml root is written in 0.14's format: ``workflows`` as a mapping,
+    or any ``step_arguments``."""
     return isinstance(data.get("workflows"), dict) or "step_arguments" in data
+
+
+def is_stored(definition: Mapping[str, Any]) -> bool:
+    return definition.get("job_format") == FORMAT
 
 
 @functools.cache
@@ -271,8 +271,6 @@ def build_job(data: Mapping[str, Any], *, job_dir: Path) -> JobDef:
 def job_to_dict(job: JobDef) -> dict[str, Any]:
     """The stored form of a 0.14 job: everything ``runtime_workflow`` needs, order kept in
     lists (``jsonb`` does not keep key order)."""
-    from workflows.jobdef import DICT_FORMAT
-
     assert job.format_data is not None
     return {
         "format": DICT_FORMAT,
@@ -286,60 +284,10 @@ def job_to_dict(job: JobDef) -> dict[str, Any]:
     }
 
 
-# --- the runtime view both formats share -----------------------------------------------------
+# --- the runtime view ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RtArg:
-    """A step input or output as a 0.14 session sees it."""
-
-    name: str
-    type: str  # "file_path" | "string"
-    description: str
-    required: bool
-    json_schema: Mapping[str, Any] | None = None
-    # Review blocks in the order 0.14 applies them: the output's own, then the argument's.
-    reviews: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-
-
-@dataclass(frozen=True)
-class RtStep:
-    key: str  # the Step row's step_id
-    name: str  # the step_id on the 0.14 wire
-    instructions: str | None
-    instructions_file: str | None
-    sub_workflow: tuple[str, str | None] | None
-    inputs: tuple[RtArg, ...]
-    outputs: tuple[RtArg, ...]
-    process_requirements: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class RtWorkflow:
-    job_name: str
-    name: str
-    summary: str
-    agent: str | None
-    common_info: str
-    post_workflow_instructions: str | None
-    steps: tuple[RtStep, ...] = field(default_factory=tuple)
-
-    def index_of(self, step_name: str) -> int | None:
-        return next((i for i, s in enumerate(self.steps) if s.name == step_name), None)
-
-
-def is_014_dict(definition: Mapping[str, Any]) -> bool:
-    return definition.get("job_format") == FORMAT
-
-
-def runtime_workflow(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflow:
-    """The steps a 0.14 session walks through ``workflow_name`` of a stored job."""
-    if is_014_dict(definition):
-        return _runtime_014(definition, workflow_name)
-    return _runtime_091(definition, workflow_name)
-
-
-def _runtime_014(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflow:
+def runtime_view(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflow:
     arguments: dict[str, Mapping[str, Any]] = {}
     for arg in definition["step_arguments"]:
         arguments.setdefault(arg["name"], arg)
@@ -386,87 +334,5 @@ def _runtime_014(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflo
         agent=wf.get("agent"),
         common_info=wf.get("common_info") or "",
         post_workflow_instructions=wf.get("post_workflow_instructions"),
-        steps=tuple(rt_steps),
-    )
-
-
-def _criteria_text(criteria: list[list[str]], guidance: str | None) -> str:
-    lines = [f"- **{name}**: {text}" for name, text in criteria]
-    if guidance:
-        lines += ["", guidance]
-    return "\n".join(lines)
-
-
-def _runtime_091(definition: Mapping[str, Any], workflow_name: str) -> RtWorkflow:
-    """A 0.9.1 workflow as 0.14 steps, mapped as DeepWork's repair recipe maps it:
-    ``file``/``files`` outputs become ``file_path``; user-parameter inputs become ``string``
-    inputs; ``run_each: step`` criteria become process requirements; per-output criteria
-    become that output's review (``file`` together, ``files`` one by one). A concurrent entry
-    runs as consecutive steps."""
-    steps = {s["id"]: s for s in reversed(definition["steps"])}
-    wf = next(w for w in definition["workflows"] if w["name"] == workflow_name)
-    rt_steps = []
-    for step_id in (sid for entry in wf["entries"] for sid in entry):
-        step = steps[step_id]
-        out_types = {o["name"]: o["type"] for o in step["outputs"]}
-        out_reviews: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
-        requirements: list[tuple[str, str]] = []
-        for review in step["reviews"]:
-            if review["run_each"] == "step":
-                requirements += [(name, text) for name, text in review["quality_criteria"]]
-            elif review["run_each"] in out_types:
-                out_reviews.setdefault(review["run_each"], []).append(
-                    (
-                        "" if not out_reviews.get(review["run_each"]) else "_arg",
-                        {
-                            "strategy": "individual"
-                            if out_types[review["run_each"]] == "files"
-                            else "matches_together",
-                            "instructions": _criteria_text(
-                                review["quality_criteria"],
-                                review.get("additional_review_guidance"),
-                            ),
-                        },
-                    )
-                )
-        inputs = tuple(
-            RtArg(name=i["name"], type="string", description=i["description"], required=True)
-            if "name" in i
-            else RtArg(
-                name=i["file"],
-                type="file_path",
-                description=f"Output '{i['file']}' of step '{i['from_step']}'",
-                required=True,
-            )
-            for i in step["inputs"]
-        )
-        rt_steps.append(
-            RtStep(
-                key=step_id,
-                name=step_id,
-                instructions=None,
-                instructions_file=step["instructions_file"],
-                sub_workflow=None,
-                inputs=inputs,
-                outputs=tuple(
-                    RtArg(
-                        name=o["name"],
-                        type="file_path",
-                        description=o["description"],
-                        required=o["required"],
-                        reviews=tuple(out_reviews.get(o["name"], ())),
-                    )
-                    for o in step["outputs"]
-                ),
-                process_requirements=tuple(requirements),
-            )
-        )
-    return RtWorkflow(
-        job_name=definition["name"],
-        name=wf["name"],
-        summary=wf["summary"],
-        agent=None,
-        common_info=definition.get("common_info") or "",
-        post_workflow_instructions=None,
         steps=tuple(rt_steps),
     )

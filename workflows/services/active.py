@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workflows.errors import InvalidInput, NotFound
+from workflows.generations import Conversation, v0_14
 from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.results import Stack, StepBegun
 from workflows.selectors import session_resolve, stack_for_agent, workflow_entries
-from workflows.services import sessions, sessions014
+from workflows.services import sessions
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,8 @@ class Active:
     step_number: int  # 1-based
     total_steps: int
     completed_steps: tuple[str, ...]
-    begun091: StepBegun | None
-    begun014: sessions014.Begun014 | None
+    begun_by_agent: StepBegun | None
+    begun_by_conversation: v0_14.Begun | None
     stack: Stack
 
 
@@ -38,7 +39,19 @@ def _completed(session: WorkflowSession) -> tuple[str, ...]:
     )
 
 
-def active_091(*, project: Project, agent: Agent, session_id: str | None) -> Active:
+def _conversation_top(
+    project: Project, conversation_id: str, agent_id: str | None, missing: str
+) -> WorkflowSession:
+    agent = v0_14.conversation_stack_agent(
+        project=project, conversation_id=conversation_id, agent_id=agent_id
+    )
+    session = v0_14.top_session(agent)
+    if session is None:
+        raise NotFound(missing)
+    return session
+
+
+def active_by_agent(*, project: Project, agent: Agent, session_id: str | None) -> Active:
     """The 0.9.1 session ``session_id`` names, else the top of ``agent``'s stack."""
     session = session_resolve(project=project, agent=agent, session_id=session_id)
     entries = workflow_entries(workflow=session.workflow)
@@ -56,31 +69,28 @@ def active_091(*, project: Project, agent: Agent, session_id: str | None) -> Act
         step_number=session.current_entry_index + 1,
         total_steps=len(entries),
         completed_steps=_completed(session),
-        begun091=begun,
-        begun014=None,
+        begun_by_agent=begun,
+        begun_by_conversation=None,
         stack=stack_for_agent(agent=session.agent),
     )
 
 
-def active_014(*, project: Project, conversation_id: str, agent_id: str | None) -> Active:
+def active_by_conversation(
+    *, project: Project, conversation_id: str, agent_id: str | None
+) -> Active:
     """The top workflow of a 0.14 stack, with the current step as ``begin_step`` shows it."""
-    session = sessions014.session014_top(
-        project=project,
-        conversation_id=conversation_id,
-        agent_id=agent_id,
-        missing=sessions014.NO_ACTIVE,
-    )
-    workflow = sessions014.runtime_workflow_of(session)
-    step = sessions014.current_rt_step(session, workflow)
+    session = _conversation_top(project, conversation_id, agent_id, v0_14.NO_ACTIVE)
+    workflow = v0_14.runtime_workflow_of(session)
+    step = v0_14.current_rt_step(session, workflow)
     run = StepRun.objects.filter(
         session=session, step_id=step.key, status=StepRun.Status.ACTIVE
     ).first()
-    begun = sessions014.Begun014(
+    begun = v0_14.Begun(
         session,
         workflow,
         step,
         run.input_values if run is not None else {},
-        sessions014.step_body(session.job, workflow, step),
+        v0_14.step_body(session.job, workflow, step),
         Path(project.root_path),
     )
     return Active(
@@ -88,9 +98,9 @@ def active_014(*, project: Project, conversation_id: str, agent_id: str | None) 
         step_number=session.current_entry_index + 1,
         total_steps=len(workflow.steps),
         completed_steps=tuple(name.rsplit(".", 1)[-1] for name in _completed(session)),
-        begun091=None,
-        begun014=begun,
-        stack=sessions014.conversation_stack(
+        begun_by_agent=None,
+        begun_by_conversation=begun,
+        stack=v0_14.conversation_stack(
             project=project, conversation_id=conversation_id, agent_id=agent_id
         ),
     )
@@ -102,7 +112,7 @@ class Validation:
     errors: tuple[str, ...]
 
 
-def validate_091(
+def validate_by_agent(
     *, project: Project, agent: Agent, outputs: dict[str, str | list[str]], session_id: str | None
 ) -> Validation:
     """``finished_step``'s output checks on a 0.9.1 session, as a dry run."""
@@ -116,7 +126,7 @@ def validate_091(
     return Validation(step_id=checkpoint.steps[0].step_id, errors=())
 
 
-def validate_014(
+def validate_by_conversation(
     *,
     project: Project,
     conversation_id: str,
@@ -125,18 +135,17 @@ def validate_014(
 ) -> Validation:
     """``finished_step``'s output and ``json_schema`` checks on a 0.14 stack, as a dry run
     (no review task is written)."""
-    session = sessions014.session014_top(
-        project=project,
-        conversation_id=conversation_id,
-        agent_id=agent_id,
-        missing=sessions014.NO_ACTIVE_FINISH,
-    )
-    step = sessions014.current_rt_step(session, sessions014.runtime_workflow_of(session))
+    session = _conversation_top(project, conversation_id, agent_id, v0_14.NO_ACTIVE_FINISH)
+    step = v0_14.current_rt_step(session, v0_14.runtime_workflow_of(session))
     try:
-        checkpoint = sessions014.step014_checkpoint(
-            project=project, conversation_id=conversation_id, agent_id=agent_id, outputs=outputs
+        checkpoint = sessions.step_checkpoint(
+            project=project,
+            outputs=outputs,
+            conversation=Conversation(conversation_id, agent_id),
         )
     except InvalidInput as exc:
         return Validation(step_id=step.name, errors=(str(exc),))
-    schema = sessions014.schema_feedback(checkpoint=checkpoint)
+    schema = v0_14.schema_feedback(
+        step=checkpoint.step, outputs=outputs, project_root=checkpoint.project_root
+    )
     return Validation(step_id=step.name, errors=(schema,) if schema else ())

@@ -1,7 +1,8 @@
-"""DeepWork 0.14's quality gate for 0.14 sessions: checks, then review tasks the agent runs.
+"""Review tasks the agent runs itself (DeepWork 0.14's quality gate): one per review, each with
+its instructions file.
 
-No reviewer runs inside the server. ``finished_step`` first validates ``file_path`` outputs
-against their argument's ``json_schema``; then each review block of a submitted output (the
+No reviewer runs inside the server. After the ``json_schema`` checks of the outputs
+(``workflows.generations.v0_14.schema_feedback``), each review block of a submitted output (the
 output's own, then its argument's), and the step's ``process_requirements`` when a
 ``work_summary`` came with file outputs, become review tasks; so do the project's
 ``.deepreview`` and DeepSchema rules over the submitted output files git reports as changed
@@ -20,6 +21,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from reviews.deepreview.agent_tasks import (
+    REVIEWER,
+    AgentTask,
+    as_agent_task,
+    format_tasks,
+    load_rules_with_schemas,
+)
 from reviews.deepreview.changes import GitError, get_changed_files
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.instructions import (
@@ -35,16 +43,10 @@ from reviews.deepreview.instructions014 import prepare_render_014, render_014
 from reviews.deepreview.matching import build_tasks
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.deepreview.tools import confine_files
-from reviews.deepreview014 import (
-    REVIEWER,
-    Task014,
-    as_task014,
-    format_tasks,
-    load_rules_014,
-)
 from workflows.files import project_write_text
-from workflows.jobdef014 import RtArg
-from workflows.services.sessions014 import Checkpoint014, Value, schema_feedback
+from workflows.generations.base import Value
+from workflows.jobdefs.base import RtArg
+from workflows.services.sessions import StepCheckpoint
 
 GATE_HEAD = "Quality reviews are required before this step can advance."
 HOW_TO_RUN = """\
@@ -64,7 +66,7 @@ def _paths(value: Value) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _preamble(checkpoint: Checkpoint014) -> str:
+def _preamble(checkpoint: StepCheckpoint) -> str:
     parts = []
     if checkpoint.workflow.common_info:
         parts.append(f"## Job Context\n\n{checkpoint.workflow.common_info.strip()}")
@@ -85,7 +87,7 @@ def _preamble(checkpoint: Checkpoint014) -> str:
     return "\n\n".join(parts)
 
 
-def _current_inputs(checkpoint: Checkpoint014) -> Mapping[str, Any]:
+def _current_inputs(checkpoint: StepCheckpoint) -> Mapping[str, Any]:
     from workflows.models import StepRun
 
     run = (
@@ -101,7 +103,7 @@ def _current_inputs(checkpoint: Checkpoint014) -> Mapping[str, Any]:
 
 
 def _rule(
-    checkpoint: Checkpoint014, name: str, description: str, block: Mapping[str, Any], text: str
+    checkpoint: StepCheckpoint, name: str, description: str, block: Mapping[str, Any], text: str
 ) -> ReviewRule:
     job_dir = Path(checkpoint.session.job.job_dir)
     context = block.get("additional_context") or {}
@@ -137,10 +139,10 @@ def _with_preamble(preamble: str, text: str) -> str:
 
 def review_tasks(
     *,
-    checkpoint: Checkpoint014,
+    checkpoint: StepCheckpoint,
     honour_091_ids: bool = False,
     commands: CommandPolicy = NO_COMMANDS,
-) -> tuple[list[Task014], list[Task014]]:
+) -> tuple[list[AgentTask], list[AgentTask]]:
     """Write the instruction files of every review not yet passed: (the tasks to run, the
     tasks already marked as passed).
 
@@ -208,11 +210,11 @@ def review_tasks(
             )
         )
     project_tasks = _project_rule_tasks(root, file_outputs)
-    tasks: list[Task014] = []
-    passed: list[Task014] = []
+    tasks: list[AgentTask] = []
+    passed: list[AgentTask] = []
 
-    def as_task(task: ReviewTask, review_id: str) -> Task014:
-        return Task014(
+    def as_task(task: ReviewTask, review_id: str) -> AgentTask:
+        return AgentTask(
             f"Review {prefix}{task.rule_name}",
             review_id,
             task.agent_name or REVIEWER,
@@ -232,14 +234,14 @@ def review_tasks(
     ]
     for rule, value in inline:
         review_id = compute_review_id_014(ReviewTask(rule, ()), root, inline=value)
-        task14 = Task014(
+        inline_task = AgentTask(
             f"Review {prefix}{rule.name}",
             review_id,
             rule.agent_for("claude") or REVIEWER,
             "inline content",
         )
         if is_passed(root, review_id):
-            passed.append(task14)
+            passed.append(inline_task)
             continue
         project_write_text(
             root=root,
@@ -248,13 +250,13 @@ def review_tasks(
                 ReviewTask(rule, (), source_location=source), review_id, root, inline=value
             ),
         )
-        tasks.append(task14)
+        tasks.append(inline_task)
     for task in project_tasks:
         review_id = compute_review_id_014(task, root)
         if task_is_passed(root, task, review_id, also_passed_as=also):
-            passed.append(as_task014(task, review_id, root))
+            passed.append(as_agent_task(task, review_id, root))
     tasks += [
-        as_task014(task, review_id, root)
+        as_agent_task(task, review_id, root)
         for task, review_id in write_instruction_files(
             project_tasks,
             root,
@@ -281,7 +283,7 @@ def _project_rule_tasks(root: Path, file_outputs: Mapping[str, Value]) -> list[R
         return []
     # Rules first: asking git costs several processes (~16 ms), a walk for rule files ~2 ms,
     # and most projects have no rules at all.
-    rules, _failures = load_rules_014(root)
+    rules, _failures = load_rules_with_schemas(root)
     if not rules:
         return []
     try:
@@ -291,7 +293,7 @@ def _project_rule_tasks(root: Path, file_outputs: Mapping[str, Value]) -> list[R
     return build_tasks(changed, rules, root, "claude") if changed else []
 
 
-def _process_text(checkpoint: Checkpoint014, preamble: str) -> str:
+def _process_text(checkpoint: StepCheckpoint, preamble: str) -> str:
     step = checkpoint.step
     declared = {arg.name: arg for arg in step.outputs}
     outputs = []
@@ -322,10 +324,10 @@ def _process_text(checkpoint: Checkpoint014, preamble: str) -> str:
     return _with_preamble(preamble, body)
 
 
-def gate_feedback(tasks: Sequence[Task014]) -> str:
+def gate_feedback(tasks: Sequence[AgentTask]) -> str:
     # Two blank lines before the next heading: the task list's own trailing empty line, then
     # the one that separates every part of the feedback.
     return f"{GATE_HEAD}\n\n{format_tasks(tasks)}\n\n{HOW_TO_RUN}"
 
 
-__all__ = ["format_tasks", "gate_feedback", "review_tasks", "schema_feedback"]
+__all__ = ["format_tasks", "gate_feedback", "review_tasks"]

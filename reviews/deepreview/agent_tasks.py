@@ -28,7 +28,7 @@ REVIEWER = "deepwork:reviewer"
 
 
 @dataclass(frozen=True)
-class Task014:
+class AgentTask:
     """One review the agent is to run: its description line and its instructions file."""
 
     description: str
@@ -37,7 +37,7 @@ class Task014:
     scope: str  # the reviewed files, or "inline content"
 
 
-def format_tasks(tasks: Sequence[Task014]) -> str:
+def format_tasks(tasks: Sequence[AgentTask]) -> str:
     """The agent list 0.14's formatter prints: each task ends with an empty
     line, and the text with the newline of that line, no more."""
     if not tasks:
@@ -67,8 +67,8 @@ def rule_prefix(rule: ReviewRule, project_root: Path) -> str:
     return "" if folder == project_root else f"{folder.name}/"
 
 
-def as_task014(task: ReviewTask, review_id: str, project_root: Path) -> Task014:
-    return Task014(
+def as_agent_task(task: ReviewTask, review_id: str, project_root: Path) -> AgentTask:
+    return AgentTask(
         f"Review {rule_prefix(task.rule, project_root)}{task.rule_name}",
         review_id,
         task.agent_name or REVIEWER,
@@ -77,10 +77,10 @@ def as_task014(task: ReviewTask, review_id: str, project_root: Path) -> Task014:
 
 
 def _format(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> str:
-    return format_tasks([as_task014(task, rid, project_root) for task, rid in written])
+    return format_tasks([as_agent_task(task, rid, project_root) for task, rid in written])
 
 
-def load_rules_014(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
+def load_rules_with_schemas(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
     """The project's ``.deepreview`` rules, then its DeepSchema rules."""
     rules, failures = load_all_rules(project_root, keys_014=True)
     schema_rules, schema_failures = load_deepschema_rules(project_root)
@@ -97,7 +97,7 @@ DIALECT_014 = ReviewDialect(
     all_passed=None,
     drop_catch_all_for_files=True,
     format_tasks=_format,
-    load_rules=load_rules_014,
+    load_rules=load_rules_with_schemas,
     review_id=_review_id,
     render=render_014,
     prepare_render=prepare_render_014,
