@@ -1,27 +1,49 @@
-"""The wheel's packages: every app with its subpackages, and the site-wide templates.
+"""The wheel's packages: every app nested under one top-level package, ``deepwork_server``.
 
-The checkout keeps those templates at its top level (``templates/``, where a site puts its
-overrides); installed, they are the ``templates`` folder of ``deepwork_site``, which the settings
-read when there is no checkout. Everything else about the package is in pyproject.toml.
+Installed, generic names such as ``api``, ``dashboard`` or ``workflows`` would collide with other
+projects' packages in a shared environment, so each app ships as ``deepwork_server/<app>`` (the
+checkout keeps its layout: ``package_dir`` maps each nested package to its folder here), and
+``deepwork_server`` puts its own folder on the import path when the command starts (see its
+``__init__``). The site-wide templates, at the checkout's top level where a site puts its
+overrides, ship as ``deepwork_server/deepwork_site/templates``, which the settings read when
+there is no checkout.
+
+An app is every top-level folder that is a Python package, except the tests and the
+distribution package itself: a new app ships without editing this file. Package data (templates,
+static files, schemas, standard jobs) is named in pyproject.toml.
 """
 
-from setuptools import find_packages, setup
+from pathlib import Path
 
-APPS = (
-    "deepwork_site",
-    "workflows",
-    "tracker",
-    "reviews",
-    "mcp_bridge",
-    "dashboard",
-    "accounts",
-    "api",
+from setuptools import find_packages, setup  # type: ignore[import-untyped]
+
+ROOT = Path(__file__).resolve().parent
+DIST = "deepwork_server"
+NOT_APPS = {"tests", DIST}
+
+APPS = sorted(
+    path.parent.name
+    for path in ROOT.glob("*/__init__.py")
+    if path.parent.name not in NOT_APPS and not path.parent.name.startswith(".")
+)
+# The apps the settings cannot run without: a build that lost one must not produce a wheel.
+for required in ("deepwork_site", "workflows", "reviews", "mcp_bridge"):
+    if required not in APPS:
+        raise SystemExit(f"setup.py: the app folder {required}/ is missing from {ROOT}")
+
+app_packages = find_packages(
+    where=str(ROOT), include=[pattern for app in APPS for pattern in (app, f"{app}.*")]
 )
 
 setup(
     packages=[
-        *find_packages(include=[pattern for app in APPS for pattern in (app, f"{app}.*")]),
-        "deepwork_site.templates",
+        DIST,
+        *(f"{DIST}.{package}" for package in app_packages),
+        f"{DIST}.deepwork_site.templates",
     ],
-    package_dir={"deepwork_site.templates": "templates"},
+    package_dir={
+        DIST: DIST,
+        **{f"{DIST}.{app}": app for app in APPS},
+        f"{DIST}.deepwork_site.templates": "templates",
+    },
 )

@@ -4,8 +4,8 @@
   ``reviews`` model (among them ``workflows.view_workflowsession``, which every dashboard page
   requires).
 - **Deciders** may also act: Watchers' permissions plus ``workflows.abort_session``,
-  ``workflows.drive_session`` and ``reviews.decide_review`` (override a review, request
-  changes).
+  ``workflows.drive_session``, ``reviews.decide_review`` (override a review, request
+  changes) and ``tracker.resolve_blocker`` (answer a blocker an agent raised).
 
 Neither may add projects (``workflows.add_project``): serving another folder of the server's
 disk makes its files readable through sessions, so it is granted by hand, to the people who run
@@ -30,6 +30,7 @@ DECIDER_PERMISSIONS = (
     ("workflows", "abort_session"),
     ("workflows", "drive_session"),
     ("reviews", "decide_review"),
+    ("tracker", "resolve_blocker"),
 )
 
 

@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
 from dashboard.forms import MAX_ID
-from dashboard.views import DECIDE_PERMISSION, _live_page, _require, watcher_required
+from dashboard.views import _live_page, _require, watcher_required
 from deepwork_site.auth import signed_in_user
 from tracker.models import Decision, Issue, Milestone, Phase, TrackedWorkflow
 from tracker.selectors import (
@@ -41,6 +41,7 @@ from workflows.errors import NotFound, WorkflowError
 from workflows.selectors.catalog import project_list
 from workflows.selectors.events import newest_event_id
 
+RESOLVE_BLOCKER_PERMISSION = "tracker.resolve_blocker"
 WORKFLOWS_PER_PAGE = 50
 TASKS_PER_PAGE = 20
 SUBTASKS_PER_TASK = 20
@@ -210,7 +211,11 @@ def tracked_workflow(request: HttpRequest, workflow_id: int) -> HttpResponse:
     return _live_page(
         request,
         "tracker_workflow",
-        {"view": view, "form": form},
+        {
+            "view": view,
+            "form": form,
+            "can_resolve_blocker": request.user.has_perm(RESOLVE_BLOCKER_PERMISSION),
+        },
         live_after=live_after,
         project_id=workflow.project_id,
     )
@@ -249,7 +254,7 @@ def tracked_task(request: HttpRequest, workflow_id: int, task_id: int) -> HttpRe
 def tracked_blocker_resolve(request: HttpRequest, workflow_id: int, issue_id: int) -> HttpResponse:
     """A person answers one of the workflow's blockers in writing, through the service REST
     uses; the agent's next ``get_context`` lists it resolved, with who and when."""
-    _require(request, DECIDE_PERMISSION)
+    _require(request, RESOLVE_BLOCKER_PERMISSION)
     if workflow_id > MAX_ID or issue_id > MAX_ID:
         raise Http404("no such blocker")
     if not Issue.objects.filter(pk=issue_id, workflow_id=workflow_id).exists():

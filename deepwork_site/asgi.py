@@ -23,7 +23,8 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from dashboard import live, routing  # noqa: E402
 from dashboard.origin import SameOriginWebsocket  # noqa: E402
-from mcp_bridge import hosted  # noqa: E402
+from mcp_bridge.hosted import servers as hosted_servers  # noqa: E402
+from mcp_bridge.hosted.asgi import HostedMcp, with_mcp  # noqa: E402
 
 
 async def lifespan(
@@ -36,7 +37,7 @@ async def lifespan(
     async def receiving() -> dict[str, Any]:
         message = await receive()
         if message["type"] == "lifespan.shutdown":
-            await hosted.shutdown()
+            await hosted_servers.shutdown()
         return message
 
     await live.lifespan(scope, receiving, send)
@@ -45,7 +46,7 @@ async def lifespan(
 application = ProtocolTypeRouter(
     {
         # Agents' MCP requests never reach Django: the token is their login (mcp_bridge.hosted).
-        "http": hosted.with_mcp(ASGIStaticFilesHandler(django_application), hosted.HostedMcp()),
+        "http": with_mcp(ASGIStaticFilesHandler(django_application), HostedMcp()),
         # The session cookie authenticates the socket, so refuse pages from other origins:
         # an unknown host, and another port or scheme of a known one.
         "websocket": AllowedHostsOriginValidator(

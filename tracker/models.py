@@ -311,6 +311,9 @@ class Issue(models.Model):
 
     class Meta:
         db_table = "workflows_issue"
+        # Answering a blocker unblocks an agent's work on the tracker, not a review ruling, so
+        # it is granted on its own.
+        permissions = [("resolve_blocker", "Can resolve a blocker an agent raised")]
         constraints = [
             models.CheckConstraint(
                 condition=Q(

@@ -1,7 +1,7 @@
 """The tracker over REST, at /api/tracker/: what orchestrating agents recorded (tracked
 workflows, their task trees, decisions, issues and milestones), read page by page, and a
 person's written answer to a blocker. Reads need ``workflows.view_workflowsession``; answering
-a blocker needs ``reviews.decide_review``."""
+a blocker needs ``tracker.resolve_blocker``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ninja import Router, Status
 from ninja.params.functions import Path, Query
 
 from accounts.identity import identity_project_check, identity_project_scope
-from api.auth import DECIDE, VIEW, TokenAuth, caller
+from api.auth import RESOLVE_BLOCKER, VIEW, TokenAuth, caller
 from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS
 from api.routers.tracker_schemas import (
     IssueOut,
@@ -202,7 +202,7 @@ def list_tracked_milestones(
 @router.post(
     "/issues/{issue_id}/resolve",
     response={201: IssueOut, **ACTION_ERRORS},
-    auth=TokenAuth(DECIDE),
+    auth=TokenAuth(RESOLVE_BLOCKER),
 )
 def resolve_blocker(
     request: HttpRequest, issue_id: Annotated[int, Path(ge=1, le=MAX_ID)], body: ResolveIn

@@ -1,3 +1,3 @@
 """The hosted /mcp fixtures (a real uvicorn, two MCP tokens) for the abuse tests of /mcp."""
 
-from tests.hosted.conftest import tokens, web  # noqa: F401
+from tests.mcp_bridge.hosted.conftest import tokens, web  # noqa: F401

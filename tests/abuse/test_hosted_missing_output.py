@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.hosted.conftest import Tokens, call, mcp_client
+from tests.mcp_bridge.hosted.conftest import Tokens, call, mcp_client
 from workflows.errors import InvalidInput
 from workflows.outputs import check_output_path
 

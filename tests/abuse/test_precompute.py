@@ -19,7 +19,8 @@ from django.test import Client
 from django.urls import reverse
 from fastmcp import Client as McpClient
 
-from mcp_bridge.hosted import HostedConfig, _build_state
+from mcp_bridge.hosted.config import HostedConfig
+from mcp_bridge.hosted.state import hosted_state
 from mcp_bridge.server import create_server, server_for_state
 from reviews.deepreview import precompute
 from tests.factories import make_user
@@ -68,7 +69,7 @@ def ask(server, files: list[str]) -> str:
 def hosted_server(root: Path):
     project = project_ensure(root_path=root)
     return project, server_for_state(
-        _build_state(project, HostedConfig.from_settings()), toolsets=["deepreview"]
+        hosted_state(project, HostedConfig.from_settings()), toolsets=["deepreview"]
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_token_create
-from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, Caller, assert_error
+from tests.api.conftest import ABORT, DECIDE, DRIVE, RESOLVE_BLOCKER, VIEW, Caller, assert_error
 from tests.conftest import NESTED_JOB
 from tests.factories import make_user, write_job
 from tracker import services as tracker
@@ -30,7 +30,7 @@ from workflows.services.projects import project_ensure
 
 pytestmark = pytest.mark.django_db
 
-EVERYTHING = (VIEW, DRIVE, ABORT, DECIDE)
+EVERYTHING = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER)
 PLAN = [
     {"step_id": "build", "description": "Build", "assigned_role": "swe"},
     {"step_id": "approve", "description": "Approve", "assigned_role": "human"},

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from fastmcp import Client
 
-from tests.hosted.conftest import Tokens, call, mcp_client
-from tests.hosted.test_hosted_mcp import ACCEPT, message, post
+from tests.mcp_bridge.hosted.conftest import Tokens, call, mcp_client
+from tests.mcp_bridge.hosted.test_hosted_mcp import ACCEPT, message, post
 from workflows.models import WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]

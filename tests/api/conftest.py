@@ -15,6 +15,7 @@ VIEW = "workflows.view_workflowsession"
 DRIVE = "workflows.drive_session"
 ABORT = "workflows.abort_session"
 DECIDE = "reviews.decide_review"
+RESOLVE_BLOCKER = "tracker.resolve_blocker"
 
 
 @dataclass

@@ -15,7 +15,15 @@ from accounts.models import ApiToken
 from accounts.services import api_token_authenticate, api_token_create, api_token_revoke
 from api.api import api
 from api.auth import TokenAuth
-from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, Caller, assert_error
+from tests.api.conftest import (
+    ABORT,
+    DECIDE,
+    DRIVE,
+    RESOLVE_BLOCKER,
+    VIEW,
+    Caller,
+    assert_error,
+)
 from tests.factories import make_user
 from workflows.errors import InvalidInput
 
@@ -45,7 +53,7 @@ OPERATIONS = [
     ("get", "/api/tracker/workflows/1/issues", VIEW),
     ("get", "/api/tracker/workflows/1/milestones", VIEW),
     ("get", "/api/tracker/tasks/1/subtasks", VIEW),
-    ("post", "/api/tracker/issues/1/resolve", DECIDE),
+    ("post", "/api/tracker/issues/1/resolve", RESOLVE_BLOCKER),
     ("get", "/api/projects/1/published-workflows", VIEW),
     ("post", "/api/projects/1/published-workflows/runs", DRIVE),
     ("get", "/api/projects/1/published-workflows/runs/deadbeef", VIEW),
@@ -64,7 +72,7 @@ OPERATIONS = [
     ("get", "/api/sessions/deadbeef/history", VIEW),
     ("get", "/api/sessions/deadbeef/history/markdown", VIEW),
 ]
-ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE, ADD_PROJECT)
+ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER, ADD_PROJECT)
 
 
 def call(caller: Caller, method: str, url: str):

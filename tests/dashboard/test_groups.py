@@ -42,7 +42,12 @@ WATCH = {
     "workflows.view_agenttally",
     "workflows.view_steptimetally",
 }
-DECIDE = {"workflows.abort_session", "workflows.drive_session", "reviews.decide_review"}
+DECIDE = {
+    "workflows.abort_session",
+    "workflows.drive_session",
+    "reviews.decide_review",
+    "tracker.resolve_blocker",
+}
 
 
 def permissions_of(name: str) -> set[str]:
@@ -86,6 +91,7 @@ def test_the_groups_grant_what_the_pages_check(driver):
     decider = make_user(username="d", groups=("Deciders",))
     assert watcher.has_perm("workflows.view_workflowsession")
     assert not watcher.has_perm("reviews.decide_review")
+    assert not watcher.has_perm("tracker.resolve_blocker")
     assert decider.has_perms(list(DECIDE))
     url = f"/sessions/{session.session_id}/"
     assert client_for(watcher).post(url + "abort/", {"reason": "r"}).status_code == 403

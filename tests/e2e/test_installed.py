@@ -3,8 +3,12 @@ virtual environment, driven only through its ``deepwork-server`` command.
 
 Nothing here imports the checkout's code into the installed commands: they run from the
 environment's ``bin/`` with a clean environment and a temporary data folder. The environment
-is cached under ``var/`` by the hash of the project's dependencies, and the wheel is
+is cached under ``var/`` by the hash of what decides how the project installs (the Python
+version, pyproject.toml and setup.py), and the wheel, built from the checkout's sources, is
 reinstalled into it on every run, so a changed app is always the one tested.
+
+Installed, every app is nested in the one package ``deepwork_server``: an environment shared
+with other projects gains no generic top-level package such as ``api`` or ``workflows``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ import stat
 import subprocess
 import sys
 import threading
-import tomllib
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -41,29 +44,31 @@ from tests.processes import free_port, stop, wait_for_port
 pytestmark = pytest.mark.e2e
 
 CHECKOUT = Path(settings.BASE_DIR)
-APPS = (
-    "deepwork_site",
-    "workflows",
-    "tracker",
-    "reviews",
-    "mcp_bridge",
-    "dashboard",
-    "accounts",
-    "api",
+DIST = "deepwork_server"
+# Every top-level Python package of the checkout but the tests and the distribution package.
+APPS = tuple(
+    sorted(
+        path.parent.name
+        for path in CHECKOUT.glob("*/__init__.py")
+        if path.parent.name not in ("tests", DIST)
+    )
 )
 # Long enough for a first install from PyPI on a slow link; a hang still fails.
 INSTALL_TIMEOUT = 600
 
 
 def _source_files(root: Path) -> set[str]:
-    """Every file of the apps in the checkout, as the wheel names them."""
+    """Every file of the apps in the checkout, as the wheel names them: inside
+    ``deepwork_server``."""
     found = set()
-    for app in (*APPS, "templates"):
-        for path in (root / app).rglob("*"):
+    for folder in (DIST, *APPS, "templates"):
+        for path in (root / folder).rglob("*"):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 name = path.relative_to(root).as_posix()
                 # The top-level site templates ship inside deepwork_site (setup.py).
-                found.add(f"deepwork_site/{name}" if app == "templates" else name)
+                if folder == "templates":
+                    name = f"deepwork_site/{name}"
+                found.add(name if folder == DIST else f"{DIST}/{name}")
     return found
 
 
@@ -71,7 +76,7 @@ def _source_files(root: Path) -> set[str]:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel, built from a copy of the checkout (a build writes beside its sources)."""
     source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "setup.py", "README.md", "templates", *APPS):
+    for name in ("pyproject.toml", "setup.py", "README.md", "templates", DIST, *APPS):
         path = CHECKOUT / name
         if path.is_dir():
             shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -91,10 +96,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def venv(wheel: Path) -> Path:
     """A virtual environment holding the wheel and its dependencies (from PyPI once per set of
     dependencies), with none of the checkout's packages."""
-    project = tomllib.loads((CHECKOUT / "pyproject.toml").read_text())["project"]
-    key = hashlib.sha256(json.dumps([sys.version, project["dependencies"]]).encode()).hexdigest()[
-        :16
-    ]
+    # A change to the dependencies, the command or the package layout makes a new environment;
+    # a change to the apps' code only a new wheel, reinstalled below.
+    packaging = [(CHECKOUT / name).read_text() for name in ("pyproject.toml", "setup.py")]
+    key = hashlib.sha256(json.dumps([sys.version, *packaging]).encode()).hexdigest()[:16]
     folder = Path(settings.VAR_DIR) / "installed-venv"
     folder.mkdir(parents=True, exist_ok=True)
     env_dir = folder / key
@@ -102,6 +107,9 @@ def venv(wheel: Path) -> Path:
     with (folder / "lock").open("w") as lock:
         # Two test runs at once share the cache: one installs while the other waits.
         fcntl.flock(lock, fcntl.LOCK_EX)
+        for stale in folder.iterdir():
+            if stale.is_dir() and stale != env_dir:
+                shutil.rmtree(stale, ignore_errors=True)
         if not (env_dir / ".complete").exists():
             shutil.rmtree(env_dir, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
@@ -164,36 +172,72 @@ def test_wheel_holds_every_app_file_and_the_command(wheel: Path) -> None:
         scripts = archive.read(entry_points).decode()
     shipped = {name for name in names if ".dist-info/" not in name}
     expected = _source_files(CHECKOUT)
+    # One top-level package: no generic name (api, dashboard, workflows) beside it.
+    assert {name.split("/")[0] for name in shipped} == {DIST}
+    assert {"deepwork_site", "workflows", "reviews", "mcp_bridge", "tracker", "api"} <= set(APPS)
     # What each app reads at run time, named so that a missing kind says what broke.
     for kind in (
+        "__init__.py",
+        "__main__.py",
         "deepwork_site/templates/base.html",
         "deepwork_site/templates/registration/login.html",
         "dashboard/static/dashboard/dashboard.css",
         "accounts/templates/admin/accounts/apitoken/secret.html",
-        "workflows/migrations/0001_initial.py",
         "workflows/job.schema.json",
         "workflows/job014.schema.json",
         "workflows/standard_jobs/deepwork_jobs/job.yml",
         "workflows/standard_jobs014/deepwork_jobs/job.yml",
         "reviews/deepreview_schema.json",
+        # Every app's migrations: a missing one would leave its tables unmade.
+        *(path.relative_to(CHECKOUT).as_posix() for path in CHECKOUT.glob("*/migrations/0*.py")),
     ):
-        assert kind in expected, kind
-        assert kind in shipped, kind
+        assert f"{DIST}/{kind}" in expected, kind
+        assert f"{DIST}/{kind}" in shipped, kind
+    # Every app, its templates and static files among them.
+    for app in APPS:
+        assert any(name.startswith(f"{DIST}/{app}/") for name in shipped), app
     assert sorted(expected - shipped) == []
     assert sorted(shipped - expected) == []  # no tests, manage.py or stray files
-    assert "deepwork-server = deepwork_site.cli:main" in scripts
+    assert "deepwork-server = deepwork_server:main" in scripts
 
 
-def test_installed_code_is_the_wheels(venv: Path, tmp_path: Path) -> None:
+def _site_packages(venv: Path) -> Path:
+    (found,) = venv.glob("lib/python*/site-packages")
+    return found
+
+
+def test_installed_code_is_the_wheels_and_claims_one_top_level_name(
+    venv: Path, tmp_path: Path
+) -> None:
+    site = _site_packages(venv)
+    (dist_info,) = site.glob(f"{DIST}-*.dist-info")
+    installed = {
+        line.split(",")[0].split("/")[0] for line in (dist_info / "RECORD").read_text().split()
+    }
+    # Besides its script in bin/, the distribution owns its package and its dist-info only.
+    assert installed - {"..", dist_info.name} == {DIST}
+    assert [app for app in APPS if (site / app).exists()] == []
+    assert (site / DIST / "workflows" / "models.py").is_file()
+
+    shows = (
+        "import importlib.util, deepwork_server; "
+        "print(importlib.util.find_spec('workflows')); "
+        "deepwork_server.apps_on_path(); "
+        "import workflows; print(workflows.__file__)"
+    )
     done = subprocess.run(
-        [str(venv / "bin" / "python"), "-P", "-c", "import workflows; print(workflows.__file__)"],
+        [str(venv / "bin" / "python"), "-P", "-c", shows],
         env=_env(venv, tmp_path, tmp_path / "var"),
         cwd=CHECKOUT,  # even from the checkout, the installed apps are the ones imported
         capture_output=True,
         text=True,
         check=True,
     )
-    assert Path(done.stdout.strip()).is_relative_to(venv)
+    untouched, imported = done.stdout.split()
+    # No `workflows` in the environment, even once the package is imported: only the server's
+    # entry points put the apps on the path.
+    assert untouched == "None"
+    assert Path(imported).is_relative_to(site / DIST)
 
 
 async def test_mcp_runs_a_workflow_to_completion(
@@ -366,6 +410,17 @@ def test_connect_prints_each_clients_stdio_configuration(venv: Path, tmp_path: P
         snippet.text for config in connect.stdio_configs() for snippet in config.snippets
     )
     assert "uvx deepwork-server mcp --path ." in everything.stdout
+    # The command without its script, as ``python -m`` runs it.
+    module = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", DIST, "connect"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert module.stdout == everything.stdout
 
 
 def test_data_goes_to_the_users_data_folder_by_default(

@@ -2,7 +2,7 @@
 
 Checked on a real process with ``python -X importtime``, which lists every module it imports,
 through the first tools/list and a tool call, for both ways in: ``manage.py mcpserve`` in a
-clone and the ``deepwork-server mcp`` command (here its module, ``python -m deepwork_site``).
+clone and the ``deepwork-server mcp`` command (here its module, ``python -m deepwork_server``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ NOT_SERVED = (
 
 @pytest.mark.parametrize(
     "command",
-    [[MANAGE, "mcpserve"], ["-m", "deepwork_site", "mcp"]],
+    [[MANAGE, "mcpserve"], ["-m", "deepwork_server", "mcp"]],
     ids=["manage.py", "deepwork-server"],
 )
 def test_mcpserve_imports_no_web_stack(demo_project, tmp_path, command):

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from tests.api.conftest import DECIDE, VIEW, assert_error
+from tests.api.conftest import DECIDE, RESOLVE_BLOCKER, VIEW, assert_error
 from tracker import services as tracker
 from tracker.models import Issue, Task, TrackedWorkflow
 from tracker.selectors import context_get
@@ -50,7 +50,7 @@ def blocker(project: Project, agent: Agent, on: Task, description: str = "which?
 
 @pytest.fixture
 def decider(make_caller):
-    return make_caller(VIEW, DECIDE, username="ada")
+    return make_caller(VIEW, RESOLVE_BLOCKER, username="ada")
 
 
 # Auth and the error shape
@@ -81,7 +81,7 @@ def test_every_tracker_operation_needs_a_token_and_its_permission(
     assert_error(anonymous.post(resolve, {"resolution": "r"}), 401, "unauthorized")
     # Reading is not deciding.
     error = assert_error(viewer.post(resolve, {"resolution": "r"}), 403, "forbidden")
-    assert DECIDE in error["message"]
+    assert RESOLVE_BLOCKER in error["message"]
     issue.refresh_from_db()
     assert issue.resolved_at is None
     assert not Event.objects.filter(kind="issue:updated").exists()
@@ -594,6 +594,20 @@ def test_resolve_a_blocker_once_and_the_agent_sees_who_and_when(decider, project
     assert abs(datetime.fromisoformat(seen["resolved_at"]) - resolved_at) < timedelta(
         milliseconds=1
     )
+
+
+def test_resolving_a_blocker_is_the_trackers_permission_not_a_review_ruling(
+    make_caller, project, agent
+):
+    issue = blocker(project, agent, task(project, agent, begin(project, agent)))
+    path = f"/api/tracker/issues/{issue.pk}/resolve"
+    reviewer = make_caller(VIEW, DECIDE, username="rita")
+    error = assert_error(reviewer.post(path, {"resolution": "r"}), 403, "forbidden")
+    assert RESOLVE_BLOCKER in error["message"]
+    issue.refresh_from_db()
+    assert issue.resolved_at is None
+    answerer = make_caller(VIEW, RESOLVE_BLOCKER, username="abe")
+    assert answerer.post(path, {"resolution": "r"}).status_code == 201
 
 
 def test_resolve_refuses_bad_resolutions_and_non_blockers_changing_nothing(

@@ -513,7 +513,7 @@ def test_access_to_the_tracker_pages(client, watching, nobody, project, agent):
     assert not tagged(watching.get(pages[1]).content.decode(), "resolve-form")
     response = watching.post(resolve, {"resolution": "r"})
     assert response.status_code == 403
-    assert "reviews.decide_review" in response.content.decode()
+    assert "tracker.resolve_blocker" in response.content.decode()
     issue.refresh_from_db()
     assert issue.resolved_at is None
     assert not Event.objects.filter(kind="issue:updated").exists()

@@ -13,8 +13,8 @@ from accounts.identity import token_scoped_agent_id
 from accounts.models import ApiToken
 from tests.deepwork014.fixtures import DEMO14_JOB
 from tests.factories import make_user
-from tests.hosted.conftest import Tokens, call, mcp_client
-from tests.hosted.test_hosted_mcp import ACCEPT, post
+from tests.mcp_bridge.hosted.conftest import Tokens, call, mcp_client
+from tests.mcp_bridge.hosted.test_hosted_mcp import ACCEPT, post
 from workflows.errors import Forbidden, InvalidInput
 from workflows.models import Agent, WorkflowSession
 

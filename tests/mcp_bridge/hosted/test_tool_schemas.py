@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from fastmcp import Client, FastMCP
 
-from mcp_bridge import hosted
+from mcp_bridge.hosted import servers
 
 
 async def test_schemas_are_the_advertised_ones_and_follow_new_tools(monkeypatch):
@@ -16,7 +16,7 @@ async def test_schemas_are_the_advertised_ones_and_follow_new_tools(monkeypatch)
     def one(a: int, b: str = "x") -> int:
         return a
 
-    schemas = hosted._ToolSchemas(mcp)
+    schemas = servers.ToolSchemas(mcp)
     await schemas.fresh()
     async with Client(mcp) as client:
         listed = {tool.name: tool.input_schema for tool in await client.list_tools()}
@@ -30,7 +30,7 @@ async def test_schemas_are_the_advertised_ones_and_follow_new_tools(monkeypatch)
     # Within the interval nothing is listed again; after it the new tool is there.
     await schemas.fresh()
     assert schemas.get("two") is None
-    monkeypatch.setattr(hosted, "TOOL_SCHEMAS_SECONDS", 0.0)
+    monkeypatch.setattr(servers, "TOOL_SCHEMAS_SECONDS", 0.0)
     await schemas.fresh()
     async with Client(mcp) as client:
         listed = {tool.name: tool.input_schema for tool in await client.list_tools()}

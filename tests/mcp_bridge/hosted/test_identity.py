@@ -8,10 +8,11 @@ import pytest
 
 from accounts import identity
 from accounts.services import api_token_create, api_token_revoke
-from mcp_bridge import hosted
-from mcp_bridge.hosted import Identity, Refused, identify, still_authorised
+from mcp_bridge.hosted import auth
+from mcp_bridge.hosted.auth import Identity, identify, still_authorised
+from mcp_bridge.hosted.refusals import Refused
 from tests.factories import make_user
-from tests.hosted.conftest import DRIVE
+from tests.mcp_bridge.hosted.conftest import DRIVE
 from workflows.models import Agent
 from workflows.services.projects import project_ensure
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def _fresh_process_caches():
     # The caches live as long as a server process; each test here is a new "process".
-    for cache in (hosted._agents, hosted._projects, identity._permissions, hosted._alive):
+    for cache in (auth._agents, auth._projects, identity._permissions, auth._alive):
         cache.clear()
 
 
@@ -77,7 +78,7 @@ def test_heartbeat_is_written_once_per_interval_and_roles_when_they_change(
     with django_assert_num_queries(1):
         ask(secret)
     # The interval over: one heartbeat (update, then the row read back).
-    monkeypatch.setattr(hosted, "heartbeat_seconds", lambda: 0.0)
+    monkeypatch.setattr(auth, "heartbeat_seconds", lambda: 0.0)
     with django_assert_num_queries(3):
         ask(secret)
     assert Agent.objects.get(pk=agent.pk).heartbeat_at > beat

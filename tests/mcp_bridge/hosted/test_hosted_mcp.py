@@ -20,7 +20,7 @@ from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke
 from mcp_bridge.server import create_server
 from tests.factories import make_user
-from tests.hosted.conftest import DRIVE, Tokens, call, mcp_client, start_web
+from tests.mcp_bridge.hosted.conftest import DRIVE, Tokens, call, mcp_client, start_web
 from tests.processes import stop
 from workflows.models import Agent, Event, WorkflowSession
 
@@ -147,7 +147,7 @@ async def test_toolsets_are_chosen_per_url(web, tokens: Tokens):
     assert not refreshed.is_error
     async with mcp_client(web + "?toolsets=agents", tokens.bound, "legacy") as dag:
         registered = await call(dag, "register_agent", {"agent_id": "qa-1", "roles": ["QA"]})
-    # Over /mcp a bare agent id is a sub-agent of the token (tests/hosted/test_scoping.py).
+    # Over /mcp a bare agent id is a sub-agent of the token (test_scoping.py beside this).
     assert registered["agent_id"] == f"{tokens.bound_agent}/qa-1"
 
 
