@@ -42,7 +42,7 @@ def check_server_command(command: str, args: list[str]) -> None:
         argv = argv[1:]
     script, subcommand, *rest = argv
     assert script in PYPROJECT["scripts"], f"{script!r} is not a console script"
-    assert PYPROJECT["scripts"][script] == "deepwork_site.cli:main"
+    assert PYPROJECT["scripts"][script] == "deepwork_server:main"
     known = cli._parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert subcommand in known, f"{subcommand!r} is not a subcommand of {script}"
     assert subcommand == "mcp", "an MCP client must start the MCP server"
