@@ -12,6 +12,7 @@ APPS = (
     "workflows",
     "tracker",
     "reviews",
+    "insights",
     "mcp_bridge",
     "dashboard",
     "accounts",
