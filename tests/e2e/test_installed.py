@@ -46,6 +46,7 @@ APPS = (
     "workflows",
     "tracker",
     "reviews",
+    "insights",
     "mcp_bridge",
     "dashboard",
     "accounts",
