@@ -16,7 +16,7 @@ from insights.tallies import insight_tallies_rebuild
 from reviews.models import ReviewResult
 from tests.factories import make_user
 from tests.insights.conftest import D1, D3, build_history, in_range
-from tests.insights.test_dag_insights import run_dag  # noqa: F401  (a fixture)
+from tests.insights.test_dag import run_dag  # noqa: F401  (a fixture)
 from tracker.models import Issue
 from workflows.models import Agent, Step
 

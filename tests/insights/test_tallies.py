@@ -20,7 +20,7 @@ from insights.tallies import insight_tallies_rebuild, insight_tallies_summed
 from tests.deepwork014.fixtures import write_demo14
 from tests.driving import step_finish
 from tests.insights.conftest import D3, in_range
-from tests.insights.test_dag_insights import PLAN
+from tests.insights.test_dag import PLAN
 from workflows import events
 from workflows.models import Event, Project, WorkflowSession
 from workflows.services import dag, sessions, sessions014
