@@ -74,7 +74,7 @@ def test_the_engine_does_not_import_an_interface(app):
 
 
 # The insights count every context's rows: a read model above the engine and the contexts,
-# below the interfaces. Nothing beneath imports it, and it imports of what is beneath only what
+# below the interfaces. Nothing beneath imports it; of what is beneath, it imports only what
 # reads (models, selectors, their errors) and the event writer its tallies subscribe to.
 READ_MODELS = ("insights",)
 BENEATH_THE_READ_MODELS = ("workflows", "tracker", "reviews")
