@@ -1,8 +1,8 @@
 """The dashboard app, and the two groups a server gives its people.
 
-- **Watchers** may watch: the view permissions of every ``workflows``, ``tracker`` and
-  ``reviews`` model (among them ``workflows.view_workflowsession``, which every dashboard page
-  requires).
+- **Watchers** may watch: the view permissions of every ``workflows``, ``tracker``,
+  ``reviews`` and ``insights`` model (among them ``workflows.view_workflowsession``, which
+  every dashboard page requires).
 - **Deciders** may also act: Watchers' permissions plus ``workflows.abort_session``,
   ``workflows.drive_session``, ``reviews.decide_review`` (override a review, request
   changes) and ``tracker.resolve_blocker`` (answer a blocker an agent raised).
@@ -25,7 +25,7 @@ from django.apps.registry import Apps
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models.signals import post_migrate
 
-WATCHED_APPS = ("workflows", "tracker", "reviews")
+WATCHED_APPS = ("workflows", "tracker", "reviews", "insights")
 DECIDER_PERMISSIONS = (
     ("workflows", "abort_session"),
     ("workflows", "drive_session"),

@@ -25,11 +25,11 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from pygal.style import Style
 
-from reviews import insights as reviews
-from reviews.insight_tables import WAIT_LABELS, AllWaits, StepTimes, wait_rows
-from workflows.selectors import dag_insights as dag
-from workflows.selectors import insights as work
-from workflows.selectors.insights import InsightFilter
+from insights import dag, reviews
+from insights import selectors as work
+from insights import tracker as tracked
+from insights.filters import InsightFilter
+from insights.tables import WAIT_LABELS, AllWaits, StepTimes, wait_rows
 
 # Colours that keep their contrast on the page's white cards, one per series.
 STYLE = Style(
@@ -415,13 +415,15 @@ def agent_outcomes_chart(
     return _svg(chart)
 
 
-def tracker_files_chart(data: work.TrackerInsights, filters: InsightFilter) -> SafeString | None:
+def tracker_files_chart(data: tracked.TrackerInsights, filters: InsightFilter) -> SafeString | None:
     # Only the figures drawn key the kept chart: the blockers' ages change every second.
     return _tracker_files_chart(data.days, filters)
 
 
 @memoized
-def _tracker_files_chart(days: list[work.TrackerDay], filters: InsightFilter) -> SafeString | None:
+def _tracker_files_chart(
+    days: list[tracked.TrackerDay], filters: InsightFilter
+) -> SafeString | None:
     if not any(d.tasks for d in days):
         return None
     chart = _base(
@@ -443,7 +445,7 @@ def _tracker_files_chart(days: list[work.TrackerDay], filters: InsightFilter) ->
 
 
 def tracker_decisions_chart(
-    data: work.TrackerInsights, filters: InsightFilter
+    data: tracked.TrackerInsights, filters: InsightFilter
 ) -> SafeString | None:
     return _tracker_decisions_chart(data.decisions, filters)
 
@@ -472,7 +474,9 @@ class BlockerBar:
     workflow_name: str
 
 
-def tracker_blockers_chart(data: work.TrackerInsights, filters: InsightFilter) -> SafeString | None:
+def tracker_blockers_chart(
+    data: tracked.TrackerInsights, filters: InsightFilter
+) -> SafeString | None:
     bars = [
         BlockerBar(
             f"#{b.issue_id} {b.description[:40]}",

@@ -22,9 +22,11 @@ from django.views.decorators.http import require_safe
 
 from dashboard import insight_charts as charts
 from dashboard.views import _live_page, watcher_required
-from reviews import insights as reviews
-from reviews.history import history_markdown, session_history
-from reviews.insight_tables import (
+from insights import dag, reviews
+from insights import selectors as work
+from insights import tracker as tracked
+from insights.filters import MAX_RANGE_DAYS, Dialect, InsightFilter, insight_filter
+from insights.tables import (
     INSIGHT_NAMES,
     InsightTable,
     agent_days_table,
@@ -46,12 +48,10 @@ from reviews.insight_tables import (
     waits,
     waits_table,
 )
+from reviews.history import history_markdown, session_history
 from workflows.errors import InvalidInput, NotFound
-from workflows.selectors import dag_insights as dag
-from workflows.selectors import insights as work
 from workflows.selectors.catalog import project_list, project_not_found
 from workflows.selectors.events import newest_event_id
-from workflows.selectors.insights import MAX_RANGE_DAYS, Dialect, InsightFilter, insight_filter
 
 MAX_ID = 2**63 - 1
 
@@ -178,7 +178,7 @@ def _reviews(filters: InsightFilter) -> list[Panel]:
 
 
 def _tracker(filters: InsightFilter) -> list[Panel]:
-    data = work.tracker_insights(filters=filters)
+    data = tracked.tracker_insights(filters=filters)
     # The tracker's own pages list the workflows behind these charts.
     url = charts.tracker_url(filters)
     return [

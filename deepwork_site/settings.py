@@ -107,6 +107,7 @@ ALL_APPS = [
     "workflows",
     "tracker",
     "reviews",
+    "insights",
     "mcp_bridge",
     "dashboard",
     "accounts",
@@ -122,6 +123,8 @@ MCP_APPS = [
     "workflows",
     "tracker",
     "reviews",
+    # The event writer counts the insight tallies with every event it writes.
+    "insights",
     "mcp_bridge",
 ]
 # Set by the entry point (deepwork_site.cli) before these settings are read.

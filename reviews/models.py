@@ -7,8 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from workflows.models import StepRun, WorkflowSession
-from workflows.tally_models import CopiedFromSession
+from workflows.models import CopiedFromSession, StepRun, WorkflowSession
 
 
 class ReviewResult(CopiedFromSession):

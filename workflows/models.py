@@ -6,6 +6,8 @@ Writes happen only in ``workflows.services``; reads that shape data for an inter
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -572,21 +574,43 @@ class SessionJob(models.Model):
         return f"{self.conversation_id}:{self.job_name}"
 
 
-from workflows.tally_models import AgentTally, SessionTally, StepTimeTally  # noqa: E402
+class CopiedFromSession(models.Model):
+    """A session's project, generation, job and workflow, which never change, copied onto rows
+    that other contexts filter by them (the insights' tallies, review verdicts), so that they
+    join no session."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    generation = models.CharField(max_length=8)
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    job_name = models.CharField(max_length=255)
+    workflow_name = models.CharField(max_length=255)
+
+    class Meta:
+        abstract = True
+
+    @staticmethod
+    def copied_from(session: WorkflowSession) -> dict[str, Any]:
+        return {
+            "project_id": session.project_id,
+            "generation": session.generation,
+            "job_id": session.job_id,
+            "job_name": session.job_name,
+            "workflow_name": session.workflow_name,
+        }
+
+
 from workflows.wftools_models import WorkflowToolFilter, WorkflowToolName  # noqa: E402
 
 __all__ = [
     "Agent",
-    "AgentTally",
+    "CopiedFromSession",
     "Event",
     "Job",
     "JobLoadError",
     "Project",
     "SessionJob",
-    "SessionTally",
     "Step",
     "StepRun",
-    "StepTimeTally",
     "Workflow",
     "WorkflowSession",
     "WorkflowStep",

@@ -13,9 +13,9 @@ from accounts.identity import identity_project_scope
 from api.auth import VIEW, TokenAuth, caller
 from api.common import READ_ERRORS
 from api.routers.insights_schemas import InsightName, InsightOut, InsightQuery
-from reviews.insight_tables import insight_table
+from insights.filters import InsightFilter, insight_filter
+from insights.tables import insight_table
 from workflows.selectors.catalog import project_get
-from workflows.selectors.insights import InsightFilter, insight_filter
 
 CSV_ANSWER = {"200": {"content": {"text/csv": {"schema": {"type": "string"}}}}}
 

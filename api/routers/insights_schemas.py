@@ -8,8 +8,8 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from api.schemas import Name
-from reviews.insight_tables import INSIGHT_NAMES
-from workflows.selectors.insights import MAX_RANGE_DAYS
+from insights.filters import MAX_RANGE_DAYS
+from insights.tables import INSIGHT_NAMES
 
 InsightName = Literal[INSIGHT_NAMES]  # type: ignore[valid-type]
 

@@ -16,7 +16,7 @@ from workflows.models import Agent, Project
 from workflows.selectors.sessions import session_agent_id
 from workflows.services.catalog import Catalog
 
-# DeepWork 0.14's stack ids are at most this long (``sessions014.stack_id_clean``).
+# DeepWork 0.14's stack ids are at most this long (``generations.v0_14.stack_id_clean``).
 MAX_CONVERSATION_ID = 100
 
 

@@ -11,14 +11,14 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_token_create
-from reviews.insight_tables import insight_table
+from insights.tables import insight_table
+from insights.tallies import insight_tallies_rebuild
 from reviews.models import ReviewResult
 from tests.factories import make_user
 from tests.insights.conftest import D1, D3, build_history, in_range
-from tests.insights.test_dag_insights import run_dag  # noqa: F401  (a fixture)
+from tests.insights.test_dag import run_dag  # noqa: F401  (a fixture)
 from tracker.models import Issue
 from workflows.models import Agent, Step
-from workflows.tallies import insight_tallies_rebuild
 
 pytestmark = pytest.mark.django_db
 
@@ -122,7 +122,7 @@ def test_figures_stay_numbers(downloads):
 
 
 def test_the_one_writer_escapes_text_and_leaves_numbers():
-    from reviews.insight_tables import csv_text
+    from insights.tables import csv_text
 
     text = csv_text(
         ["name", "-n"],

@@ -1,7 +1,8 @@
 """The apps import in one direction: the engine never imports an interface, ``workflows`` never
 imports ``reviews`` or ``tracker`` (the contexts built on it), the contexts never import each
-other, the engine never imports a dialect (it answers in domain terms), and the admin helpers
-every app shares import no app's interface.
+other, ``insights`` (a read model over every context) sits above the contexts and below the
+interfaces and only reads what is beneath it, the engine never imports a dialect (it answers
+in domain terms), and the admin helpers every app shares import no app's interface.
 
 Read from the source (every import statement, at module level or inside a function), so a
 lazy import hidden in a function body counts as much as one at the top.
@@ -58,27 +59,8 @@ def test_workflows_does_not_import_reviews():
     assert offending(sources("workflows"), ("reviews",)) == []
 
 
-# The insight read models count every context's rows, the tracker's among them. They still live
-# in workflows/ until they get an app of their own above the contexts; until then they may read
-# the tracker's models, and nothing else of workflows/ may import the tracker at all.
-TRACKER_READ_BY_INSIGHTS = ("workflows/selectors/insights.py", "tracker.models")
-
-
-def below_the_tracker(paths: list[Path], root: Path = ROOT) -> list[str]:
-    """``offending(paths, ("tracker",))`` less the insight read models' reads of its models."""
-    reader, models = TRACKER_READ_BY_INSIGHTS
-    return [
-        found
-        for found in offending(paths, ("tracker",), root)
-        if not (
-            found.startswith(f"{reader}: ")
-            and (found.endswith(f": {models}") or f": {models}." in found)
-        )
-    ]
-
-
 def test_workflows_does_not_import_the_tracker():
-    assert below_the_tracker(sources("workflows")) == []
+    assert offending(sources("workflows"), ("tracker",)) == []
 
 
 @pytest.mark.parametrize(("app", "other"), [("tracker", "reviews"), ("reviews", "tracker")])
@@ -86,9 +68,36 @@ def test_the_contexts_do_not_import_each_other(app, other):
     assert offending(sources(app), (other,)) == []
 
 
-@pytest.mark.parametrize("app", ["workflows", "reviews", "tracker"])
+@pytest.mark.parametrize("app", ["workflows", "reviews", "tracker", "insights"])
 def test_the_engine_does_not_import_an_interface(app):
     assert offending(sources(app), INTERFACES) == []
+
+
+# The insights count every context's rows: a read model above the engine and the contexts,
+# below the interfaces. Nothing beneath imports it; of what is beneath, it imports only what
+# reads (models, selectors, their errors) and the event writer its tallies subscribe to.
+READ_MODELS = ("insights",)
+BENEATH_THE_READ_MODELS = ("workflows", "tracker", "reviews")
+READABLE = ("models", "selectors", "errors", "events")
+
+
+@pytest.mark.parametrize("app", BENEATH_THE_READ_MODELS)
+def test_nothing_beneath_imports_the_insights(app):
+    assert offending(sources(app), READ_MODELS) == []
+
+
+def beyond_reading(paths: list[Path], root: Path = ROOT) -> list[str]:
+    """``file: module`` for each import of a module beneath that is not one of ``READABLE``."""
+    return [
+        found
+        for found in offending(paths, BENEATH_THE_READ_MODELS, root)
+        if (name := found.split(": ", 1)[1]) not in BENEATH_THE_READ_MODELS
+        and name.split(".")[1] not in READABLE
+    ]
+
+
+def test_the_insights_only_read_what_is_beneath_them():
+    assert beyond_reading(sources("insights")) == []
 
 
 def engine_sources() -> list[Path]:
@@ -138,20 +147,28 @@ def test_the_scan_finds_every_kind_of_import(tmp_path):
     ]
 
 
-def test_only_the_insight_read_models_may_read_the_tracker(tmp_path):
-    """The tracker rule above allows one read; this shows it flags every other import."""
-    selectors = tmp_path / "workflows" / "selectors"
-    services = tmp_path / "workflows" / "services"
-    selectors.mkdir(parents=True)
-    services.mkdir(parents=True)
-    (selectors / "insights.py").write_text(
-        "from tracker.models import Issue, Task\nfrom tracker.services import task_start\n"
+def test_the_read_model_rule_flags_every_write_and_every_import_of_it(tmp_path):
+    """The insights rules above would pass on an empty scan; this shows what they flag."""
+    (tmp_path / "insights").mkdir()
+    (tmp_path / "tracker").mkdir()
+    (tmp_path / "insights" / "figures.py").write_text(
+        "from tracker.models import Issue\n"
+        "from reviews import selectors\n"
+        "from workflows import events\n"
+        "from tracker.services import task_start\n"
+        "def later():\n"
+        "    from reviews import gate\n"
+        "    import workflows.services.sessions\n"
     )
-    (services / "sessions.py").write_text("def later():\n    from tracker import models\n")
-    found = below_the_tracker(sorted(tmp_path.rglob("*.py")), root=tmp_path)
+    (tmp_path / "tracker" / "services.py").write_text(
+        "def later():\n    from insights import tallies\n"
+    )
+    found = beyond_reading([tmp_path / "insights" / "figures.py"], root=tmp_path)
     assert found == [
-        "workflows/selectors/insights.py: tracker.services",
-        "workflows/selectors/insights.py: tracker.services.task_start",
-        "workflows/services/sessions.py: tracker",
-        "workflows/services/sessions.py: tracker.models",
+        "insights/figures.py: reviews.gate",
+        "insights/figures.py: tracker.services",
+        "insights/figures.py: tracker.services.task_start",
+        "insights/figures.py: workflows.services.sessions",
     ]
+    beneath = offending([tmp_path / "tracker" / "services.py"], READ_MODELS, root=tmp_path)
+    assert beneath == ["tracker/services.py: insights", "tracker/services.py: insights.tallies"]

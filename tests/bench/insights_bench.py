@@ -163,12 +163,13 @@ def seed(reseed: bool) -> None:
     from django.db import connection, transaction
     from django.utils import timezone
 
+    from insights.models import SessionTally
+    from insights.tallies import insight_tallies_rebuild
     from reviews.models import HumanDecision, ReviewResult
     from tracker.models import Decision, Issue, Task, TrackedWorkflow
-    from workflows.models import Agent, Event, Job, SessionTally, StepRun, WorkflowSession
+    from workflows.models import Agent, Event, Job, StepRun, WorkflowSession
     from workflows.services.catalog import Catalog
     from workflows.services.projects import project_ensure
-    from workflows.tallies import insight_tallies_rebuild
 
     call_command("migrate", verbosity=0)
     if not User.objects.filter(username="bench").exists():
@@ -728,7 +729,7 @@ def measure(runs: int, only: list[str] | None = None) -> list[dict]:
 
     from accounts.services import api_token_create
     from dashboard.insight_charts import forget_drawn_charts
-    from reviews.insight_tables import INSIGHT_NAMES
+    from insights.tables import INSIGHT_NAMES
     from workflows.models import WorkflowSession
 
     user = User.objects.get(username="bench")

@@ -38,9 +38,9 @@ WATCH = {
     # DeepWork 0.14's session jobs.
     "workflows.view_sessionjob",
     # The insights' tallies.
-    "workflows.view_sessiontally",
-    "workflows.view_agenttally",
-    "workflows.view_steptimetally",
+    "insights.view_sessiontally",
+    "insights.view_agenttally",
+    "insights.view_steptimetally",
 }
 DECIDE = {
     "workflows.abort_session",

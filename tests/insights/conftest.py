@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from insights.filters import InsightFilter
+from insights.tallies import insight_tallies_rebuild
 from reviews.models import HumanDecision, ReviewResult, copied_from
 from tests.conftest import DEMO_JOB
 from tests.factories import make_user, write_job
 from tracker.models import Decision, Issue, Task, TrackedWorkflow
 from workflows.models import Agent, Event, Job, Project, StepRun, WorkflowSession
-from workflows.selectors.insights import InsightFilter
 from workflows.services.catalog import Catalog
 from workflows.services.projects import project_ensure
-from workflows.tallies import insight_tallies_rebuild
 
 UTC = dt.UTC
 D0, D1, D2, D3 = (dt.date(2026, 2, 28) + dt.timedelta(days=n) for n in range(4))

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from reviews import insights as review_insights
+from insights import reviews as review_insights
+from insights import selectors
+from insights import tracker as tracked
 from reviews.models import ReviewResult, copied_from
 from tests.insights.conftest import D1, D2, D3, NOW, at, in_range
-from workflows.selectors import insights
 
 pytestmark = pytest.mark.django_db
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.django_db
 def outcomes(filters):
     return [
         (d.day, d.completed, d.aborted, d.active)
-        for d in insights.sessions_per_day(filters=filters)
+        for d in selectors.sessions_per_day(filters=filters)
     ]
 
 
@@ -41,16 +42,18 @@ def test_sessions_per_day_filters(history, filters, expected):
 
 
 def test_the_busiest_workflow_is_chosen_unless_named(history):
-    assert insights.busiest_workflow(filters=in_range()) == insights.WorkflowChoice("demo", "main")
+    assert selectors.busiest_workflow(filters=in_range()) == selectors.WorkflowChoice(
+        "demo", "main"
+    )
     named = in_range(job="demo", workflow="quick")
-    assert insights.busiest_workflow(filters=named) == insights.WorkflowChoice("demo", "quick")
+    assert selectors.busiest_workflow(filters=named) == selectors.WorkflowChoice("demo", "quick")
 
 
 def times(filters, workflow="main"):
-    choice = insights.WorkflowChoice("demo", workflow)
+    choice = selectors.WorkflowChoice("demo", workflow)
     return [
         (t.step_id, t.runs, t.median_seconds, t.p90_seconds)
-        for t in insights.step_times(filters=filters, choice=choice)
+        for t in selectors.step_times(filters=filters, choice=choice)
     ]
 
 
@@ -73,7 +76,7 @@ def test_time_per_step_median_and_p90(history):
 def test_agent_activity(history):
     rows = {
         a.agent_id: (a.steps_per_day, a.steps, a.failed_reviews, a.aborts)
-        for a in insights.agent_activity(filters=in_range())
+        for a in selectors.agent_activity(filters=in_range())
     }
     # a1: s1's four runs and s2's gather on D1, s5's gather on D3; one failed round (s1; s6's is
     # before the range) and s2 aborted. a2: s3's gather and wrap_up on D2. b1: s7's gather.
@@ -85,9 +88,10 @@ def test_agent_activity(history):
 
 
 def test_agent_activity_sums_the_rest_as_other_agents(history, monkeypatch):
-    monkeypatch.setattr(insights, "TOP_AGENTS", 1)
+    monkeypatch.setattr(selectors, "TOP_AGENTS", 1)
     rows = [
-        (a.agent_id, a.steps_per_day, a.others) for a in insights.agent_activity(filters=in_range())
+        (a.agent_id, a.steps_per_day, a.others)
+        for a in selectors.agent_activity(filters=in_range())
     ]
     assert rows == [("a1", [5, 0, 1], []), ("other agents", [0, 3, 0], ["a2", "b1"])]
 
@@ -187,7 +191,7 @@ def test_waits_on_reviewers_and_people(history):
 
 
 def test_tracker_insights(history):
-    found = insights.tracker_insights(filters=in_range(), now=NOW)
+    found = tracked.tracker_insights(filters=in_range(), now=NOW)
     assert [(d.day, d.tasks, d.added, d.modified, d.deleted) for d in found.days] == [
         (D1, 1, 2, 1, 0),
         (D2, 1, 0, 1, 1),
@@ -200,5 +204,5 @@ def test_tracker_insights(history):
     ]
     # One blocker answered in the range, two hours after it was raised.
     assert (found.resolved_wait.count, found.resolved_wait.median) == (1, 7200.0)
-    assert insights.tracker_insights(filters=in_range(dialect="deepwork"), now=NOW).decisions == []
-    assert insights.tracker_insights(filters=in_range(agent_id="a2"), now=NOW).decisions == []
+    assert tracked.tracker_insights(filters=in_range(dialect="deepwork"), now=NOW).decisions == []
+    assert tracked.tracker_insights(filters=in_range(agent_id="a2"), now=NOW).decisions == []

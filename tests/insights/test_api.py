@@ -10,8 +10,8 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_token_create
+from insights.tables import INSIGHT_NAMES, insight_table
 from reviews.history import history_markdown, session_history
-from reviews.insight_tables import INSIGHT_NAMES, insight_table
 from tests.factories import make_user
 from tests.insights.conftest import D1, D3, in_range
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from reviews import insights as reviews
+from insights import reviews, selectors
+from insights.filters import insight_filter
+from insights.tallies import insight_tallies_rebuild
 from reviews.models import ReviewResult
 from tests.insights.conftest import D1, D2, D3, in_range
 from workflows.errors import InvalidInput
 from workflows.models import WorkflowSession
-from workflows.selectors import insights
-from workflows.tallies import insight_tallies_rebuild
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +29,7 @@ def split(history):
 def outcomes(filters):
     return [
         (d.day, d.completed, d.aborted, d.active)
-        for d in insights.sessions_per_day(filters=filters)
+        for d in selectors.sessions_per_day(filters=filters)
     ]
 
 
@@ -54,17 +54,17 @@ def test_sessions_per_day_per_generation(split):
 
 
 def test_time_per_step_per_generation(split):
-    choice = insights.WorkflowChoice("demo", "main")
+    choice = selectors.WorkflowChoice("demo", "main")
     rows = [
         (t.step_id, t.runs, t.median_seconds, t.p90_seconds)
-        for t in insights.step_times(filters=in_range(dialect="deepwork-0.14"), choice=choice)
+        for t in selectors.step_times(filters=in_range(dialect="deepwork-0.14"), choice=choice)
     ]
     # 0.14 gather runs: s2's 20 s, s3's 30 s and its first try's 500 s (sent back, but
     # finished): the median is the 2nd of 3, p90 the 3rd. wrap_up: s3's 120 s.
     assert rows == [("gather", 3, 30.0, 500.0), ("wrap_up", 1, 120.0, 120.0)]
     rows = [
         (t.step_id, t.runs, t.median_seconds, t.p90_seconds)
-        for t in insights.step_times(filters=in_range(dialect="deepwork-0.9"), choice=choice)
+        for t in selectors.step_times(filters=in_range(dialect="deepwork-0.9"), choice=choice)
     ]
     # 0.9 gather: s1's 10 s and s7's 40 s; s1's parts and wrap_up.
     assert rows == [
@@ -78,7 +78,7 @@ def test_time_per_step_per_generation(split):
 def test_agent_activity_per_generation(split):
     rows = {
         a.agent_id: (a.steps_per_day, a.steps, a.failed_reviews, a.aborts)
-        for a in insights.agent_activity(filters=in_range(dialect="deepwork-0.14"))
+        for a in selectors.agent_activity(filters=in_range(dialect="deepwork-0.14"))
     }
     # a1: s2's gather on D1 and s2 aborted; a2: s3's gather and wrap_up on D2, its failed round.
     assert rows == {"a1": ([1, 0, 0], 1, 0, 1), "a2": ([0, 2, 0], 2, 1, 0)}
@@ -108,4 +108,4 @@ def test_reviews_and_rulings_per_generation(split):
 
 def test_an_unknown_dialect_is_refused():
     with pytest.raises(InvalidInput, match="deepwork-0.14"):
-        insights.insight_filter(dialect="deepwork-1.0")
+        insight_filter(dialect="deepwork-1.0")

@@ -9,10 +9,10 @@ import pytest
 from django.db.models import F, Max
 from django.db.models.functions import Now
 
+from insights.durations import exact_duration, percentiles_once
+from insights.percentiles import duration, percentiles_by, seconds
 from tests.insights.conftest import D1, at
 from workflows.models import StepRun
-from workflows.selectors.durations import exact_duration, percentiles_once
-from workflows.selectors.insights import duration, percentiles_by, seconds
 
 pytestmark = pytest.mark.django_db
 

@@ -10,7 +10,7 @@ import re
 import pytest
 from django.test import Client
 
-from reviews.insight_tables import INSIGHT_NAMES, insight_table
+from insights.tables import INSIGHT_NAMES, insight_table
 from tests.factories import make_user
 from tests.insights.conftest import D1, D3, in_range
 
@@ -147,8 +147,8 @@ def test_tracker_charts_lead_to_the_tracked_workflows(history, watching):
 
 def test_the_per_agent_chart_draws_every_series_its_table_holds(history, watching):
     from dashboard import insight_charts as charts
-    from workflows.selectors import insights as work
-    from workflows.selectors.insights import InsightFilter
+    from insights import selectors as work
+    from insights.filters import InsightFilter
 
     filters = InsightFilter(since=D1, until=D3)
     agents = work.agent_activity(filters=filters)

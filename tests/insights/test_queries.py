@@ -11,7 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from accounts.services import api_token_create
-from reviews.insight_tables import INSIGHT_NAMES
+from insights.tables import INSIGHT_NAMES
 from reviews.models import ReviewResult, copied_from
 from tests.factories import make_user
 from tests.insights.conftest import D1, D3

@@ -11,10 +11,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from reviews import insights as review_insights
+from insights import reviews as review_insights
+from insights.filters import InsightFilter
 from tests.factories import make_user
 from tests.reviews.generations.conftest import DRAFT, driver, generation  # noqa: F401
-from workflows.selectors.insights import InsightFilter
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,23 +14,17 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.db.models import Sum
 
+from insights import histograms, selectors
+from insights.models import AgentTally, SessionTally, StepTimeTally
+from insights.tallies import insight_tallies_rebuild, insight_tallies_summed
 from tests.deepwork014.fixtures import write_demo14
 from tests.driving import step_finish
 from tests.insights.conftest import D3, in_range
-from tests.insights.test_dag_insights import PLAN
-from workflows import events, histograms
+from tests.insights.test_dag import PLAN
+from workflows import events
 from workflows.generations import Conversation
-from workflows.models import (
-    AgentTally,
-    Event,
-    Project,
-    SessionTally,
-    StepTimeTally,
-    WorkflowSession,
-)
-from workflows.selectors import insights
+from workflows.models import Event, Project, WorkflowSession
 from workflows.services import dag, sessions
-from workflows.tallies import insight_tallies_rebuild, insight_tallies_summed
 
 pytestmark = pytest.mark.django_db
 
@@ -102,10 +96,10 @@ def test_the_services_keep_the_tallies_as_a_rebuild_counts_them(project, agent, 
 
 
 def test_step_times_from_the_histograms_are_within_one_percent(history, monkeypatch):
-    exact = {t.step_id: t for t in insights.step_times(filters=in_range(), choice=choice())}
+    exact = {t.step_id: t for t in selectors.step_times(filters=in_range(), choice=choice())}
     assert not any(t.approximate for t in exact.values())
-    monkeypatch.setattr(insights, "EXACT_STEP_TIMES_LIMIT", 0)
-    estimated = insights.step_times(filters=in_range(), choice=choice())
+    monkeypatch.setattr(selectors, "EXACT_STEP_TIMES_LIMIT", 0)
+    estimated = selectors.step_times(filters=in_range(), choice=choice())
     assert [t.step_id for t in estimated] == list(exact)
     for t in estimated:
         assert t.approximate
@@ -117,8 +111,8 @@ def test_step_times_from_the_histograms_are_within_one_percent(history, monkeypa
     assert estimated[0].median_seconds == pytest.approx(30.0, rel=histograms.MAX_RELATIVE_ERROR)
 
 
-def choice() -> insights.WorkflowChoice:
-    return insights.WorkflowChoice("demo", "main")
+def choice() -> selectors.WorkflowChoice:
+    return selectors.WorkflowChoice("demo", "main")
 
 
 @pytest.mark.parametrize(
@@ -155,7 +149,7 @@ def test_a_range_reads_each_of_its_days_once(history, since, until):
         days = sum(1 for r in rows if r.period_start.replace(day=1) == month)
         rows.append(StepTimeTally(period="month", period_start=month, runs=days, **key))
     StepTimeTally.objects.bulk_create(rows)
-    read = StepTimeTally.objects.filter(insights._periods_q(since, until), job_name="probe")
+    read = StepTimeTally.objects.filter(selectors._periods_q(since, until), job_name="probe")
     assert read.aggregate(n=Sum("runs"))["n"] == (until - since).days + 1
     whole_months = read.filter(period="month").count()
     assert read.count() == whole_months + ((until - since).days + 1) - sum(
@@ -164,7 +158,7 @@ def test_a_range_reads_each_of_its_days_once(history, since, until):
 
 
 def test_dag_executions_are_not_deepwork_sessions(history, tmp_path):
-    before = [(d.day, d.started) for d in insights.sessions_per_day(filters=in_range())]
+    before = [(d.day, d.started) for d in selectors.sessions_per_day(filters=in_range())]
     project = Project.objects.create(root_path=str(tmp_path / "dag"), name="dag")
     wid = dag.dag_define(
         project=project, creator_id="c", name="Ship", description="", steps=PLAN
@@ -177,11 +171,11 @@ def test_dag_executions_are_not_deepwork_sessions(history, tmp_path):
     insight_tallies_rebuild()
     assert SessionTally.objects.filter(job_id=started.job_id).exists()
     # Neither the tallies nor the rows (an agent's view reads the rows) count it.
-    assert [(d.day, d.started) for d in insights.sessions_per_day(filters=in_range())] == before
-    assert insights.busiest_workflow(filters=in_range()) != insights.WorkflowChoice(
+    assert [(d.day, d.started) for d in selectors.sessions_per_day(filters=in_range())] == before
+    assert selectors.busiest_workflow(filters=in_range()) != selectors.WorkflowChoice(
         started.job_name, started.workflow_name
     )
-    agent_view = insights.sessions_per_day(filters=in_range(agent_id=started.agent.agent_id))
+    agent_view = selectors.sessions_per_day(filters=in_range(agent_id=started.agent.agent_id))
     assert sum(d.started for d in agent_view) == 0
 
 
@@ -202,11 +196,11 @@ def test_the_rebuild_command_recounts_one_project_or_all(history):
 
 
 def test_the_step_times_table_says_when_its_figures_are_from_buckets(history, monkeypatch):
-    from reviews.insight_tables import insight_table
+    from insights.tables import insight_table
 
     exact = insight_table(name="step-times", filters=in_range())
     assert not any("buckets" in note for note in exact.notes)
-    monkeypatch.setattr(insights, "EXACT_STEP_TIMES_LIMIT", 0)
+    monkeypatch.setattr(selectors, "EXACT_STEP_TIMES_LIMIT", 0)
     estimated = insight_table(name="step-times", filters=in_range())
     assert any("within 1% of the exact figure" in note for note in estimated.notes)
     assert [row[:3] for row in estimated.rows] == [row[:3] for row in exact.rows]
@@ -218,12 +212,12 @@ def test_agent_activity_filtered_by_a_job_that_holds_everything_is_the_same(
 ):
     # Every session of the history is job "demo": naming it filters the tallies' rows by job
     # and must find the same figures as reading them all.
-    monkeypatch.setattr(insights, "TOP_AGENTS", top)
+    monkeypatch.setattr(selectors, "TOP_AGENTS", top)
 
     def shown(filters):
         return [
             (a.agent_id, a.steps_per_day, a.steps, a.failed_reviews, a.aborts, a.others)
-            for a in insights.agent_activity(filters=filters)
+            for a in selectors.agent_activity(filters=filters)
         ]
 
     assert shown(in_range()) == shown(in_range(job="demo"))

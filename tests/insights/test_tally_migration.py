@@ -12,8 +12,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 
-from workflows.models import AgentTally, SessionTally, StepTimeTally
-from workflows.tallies import insight_tallies_rebuild, insight_tallies_summed
+from insights.models import AgentTally, SessionTally, StepTimeTally
+from insights.tallies import insight_tallies_rebuild, insight_tallies_summed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -337,9 +337,9 @@ class Database:
         """Every way the rows of this project disagree with each other."""
         from django.db import close_old_connections
 
+        from insights.tallies import insight_tallies_differences
         from reviews.models import ReviewResult
         from workflows.models import Event, StepRun, WorkflowSession
-        from workflows.tallies import insight_tallies_differences
 
         close_old_connections()
         problems: list[str] = []

@@ -14,10 +14,11 @@ import pytest
 from django.db.models import F
 from fastmcp import Client
 
+from insights.models import AgentTally
 from mcp_bridge.server import create_server
 from reviews.models import ReviewResult
 from tests.soak.kill_soak import Database, Frame, matches, write_project
-from workflows.models import AgentTally, Event, StepRun, WorkflowSession
+from workflows.models import Event, StepRun, WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 OVERRIDE = "Checked against every criterion."

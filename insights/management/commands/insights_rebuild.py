@@ -10,8 +10,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from insights.tallies import insight_tallies_rebuild
 from workflows.models import Project
-from workflows.tallies import insight_tallies_rebuild
 
 
 class Command(BaseCommand):

@@ -17,13 +17,10 @@ from typing import Any
 from django.db.models import Count, F, Q, Sum, Value
 from django.db.models.functions import Coalesce, NullIf
 
+from insights.durations import exact_duration, percentiles_once
+from insights.filters import Dialect, InsightFilter
+from insights.percentiles import seconds
 from workflows.models import Agent, Job, StepRun, WorkflowSession
-from workflows.selectors.durations import exact_duration, percentiles_once
-from workflows.selectors.insights import (
-    Dialect,
-    InsightFilter,
-    seconds,
-)
 
 # The label of steps that name no role (handed to a named agent, or to any agent).
 ANY_ROLE = "(no role)"

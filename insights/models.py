@@ -2,45 +2,20 @@
 that the insights pages read a few thousand summed rows instead of every session, run and
 event of a year.
 
-Written only by ``workflows.tallies`` (called from the one event writer, in the transaction
-that writes the event), rebuilt from the rows by ``manage.py insights_rebuild``. Every read
-sums them, so two rows with the same key (possible only for a key with a NULL agent) still
-add up right. DAG executions, counted as the sessions they are, are left out when read: they
-have their own tab. Days are UTC days, as everywhere in the insights.
+Written only by ``insights.tallies`` (a projection on the engine's one event writer, run in
+the transaction that writes the event), rebuilt from the rows by ``manage.py insights_rebuild``.
+Every read sums them, so two rows with the same key (possible only for a key with a NULL
+agent) still add up right. DAG executions, counted as the sessions they are, are left out when
+read: they have their own tab. Days are UTC days, as everywhere in the insights.
+
+The tables were made when the tallies lived in ``workflows`` and keep their names.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.db import models
 
-from workflows.models import Agent, Job, Project, WorkflowSession
-
-
-class CopiedFromSession(models.Model):
-    """A session's project, generation, job and workflow, which never change, copied onto rows
-    that the insights filter by them (tallies, review verdicts), so that they join no
-    session."""
-
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    generation = models.CharField(max_length=8)
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
-    job_name = models.CharField(max_length=255)
-    workflow_name = models.CharField(max_length=255)
-
-    class Meta:
-        abstract = True
-
-    @staticmethod
-    def copied_from(session: WorkflowSession) -> dict[str, Any]:
-        return {
-            "project_id": session.project_id,
-            "generation": session.generation,
-            "job_id": session.job_id,
-            "job_name": session.job_name,
-            "workflow_name": session.workflow_name,
-        }
+from workflows.models import Agent, CopiedFromSession
 
 
 class SessionTally(CopiedFromSession):
@@ -53,6 +28,7 @@ class SessionTally(CopiedFromSession):
     aborted = models.IntegerField(default=0, db_default=0)
 
     class Meta:
+        db_table = "workflows_sessiontally"
         constraints = [
             # Leads with the day: it is also the index the date range reads.
             models.UniqueConstraint(
@@ -105,6 +81,7 @@ class AgentTally(PeriodTally):
     sessions_aborted = models.IntegerField(default=0, db_default=0)
 
     class Meta:
+        db_table = "workflows_agenttally"
         constraints = [
             *PeriodTally.Meta.constraints,
             models.UniqueConstraint(
@@ -134,7 +111,7 @@ class AgentTally(PeriodTally):
 
 class StepTimeTally(PeriodTally):
     """How many runs of one step, completed in one day or one month, took a time that falls in
-    one bucket of the duration histogram (``workflows.histograms``). A range reads the month
+    one bucket of the duration histogram (``insights.histograms``). A range reads the month
     rows of its whole months and the day rows of the days at its edges."""
 
     step_id = models.CharField(max_length=255)
@@ -143,6 +120,7 @@ class StepTimeTally(PeriodTally):
     runs = models.IntegerField(default=0, db_default=0)
 
     class Meta:
+        db_table = "workflows_steptimetally"
         constraints = [
             *PeriodTally.Meta.constraints,
             # Leads with the period and its start: the index the range reads.

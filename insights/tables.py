@@ -1,8 +1,7 @@
 """Every insight as a table: the one shape the dashboard's data tables, its CSV and JSON
 exports and the REST API (``/api/insights/<name>``) all read, so they cannot disagree.
 
-Here because an insight may read both apps' tables and ``reviews`` is the one that may import
-``workflows``. Each insight computes its figures (``compute``, the queries) and lays them out
+Each insight computes its figures (``compute``, the queries) and lays them out
 (``table``, no query); the dashboard draws its charts from the same figures.
 """
 
@@ -15,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reviews import insights as reviews
-from workflows.selectors import dag_insights as dag
-from workflows.selectors import insights as work
-from workflows.selectors.insights import InsightFilter
+from insights import dag, reviews
+from insights import selectors as work
+from insights import tracker as tracked
+from insights.filters import InsightFilter
+from insights.percentiles import Percentiles
 
 
 @dataclass(frozen=True)
@@ -131,11 +131,11 @@ def step_times_table(data: StepTimes) -> InsightTable:
 @dataclass(frozen=True)
 class AllWaits:
     reviews: reviews.Waits
-    blockers: work.Percentiles | None
+    blockers: Percentiles | None
 
 
 def waits(filters: InsightFilter) -> AllWaits:
-    return AllWaits(reviews.waits(filters=filters), work.blocker_waits(filters=filters))
+    return AllWaits(reviews.waits(filters=filters), tracked.blocker_waits(filters=filters))
 
 
 WAIT_LABELS = {
@@ -145,7 +145,7 @@ WAIT_LABELS = {
 }
 
 
-def wait_rows(data: AllWaits) -> list[tuple[str, work.Percentiles | None]]:
+def wait_rows(data: AllWaits) -> list[tuple[str, Percentiles | None]]:
     return [
         ("reviewer", data.reviews.reviewer),
         ("person", data.reviews.person),
@@ -245,7 +245,7 @@ def agent_days_table(agents: list[work.AgentActivity], filters: InsightFilter) -
     )
 
 
-def tracker_files_table(data: work.TrackerInsights) -> InsightTable:
+def tracker_files_table(data: tracked.TrackerInsights) -> InsightTable:
     notes = ["Sampled: the newest tasks only"] if data.files_sampled else []
     return InsightTable(
         "tracker-files",
@@ -256,7 +256,7 @@ def tracker_files_table(data: work.TrackerInsights) -> InsightTable:
     )
 
 
-def tracker_decisions_table(data: work.TrackerInsights) -> InsightTable:
+def tracker_decisions_table(data: tracked.TrackerInsights) -> InsightTable:
     return InsightTable(
         "tracker-decisions",
         "Tracker: decisions per category",
@@ -265,7 +265,7 @@ def tracker_decisions_table(data: work.TrackerInsights) -> InsightTable:
     )
 
 
-def tracker_blockers_table(data: work.TrackerInsights) -> InsightTable:
+def tracker_blockers_table(data: tracked.TrackerInsights) -> InsightTable:
     notes = []
     if data.open_blocker_count > len(data.open_blockers):
         notes.append(f"The oldest {len(data.open_blockers)} of {data.open_blocker_count}")
@@ -371,13 +371,13 @@ INSIGHTS: dict[str, Insight] = {
     "agents": Insight(lambda f: work.agent_activity(filters=f), lambda d, f: agents_table(d)),
     "agent-steps-per-day": Insight(lambda f: work.agent_activity(filters=f), agent_days_table),
     "tracker-files": Insight(
-        lambda f: work.tracker_insights(filters=f), lambda d, f: tracker_files_table(d)
+        lambda f: tracked.tracker_insights(filters=f), lambda d, f: tracker_files_table(d)
     ),
     "tracker-decisions": Insight(
-        lambda f: work.tracker_insights(filters=f), lambda d, f: tracker_decisions_table(d)
+        lambda f: tracked.tracker_insights(filters=f), lambda d, f: tracker_decisions_table(d)
     ),
     "tracker-blockers": Insight(
-        lambda f: work.tracker_insights(filters=f), lambda d, f: tracker_blockers_table(d)
+        lambda f: tracked.tracker_insights(filters=f), lambda d, f: tracker_blockers_table(d)
     ),
     "dag-handoffs": Insight(lambda f: dag.handoff_waits(filters=f), lambda d, f: handoffs_table(d)),
     "dag-load": Insight(lambda f: dag.role_load(filters=f), lambda d, f: role_load_table(d)),

@@ -1,5 +1,6 @@
-"""Keeping the insight tallies (``workflows.tally_models``): counted by the event writer, in the
-transaction that writes the event, and rebuilt from the rows on demand.
+"""Keeping the insight tallies (``insights.models``): a projection of the event log, counted by
+the engine's event writer in the transaction that writes the event (``InsightsConfig.ready``
+subscribes it), and rebuilt from the rows on demand.
 
 Counted from events, so each count moves exactly when its event is written, never twice:
 
@@ -29,15 +30,9 @@ from django.db import DEFAULT_DB_ALIAS, connections, router, transaction
 from django.db.models import Count, Q, Sum
 from django.db.models.functions import TruncDate
 
-from workflows import histograms
-from workflows.models import (
-    AgentTally,
-    Event,
-    SessionTally,
-    StepRun,
-    StepTimeTally,
-    WorkflowSession,
-)
+from insights import histograms
+from insights.models import AgentTally, SessionTally, StepTimeTally
+from workflows.models import Event, StepRun, WorkflowSession
 
 SESSION_TALLY_KEY = ("day", "project_id", "generation", "job_id", "job_name", "workflow_name")
 AGENT_TALLY_KEY = (
@@ -265,9 +260,9 @@ def insight_tallies_rebuild(
     session_model = apps.get_model("workflows", "WorkflowSession")
     run_model = apps.get_model("workflows", "StepRun")
     event_model = apps.get_model("workflows", "Event")
-    session_tally = apps.get_model("workflows", "SessionTally")
-    agent_tally = apps.get_model("workflows", "AgentTally")
-    step_tally = apps.get_model("workflows", "StepTimeTally")
+    session_tally = apps.get_model("insights", "SessionTally")
+    agent_tally = apps.get_model("insights", "AgentTally")
+    step_tally = apps.get_model("insights", "StepTimeTally")
     scope = Q() if project_id is None else Q(project_id=project_id)
     with transaction.atomic(using=using):
         for model in (session_tally, agent_tally, step_tally):

@@ -1,8 +1,8 @@
 """Insights into reviews and the people who rule on them, aggregated in the database.
 
-Beside ``workflows.selectors.insights`` (which cannot read this app's tables): pass rates per
-review and per criterion, review rounds per step run, rulings by people, and how long work
-waited on reviewers and on people. One query each, bounded by the filter's date range.
+Beside the sessions' figures (``insights.selectors``): pass rates per review and per
+criterion, review rounds per step run, rulings by people, and how long work waited on
+reviewers and on people. One query each, bounded by the filter's date range.
 """
 
 from __future__ import annotations
@@ -25,17 +25,11 @@ from django.db.models import (
 )
 from django.db.models.functions import Cast, Coalesce
 
+from insights.durations import exact_duration, percentiles_once
+from insights.filters import JSON_SAMPLE_LIMIT, Dialect, InsightFilter
+from insights.percentiles import Percentiles, in_seconds, percentiles_by
 from reviews.models import HumanDecision, ReviewResult
 from workflows.models import WorkflowSession
-from workflows.selectors.durations import exact_duration, percentiles_once
-from workflows.selectors.insights import (
-    JSON_SAMPLE_LIMIT,
-    Dialect,
-    InsightFilter,
-    Percentiles,
-    in_seconds,
-    percentiles_by,
-)
 
 # Failing criteria listed with their feedback, and feedback samples kept per criterion.
 TOP_FAILED_CRITERIA = 10

@@ -21,7 +21,7 @@ from django.db import connections
 from django.db.models import DurationField, Expression, F, Func, Max, QuerySet
 from django.db.models.expressions import Combinable
 
-from workflows.selectors.insights import Percentiles, percentiles_by
+from insights.percentiles import Percentiles, percentiles_by
 
 
 class ExactDuration(Func):
