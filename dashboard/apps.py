@@ -1,11 +1,11 @@
 """The dashboard app, and the two groups a server gives its people.
 
-- **Watchers** may watch: the view permissions of every ``workflows``, ``tracker`` and
-  ``reviews`` model (among them ``workflows.view_workflowsession``, which every dashboard page
-  requires).
+- **Watchers** may watch: the view permissions of every ``workflows``, ``tracker``, ``dag``,
+  ``workflow_tools`` and ``reviews`` model (among them ``workflows.view_workflowsession``, which
+  every dashboard page requires).
 - **Deciders** may also act: Watchers' permissions plus ``workflows.abort_session``,
-  ``workflows.drive_session`` and ``reviews.decide_review`` (override a review, request
-  changes).
+  ``workflows.drive_session``, ``reviews.decide_review`` (override a review, request
+  changes) and ``dag.decide_human_step`` (complete or fail a DAG step assigned to people).
 
 Neither may add projects (``workflows.add_project``): serving another folder of the server's
 disk makes its files readable through sessions, so it is granted by hand, to the people who run
@@ -25,11 +25,12 @@ from django.apps.registry import Apps
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models.signals import post_migrate
 
-WATCHED_APPS = ("workflows", "tracker", "reviews")
+WATCHED_APPS = ("workflows", "tracker", "dag", "workflow_tools", "reviews")
 DECIDER_PERMISSIONS = (
     ("workflows", "abort_session"),
     ("workflows", "drive_session"),
     ("reviews", "decide_review"),
+    ("dag", "decide_human_step"),
 )
 
 

@@ -106,6 +106,8 @@ ALL_APPS = [
     "ninja",
     "workflows",
     "tracker",
+    "dag",
+    "workflow_tools",
     "reviews",
     "mcp_bridge",
     "dashboard",
@@ -121,6 +123,8 @@ MCP_APPS = [
     "django.contrib.contenttypes",
     "workflows",
     "tracker",
+    "dag",
+    "workflow_tools",
     "reviews",
     "mcp_bridge",
 ]

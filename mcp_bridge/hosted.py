@@ -58,6 +58,7 @@ from accounts.identity import (
 )
 from accounts.identity import Identity as TokenIdentity
 from accounts.services import api_token_roles_clean
+from dag import services as dag_services
 
 # MCP_PATH: where /mcp is mounted, defined once beside the client configurations that name it.
 from deepwork_site.connect import MCP_PATH
@@ -65,14 +66,13 @@ from deepwork_site.origin import origin_matches_host
 from mcp_bridge.state import ServerConfig, ServerState
 from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
 from reviews.services import REVIEW_TIMEOUT_SECONDS
-from workflows.dag import responsive_seconds
 from workflows.db import DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import Forbidden, InvalidInput
+from workflows.liveness import responsive_seconds
 from workflows.models import Agent, Project
 from workflows.outputs import outputs_checked_for_remote_caller
 from workflows.selectors.sessions import session_agent_id
 from workflows.services import agents as agent_services
-from workflows.services import dag as dag_services
 from workflows.services.catalog import Catalog
 
 logger = logging.getLogger("deepwork.mcp.hosted")

@@ -543,7 +543,6 @@ class Event(models.Model):
 # DeepWork 0.14's session jobs live in their own module; imported here so Django finds them.
 from workflows.models014 import SessionJob  # noqa: E402
 from workflows.tally_models import AgentTally, SessionTally, StepTimeTally  # noqa: E402
-from workflows.wftools_models import WorkflowToolFilter, WorkflowToolName  # noqa: E402
 
 __all__ = [
     "Agent",
@@ -560,6 +559,4 @@ __all__ = [
     "Workflow",
     "WorkflowSession",
     "WorkflowStep",
-    "WorkflowToolFilter",
-    "WorkflowToolName",
 ]

@@ -65,12 +65,9 @@ from mcp_bridge.toolsets.workflow_tools import (
     env_float,
     page_size_from_env,
 )
-from workflows import json_schemas
-from workflows.dag_source import DAG_SOURCE_KEY, DagSource
-from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
-from workflows.dialects.deepwork_source import DeepWorkSource
-from workflows.errors import WorkflowError
-from workflows.selectors.workflow_tools import (
+from workflow_tools.dag_source import DAG_SOURCE_KEY, DagSource
+from workflow_tools.deepwork_source import DeepWorkSource
+from workflow_tools.selectors import (
     DEEPWORK_SOURCE_KEY,
     FILTERS_FILE,
     FileFilters,
@@ -79,8 +76,8 @@ from workflows.selectors.workflow_tools import (
     filters_pass,
     workflow_tool_filters,
 )
-from workflows.services.workflow_tools import workflow_key, workflow_tool_names_assign
-from workflows.workflow_sources import (
+from workflow_tools.services import workflow_key, workflow_tool_names_assign
+from workflow_tools.sources import (
     TERMINAL,
     NotSupported,
     PublishedWorkflow,
@@ -91,6 +88,9 @@ from workflows.workflow_sources import (
     arguments_problem,
     input_validator,
 )
+from workflows import json_schemas
+from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
+from workflows.errors import WorkflowError
 
 logger = logging.getLogger("deepwork.workflow_tools")
 

@@ -16,6 +16,7 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_token_create
+from dag import services as dag
 from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, Caller, assert_error
 from tests.conftest import NESTED_JOB
 from tests.factories import make_user, write_job
@@ -23,7 +24,6 @@ from tracker import services as tracker
 from tracker.models import Issue
 from workflows.dialects import deepwork
 from workflows.models import Event, Job, Project, WorkflowSession
-from workflows.services import dag
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import catalog_view
 from workflows.services.projects import project_ensure

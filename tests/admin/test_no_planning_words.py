@@ -119,5 +119,5 @@ def test_a_planted_citation_is_found(tmp_path):
     assert violations(tmp_path) == [
         "reviews/config.py:1: digest §",
         "tracker/AGENTS.md:1: /work/shared/",
-        "workflows/dag.py:1: seed",
+        "dag/plan.py:1: seed",
     ]

@@ -1,4 +1,4 @@
-"""One outbound HTTP client: ``workflows.outbound`` is the only app module that opens a URL or
+"""One outbound HTTP client: ``workflow_tools.outbound`` is the only app module that opens a URL or
 a network connection, so its rules (http(s) only, no redirect to another origin, one deadline
 per request, a size cap) hold for every request the server makes.
 
@@ -102,4 +102,4 @@ def test_a_planted_request_is_found(tmp_path):
     assert "api/byname.py: imports requests" in found
     assert "dashboard/raw.py: calls create_connection() at line 5" in found
     assert "mcp_bridge/fromurllib.py: imports urllib.request" in found
-    assert not any(line.startswith("workflows/outbound.py") for line in found)
+    assert not any(line.startswith("workflow_tools/outbound.py") for line in found)

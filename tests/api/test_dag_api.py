@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from dag import services as dag
 from tests.api.conftest import DECIDE, DRIVE, VIEW, assert_error
 from workflows.models import Job, Project, StepRun
-from workflows.services import dag
 
 pytestmark = pytest.mark.django_db
 

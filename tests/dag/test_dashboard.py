@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from dag import services as dag
 from tests.dashboard.conftest import client_for
 from tests.factories import make_user
 from workflows.models import Event, Project, StepRun
-from workflows.services import dag
 
 pytestmark = pytest.mark.django_db
 

@@ -14,6 +14,8 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.db.models import Sum
 
+from dag import services as dag
+from dag import sessions, sessions014
 from tests.deepwork014.fixtures import write_demo14
 from tests.driving import step_finish
 from tests.insights.conftest import D3, in_range
@@ -28,7 +30,6 @@ from workflows.models import (
     WorkflowSession,
 )
 from workflows.selectors import insights
-from workflows.services import dag, sessions, sessions014
 from workflows.tallies import insight_tallies_rebuild, insight_tallies_summed
 
 pytestmark = pytest.mark.django_db

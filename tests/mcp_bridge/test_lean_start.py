@@ -27,8 +27,8 @@ NOT_SERVED = (
     "mcp_bridge.toolsets.tracker",
     "mcp_bridge.toolsets.agents",
     "mcp_bridge.toolsets.workflow_tools_provider",
-    "workflows.selectors.dag",
-    "workflows.services.dag",
+    "dag.selectors",
+    "dag.services",
     "tracker.selectors",
     "tracker.services",
 )

@@ -8,18 +8,18 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from workflows.dialects import deepwork
-from workflows.errors import InvalidInput, NotFound
-from workflows.models import Agent, Project, WorkflowSession
-from workflows.selectors.workflow_tools import (
+from workflow_tools.selectors import (
     DEEPWORK_SOURCE_KEY,
     deepwork_published,
     session_run_status,
 )
+from workflow_tools.services import goal_with_inputs
+from workflow_tools.sources import PublishedWorkflow, RunStarted, RunStatus
+from workflows.dialects import deepwork
+from workflows.errors import InvalidInput, NotFound
+from workflows.models import Agent, Project, WorkflowSession
 from workflows.services.catalog import CatalogView
 from workflows.services.sessions import session_abort
-from workflows.services.workflow_tools import goal_with_inputs
-from workflows.workflow_sources import PublishedWorkflow, RunStarted, RunStatus
 
 
 class DeepWorkSource:

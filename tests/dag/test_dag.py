@@ -10,7 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from workflows.dag import dag_plan
+from dag import selectors
+from dag import services as dag
+from dag.plan import dag_plan
 from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import (
     Agent,
@@ -23,8 +25,6 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
-from workflows.selectors import dag as selectors
-from workflows.services import dag
 from workflows.services.agents import agent_heartbeat
 
 pytestmark = pytest.mark.django_db

@@ -9,10 +9,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from workflows.dag_source import DagSource
+from dag import services as dag
+from workflow_tools.dag_source import DagSource
 from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import Agent, Event, Job, Project, StepRun, WorkflowSession
-from workflows.services import dag
 from workflows.services.agents import agent_ensure
 
 pytestmark = pytest.mark.django_db
@@ -92,7 +92,7 @@ def test_other_projects_workflows_are_not_published(proj, source, tmp_path):
 
 
 def test_details_tell_the_execution_type(proj):
-    from workflows.selectors.dag import dag_details
+    from dag.selectors import dag_details
 
     define(proj, name="Later")
     define(proj, name="Now", execution_type="sync")

@@ -16,6 +16,13 @@ from typing import Any
 
 import yaml
 
+from workflow_tools.models import WorkflowToolFilter, WorkflowToolName
+from workflow_tools.sources import (
+    GENERIC_SCHEMA,
+    PublishedWorkflow,
+    RunState,
+    RunStatus,
+)
 from workflows.errors import NotFound
 from workflows.models import (
     Job,
@@ -23,16 +30,8 @@ from workflows.models import (
     StepRun,
     WorkflowSession,
     WorkflowStep,
-    WorkflowToolFilter,
-    WorkflowToolName,
 )
 from workflows.services.catalog import CatalogView
-from workflows.workflow_sources import (
-    GENERIC_SCHEMA,
-    PublishedWorkflow,
-    RunState,
-    RunStatus,
-)
 
 DEEPWORK_SOURCE_KEY = "deepwork"
 

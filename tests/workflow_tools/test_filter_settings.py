@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from workflows.selectors.workflow_tools import (
+from workflow_tools.selectors import (
     FileFilters,
     FilterRule,
     FilterSyntaxError,
@@ -17,7 +17,7 @@ from workflows.selectors.workflow_tools import (
     filters_pass,
     parse_filter_globs,
 )
-from workflows.workflow_sources import PublishedWorkflow
+from workflow_tools.sources import PublishedWorkflow
 
 
 def rule(action: str, field: str, pattern: str) -> FilterRule:

@@ -1,8 +1,8 @@
 """Tables of the workflow tools: the tool name each workflow is served under, and the
 filters a person sets on which workflows become tools.
 
-Imported by ``workflows.models`` so that Django finds them; written only by
-``workflows.services.workflow_tools``.
+Written only by ``workflow_tools.services``. The tables kept the names they had when these
+models lived in ``workflows``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ class WorkflowToolName(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "workflows_workflowtoolname"
         constraints = [
             # Also the index of the one listing query: all names of a project.
             models.UniqueConstraint(
@@ -72,6 +73,7 @@ class WorkflowToolFilter(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        db_table = "workflows_workflowtoolfilter"
         constraints = [
             models.UniqueConstraint(
                 fields=["action", "field", "pattern"], name="wf_toolfilter_unique_rule"

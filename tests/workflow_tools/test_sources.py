@@ -19,7 +19,7 @@ from fastmcp import Client
 
 from mcp_bridge.server import create_server
 from mcp_bridge.toolsets.workflow_tools import SourceConfig
-from workflows.workflow_sources import (
+from workflow_tools.sources import (
     GENERIC_SCHEMA,
     MAX_WORKFLOWS,
     RemoteSource,

@@ -8,9 +8,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from workflows.models import WorkflowToolFilter, WorkflowToolName
-from workflows.services.workflow_tools import workflow_tool_names_assign
-from workflows.workflow_sources import PublishedWorkflow
+from workflow_tools.models import WorkflowToolFilter, WorkflowToolName
+from workflow_tools.services import workflow_tool_names_assign
+from workflow_tools.sources import PublishedWorkflow
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,8 @@ from fastmcp import Client
 from mcp_bridge.server import create_server
 from tests.conftest import NESTED_JOB
 from tests.factories import write_job
-from workflows.models import WorkflowSession, WorkflowToolFilter, WorkflowToolName
+from workflow_tools.models import WorkflowToolFilter, WorkflowToolName
+from workflows.models import WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 
@@ -269,7 +270,7 @@ async def test_the_switch_turns_the_workflow_tools_off(demo_project, monkeypatch
 def test_names_are_safe_and_collisions_add_the_id(name, workflow_id, expected):
     import re
 
-    from workflows.services.workflow_tools import tool_name_candidates
+    from workflow_tools.services import tool_name_candidates
 
     found = tool_name_candidates(key=f"remote-x:{workflow_id}", name=name, workflow_id=workflow_id)
     assert found[:2] == expected

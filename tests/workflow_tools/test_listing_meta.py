@@ -13,7 +13,7 @@ from fastmcp import Client
 from mcp_bridge.server import create_server
 from tests.conftest import NESTED_JOB
 from tests.factories import write_job
-from workflows.workflow_sources import PublishedWorkflow
+from workflow_tools.sources import PublishedWorkflow
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

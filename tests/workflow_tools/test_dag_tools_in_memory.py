@@ -12,9 +12,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from fastmcp import Client
 
+from dag import services as dag
 from mcp_bridge.server import create_server
 from workflows.models import Project, StepRun, WorkflowSession
-from workflows.services import dag
 
 pytestmark = [pytest.mark.django_db(transaction=True)]
 

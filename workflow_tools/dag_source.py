@@ -16,17 +16,17 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from workflows.dag import DAG_SOURCE_KEY
-from workflows.models import Agent, Project
-from workflows.selectors.dag import dag_published, dag_run_status
-from workflows.services.dag import dag_cancel, dag_execute
-from workflows.workflow_sources import (
+from dag.plan import DAG_SOURCE_KEY
+from dag.selectors import dag_published, dag_run_status
+from dag.services import dag_cancel, dag_execute
+from workflow_tools.sources import (
     MAX_DESCRIPTION_CHARS,
     PublishedWorkflow,
     RunStarted,
     RunState,
     RunStatus,
 )
+from workflows.models import Agent, Project
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -122,11 +122,11 @@ class DagSource:
         )
 
     def status(self, *, run_id: str) -> RunStatus:
-        return dag_run_status(project=self._project(), workflow_id=run_id)
+        return RunStatus(**dag_run_status(project=self._project(), workflow_id=run_id))
 
     def cancel(self, *, run_id: str, reason: str, by: Any = None) -> RunStatus:
         """Fail the execution with ``reason``, as this server's agent (or the person ``by``)."""
         project = self._project()
         agent_id = self._agent().agent_id if self._agent is not None and by is None else None
         dag_cancel(project=project, workflow_id=run_id, reason=reason, agent_id=agent_id, by=by)
-        return dag_run_status(project=project, workflow_id=run_id)
+        return RunStatus(**dag_run_status(project=project, workflow_id=run_id))

@@ -21,11 +21,11 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Length, Substr
 from django.utils import timezone
 
+from dag.plan import DAG_SOURCE_KEY, same_identity
 from workflows import limits
-from workflows.dag import DAG_SOURCE_KEY, liveness, same_identity
 from workflows.errors import InvalidInput, NotFound
+from workflows.liveness import liveness
 from workflows.models import Agent, Job, Project, Step, StepRun, WorkflowSession, WorkflowStep
-from workflows.workflow_sources import RunState, RunStatus
 
 # A run's status as the agents toolset names step states.
 WIRE_STEP_STATUS = {
@@ -461,7 +461,7 @@ def dag_published(*, project: Project) -> list[dict[str, Any]]:
 
 def dag_agents(*, project: Project | None) -> list[dict[str, Any]]:
     """Agents with roles, last heartbeat, liveness (``state``: responsive, silent or gone, as
-    ``workflows.dag.liveness`` says) and load (steps held), by id."""
+    ``workflows.liveness.liveness`` says) and load (steps held), by id."""
     agents = Agent.objects.filter(project=project) if project else Agent.objects.all()
     rows = (
         agents.annotate(
@@ -498,15 +498,17 @@ def dag_agents(*, project: Project | None) -> list[dict[str, Any]]:
     return listed
 
 
-_RUN_STATES: dict[str, RunState] = {
+_RUN_STATES: dict[str, str] = {
     WorkflowSession.Status.RUNNING: "RUNNING",
     WorkflowSession.Status.COMPLETED: "COMPLETED",
     WorkflowSession.Status.FAILED: "FAILED",
 }
 
 
-def dag_run_status(*, project: Project, workflow_id: str) -> RunStatus:
-    """A DAG workflow's execution as a workflow-tools run; two queries.
+def dag_run_status(*, project: Project, workflow_id: str) -> dict[str, Any]:
+    """A DAG workflow's execution in the fields of a workflow-tools run (``run_id``,
+    ``workflow_id``, ``status``, ``progress``, ``result``, ``error``, ``started_at``,
+    ``ended_at``); two queries.
 
     ``progress`` counts completed steps of all steps; ``current_step`` is the first step held
     by an agent (``in_progress`` lists them all). A completed run's ``result`` maps each step
@@ -561,18 +563,18 @@ def dag_run_status(*, project: Project, workflow_id: str) -> RunStatus:
                 }
         for step_id, value in StepRun.objects.filter(pk__in=fetch).values_list("step_id", "result"):
             result[step_id] = value
-    return RunStatus(
-        run_id=session.session_id,
-        workflow_id=session.session_id,
-        status=state,
-        progress={
+    return {
+        "run_id": session.session_id,
+        "workflow_id": session.session_id,
+        "status": state,
+        "progress": {
             "completed_steps": len(done),
             "total_steps": len(runs),
             "current_step": held[0] if running and held else None,
             "in_progress": held if running else [],
         },
-        result=result,
-        error=(session.abort_reason or None) if state in ("FAILED", "CANCELLED") else None,
-        started_at=_iso(session.started_at),
-        ended_at=_iso(session.completed_at),
-    )
+        "result": result,
+        "error": (session.abort_reason or None) if state in ("FAILED", "CANCELLED") else None,
+        "started_at": _iso(session.started_at),
+        "ended_at": _iso(session.completed_at),
+    }

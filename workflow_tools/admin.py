@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 
 from deepwork_site.admin_helpers import ReadOnlyAdmin
-from workflows.wftools_models import WorkflowToolFilter, WorkflowToolName
+from workflow_tools.models import WorkflowToolFilter, WorkflowToolName
 
 
 @admin.register(WorkflowToolFilter)

@@ -5,8 +5,8 @@ A *source* lists its published workflows in one list schema (``PublishedWorkflow
 ``id``, ``name``, ``description``, ``category``, ``version``, ``inputSchema``,
 ``executionType``, ``metadata``) and runs them (``start``, ``status``, ``cancel``). Every kind
 of workflow plugs in through ``WorkflowSource``: DeepWork job workflows of a project
-(``workflows.dialects.deepwork_source.DeepWorkSource``), its defined multi-agent DAG workflows
-(``workflows.dag_source.DagSource``) and another server's REST list (``RemoteSource`` here).
+(``workflow_tools.deepwork_source.DeepWorkSource``), its defined multi-agent DAG workflows
+(``workflow_tools.dag_source.DagSource``) and another server's REST list (``RemoteSource`` here).
 
 Everything that arrives from outside is checked here, entry by entry: a definition that
 breaks a rule is skipped with a logged reason naming the entry and the rule, and never takes

@@ -11,10 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
+from dag import services as dag
 from workflows.db import retrying_when_busy
 from workflows.errors import Conflict
 from workflows.models import Event, Project, StepRun, WorkflowSession
-from workflows.services import dag
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
