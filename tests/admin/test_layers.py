@@ -81,12 +81,22 @@ def test_workflows_does_not_import_the_tracker():
     assert below_the_tracker(sources("workflows")) == []
 
 
+def test_workflows_does_not_import_the_dag_or_the_workflow_tools():
+    assert offending(sources("workflows"), ("dag", "workflow_tools")) == []
+
+
+def test_the_dag_does_not_import_the_workflow_tools():
+    """The workflow tools serve DAG workflows and react to the DAG's events; the scheduler
+    knows nothing of them."""
+    assert offending(sources("dag"), ("workflow_tools",)) == []
+
+
 @pytest.mark.parametrize(("app", "other"), [("tracker", "reviews"), ("reviews", "tracker")])
 def test_the_contexts_do_not_import_each_other(app, other):
     assert offending(sources(app), (other,)) == []
 
 
-@pytest.mark.parametrize("app", ["workflows", "reviews", "tracker"])
+@pytest.mark.parametrize("app", ["workflows", "reviews", "tracker", "dag", "workflow_tools"])
 def test_the_engine_does_not_import_an_interface(app):
     assert offending(sources(app), INTERFACES) == []
 

@@ -20,11 +20,13 @@ from tests.admin.test_layers import ROOT
 APPS = (
     "accounts",
     "api",
+    "dag",
     "dashboard",
     "deepwork_site",
     "mcp_bridge",
     "reviews",
     "tracker",
+    "workflow_tools",
     "workflows",
 )
 TEXT_SUFFIXES = frozenset({".py", ".md", ".txt", ".html", ".css", ".js"})
@@ -119,5 +121,5 @@ def test_a_planted_citation_is_found(tmp_path):
     assert violations(tmp_path) == [
         "reviews/config.py:1: digest §",
         "tracker/AGENTS.md:1: /work/shared/",
-        "dag/plan.py:1: seed",
+        "workflows/dag.py:1: seed",
     ]

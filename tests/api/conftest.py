@@ -15,6 +15,7 @@ VIEW = "workflows.view_workflowsession"
 DRIVE = "workflows.drive_session"
 ABORT = "workflows.abort_session"
 DECIDE = "reviews.decide_review"
+DECIDE_HUMAN_STEP = "dag.decide_human_step"
 
 
 @dataclass

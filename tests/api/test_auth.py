@@ -15,7 +15,15 @@ from accounts.models import ApiToken
 from accounts.services import api_token_authenticate, api_token_create, api_token_revoke
 from api.api import api
 from api.auth import TokenAuth
-from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, Caller, assert_error
+from tests.api.conftest import (
+    ABORT,
+    DECIDE,
+    DECIDE_HUMAN_STEP,
+    DRIVE,
+    VIEW,
+    Caller,
+    assert_error,
+)
 from tests.factories import make_user
 from workflows.errors import InvalidInput
 
@@ -57,14 +65,14 @@ OPERATIONS = [
     ("post", "/api/dag/workflows", DRIVE),
     ("post", "/api/dag/workflows/dag-1/execute", DRIVE),
     ("post", "/api/dag/workflows/dag-1/delete", DRIVE),
-    ("post", "/api/dag/workflows/dag-1/steps/a/complete", DECIDE),
-    ("post", "/api/dag/workflows/dag-1/steps/a/fail", DECIDE),
+    ("post", "/api/dag/workflows/dag-1/steps/a/complete", DECIDE_HUMAN_STEP),
+    ("post", "/api/dag/workflows/dag-1/steps/a/fail", DECIDE_HUMAN_STEP),
     ("get", "/api/insights/waits", VIEW),
     ("get", "/api/insights/waits/csv", VIEW),
     ("get", "/api/sessions/deadbeef/history", VIEW),
     ("get", "/api/sessions/deadbeef/history/markdown", VIEW),
 ]
-ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE, ADD_PROJECT)
+ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE, DECIDE_HUMAN_STEP, ADD_PROJECT)
 
 
 def call(caller: Caller, method: str, url: str):

@@ -33,7 +33,7 @@ def grow(project, start: int, count: int) -> None:
 
 @pytest.mark.parametrize("model", ["workflowtoolfilter", "workflowtoolname"])
 def test_changelists_cost_the_same_queries_for_2_or_20_rows(model, admin_client, project):
-    url = reverse(f"admin:workflows_{model}_changelist")
+    url = reverse(f"admin:workflow_tools_{model}_changelist")
     grow(project, 0, 2)
     admin_client.get(url)  # the first request of a login refreshes its session
 
@@ -50,10 +50,10 @@ def test_names_are_read_only_and_filters_editable(admin_client, project):
     grow(project, 0, 1)
     name = WorkflowToolName.objects.get()
     assert name.tool_name == "workflow_wf_0"
-    page = admin_client.get(reverse("admin:workflows_workflowtoolname_change", args=[name.pk]))
+    page = admin_client.get(reverse("admin:workflow_tools_workflowtoolname_change", args=[name.pk]))
     assert b'name="tool_name"' not in page.content
     added = admin_client.post(
-        reverse("admin:workflows_workflowtoolfilter_add"),
+        reverse("admin:workflow_tools_workflowtoolfilter_add"),
         {
             "action": "include",
             "field": "category",
