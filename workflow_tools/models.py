@@ -15,6 +15,11 @@ from django.utils import timezone
 TOOL_NAME_REGEX = r"^[a-zA-Z0-9_-]{1,64}$"
 
 
+def workflow_key(source_key: str, workflow_id: str) -> str:
+    """What ``WorkflowToolName.workflow_key`` holds for a source's workflow."""
+    return f"{source_key}:{workflow_id}"
+
+
 class WorkflowToolName(models.Model):
     """The tool name a workflow is served under in a project, chosen once and kept.
 

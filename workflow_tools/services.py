@@ -16,13 +16,12 @@ from typing import Any
 
 from django.db import transaction
 
-from dag.plan import DAG_SOURCE_KEY
 from workflow_tools.models import WorkflowToolName
 from workflow_tools.selectors import (
     workflow_tool_names,
 )
 from workflow_tools.sources import PublishedWorkflow
-from workflows.models import Event, Project, WorkflowSession
+from workflows.models import Project
 
 logger = logging.getLogger("deepwork.workflow_tools")
 
@@ -51,10 +50,6 @@ def tool_name_candidates(*, key: str, name: str, workflow_id: str) -> list[str]:
         candidates.append(_fit(base, f"_{by_id}"))
     candidates.append(_fit(base, f"_{digest}"))
     return candidates
-
-
-def workflow_key(source_key: str, workflow_id: str) -> str:
-    return f"{source_key}:{workflow_id}"
 
 
 def workflow_tool_names_assign(
@@ -93,37 +88,6 @@ def workflow_tool_names_assign(
             new.append(WorkflowToolName(project=project, workflow_key=key, tool_name=chosen))
         WorkflowToolName.objects.bulk_create(new)
     return names
-
-
-def workflow_tool_name_release(*, project_id: int, key: str) -> None:
-    """Free the tool name of a workflow that can never be listed again (a DAG workflow once
-    it ran or was deleted), so a later workflow of the same name gets it without the id."""
-    WorkflowToolName.objects.filter(project_id=project_id, workflow_key=key).delete()
-
-
-# What the workflow tools hear of the DAG scheduler.
-DAG_EVENT_KINDS = (Event.Kind.DAG_DELETED, Event.Kind.SESSION_STARTED)
-
-
-def workflow_tool_names_on_dag_events(
-    *, events: Sequence[Event], session: WorkflowSession | None
-) -> None:
-    """A DAG workflow is a tool only until it is executed (it runs once) or deleted: then its
-    tool name is freed for another workflow. Called by the event writer inside the scheduler's
-    own transaction, so the name goes if and only if the execution or deletion commits.
-
-    An execution is the one session that starts ``running`` (a DeepWork session starts
-    ``active``), and its session id is the workflow id."""
-    for event in events:
-        if event.kind == Event.Kind.DAG_DELETED:
-            workflow_id = event.payload["workflow_id"]
-        elif session is not None and session.status == WorkflowSession.Status.RUNNING:
-            workflow_id = session.session_id
-        else:
-            continue
-        workflow_tool_name_release(
-            project_id=event.project_id, key=workflow_key(DAG_SOURCE_KEY, workflow_id)
-        )
 
 
 # --- DeepWork job workflows as a source --------------------------------------------------------

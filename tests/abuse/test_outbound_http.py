@@ -17,7 +17,7 @@ import pytest
 from fastmcp import Client
 
 from mcp_bridge.server import create_server
-from mcp_bridge.toolsets.workflow_tools import SourceConfig
+from mcp_bridge.toolsets.specs import SourceConfig
 from workflow_tools import outbound
 from workflow_tools.sources import RemoteSource, SourceUnavailable
 

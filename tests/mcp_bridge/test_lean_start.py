@@ -26,7 +26,7 @@ NOT_NEEDED = ("griffe", "key_value", "beartype")
 NOT_SERVED = (
     "mcp_bridge.toolsets.tracker",
     "mcp_bridge.toolsets.agents",
-    "mcp_bridge.toolsets.workflow_tools_provider",
+    "mcp_bridge.toolsets.workflow_tools",
     "dag.selectors",
     "dag.services",
     "tracker.selectors",

@@ -77,7 +77,7 @@ async def test_the_mark_goes_to_the_deepwork_toolset_whatever_its_prefix(demo_pr
 
 
 def test_a_search_hint_is_one_short_line_whatever_the_source_sends():
-    from mcp_bridge.toolsets.workflow_tools_provider import search_hint
+    from mcp_bridge.toolsets.workflow_tools.tools import search_hint
 
     workflow = PublishedWorkflow(
         id="Release-Train/ship_it",

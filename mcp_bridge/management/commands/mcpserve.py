@@ -263,7 +263,7 @@ class Command(BaseCommand):
         for url in source_urls:
             if not url.startswith(("http://", "https://")):
                 raise CommandError(f"--workflow-source must be an http(s) URL: {url}")
-        from mcp_bridge.toolsets.workflow_tools import SourceConfig
+        from mcp_bridge.toolsets.specs import SourceConfig
 
         workflow_sources = [
             SourceConfig(url, options["workflow_source_token"]) for url in source_urls

@@ -1,6 +1,4 @@
-"""The ``workflow-tools`` toolset's machinery, imported only by a server that serves
-it: one MCP tool per published workflow, beside three static tools
-(``refresh_workflow_tools``, ``get_workflow_status``, ``cancel_workflow_run``).
+"""The workflow tools' provider: one MCP tool per published workflow, and the runs they start.
 
 The workflow tools come from a FastMCP ``Provider`` that asks its sources on every listing, so
 the list follows the catalog with no restart: a job.yml edited, added or removed shows on the
@@ -17,200 +15,65 @@ seconds only (the server's ``cache_ttl``).
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import json
 import logging
 import operator
-import os
-import re
 import time
 import weakref
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeVar
+from typing import Any
 
-from fastmcp import Context, FastMCP
 from fastmcp.exceptions import ToolError
 from fastmcp.server.dependencies import get_context
 from fastmcp.server.providers import Provider
 from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 from fastmcp.utilities.versions import VersionSpec
-from mcp.shared.exceptions import MCPError
-from mcp.types import ToolAnnotations, ToolListChangedNotification
-from mcp_types import INVALID_PARAMS
+from mcp.types import ToolAnnotations
 from mcp_types.methods import serialize_server_result
-from pydantic import Field, PrivateAttr
 
-from mcp_bridge.runner import client_connection, tool
+from mcp_bridge.runner import client_connection
 from mcp_bridge.state import ServerState, log_call
-from mcp_bridge.toolsets.workflow_tools import (
-    ENABLED_ENV,
+from mcp_bridge.toolsets.workflow_tools.runs import source_call
+from mcp_bridge.toolsets.workflow_tools.settings import (
     EXCLUDE_ENV,
     INCLUDE_ENV,
     LOOSE_OBJECT,
     MANY_WORKFLOW_TOOLS,
-    POLL_ENV,
-    SEARCH_HINT_CHARS,
-    SEARCH_HINT_META,
-    SOURCE_POLL_ENV,
-    SOURCE_TOKEN_ENV,
-    SOURCE_URL_ENV,
-    TIMEOUT_ENV,
-    SourceConfig,
-    env_float,
-    page_size_from_env,
+    Settings,
 )
-from workflow_tools.dag_source import DAG_SOURCE_KEY, DagSource
-from workflow_tools.deepwork_source import DeepWorkSource
+from mcp_bridge.toolsets.workflow_tools.tools import (
+    WorkflowTool,
+    describe,
+    workflow_meta,
+)
+from workflow_tools.models import workflow_key
 from workflow_tools.selectors import (
     DEEPWORK_SOURCE_KEY,
     FILTERS_FILE,
     FileFilters,
-    FilterRule,
-    env_filters,
     filters_pass,
     workflow_tool_filters,
 )
-from workflow_tools.services import workflow_key, workflow_tool_names_assign
+from workflow_tools.services import workflow_tool_names_assign
 from workflow_tools.sources import (
     TERMINAL,
-    NotSupported,
     PublishedWorkflow,
-    RemoteSource,
-    RunStatus,
     SourceError,
     WorkflowSource,
-    arguments_problem,
-    input_validator,
 )
-from workflows import json_schemas
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
 
 logger = logging.getLogger("deepwork.workflow_tools")
 
-T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class Settings:
-    enabled: bool = True
-    poll_seconds: float = 2.0
-    run_timeout: float = 300.0
-    source_poll_seconds: float = 30.0
-    page_size: int | None = None
-    # DEEPWORK_WORKFLOW_TOOLS_INCLUDE / _EXCLUDE, read once at start.
-    env_rules: tuple[FilterRule, ...] = ()
-
-    @classmethod
-    def from_env(cls) -> Settings:
-        return cls(
-            env_rules=env_filters(os.environ, INCLUDE_ENV, EXCLUDE_ENV),
-            enabled=os.environ.get(ENABLED_ENV, "true").strip().lower()
-            not in ("0", "false", "no", "off"),
-            poll_seconds=env_float(POLL_ENV, 2.0),
-            run_timeout=env_float(TIMEOUT_ENV, 300.0),
-            source_poll_seconds=env_float(SOURCE_POLL_ENV, 30.0),
-            page_size=page_size_from_env(),
-        )
-
-
-# --- Arguments ---------------------------------------------------------------------------------
-
-
-class WorkflowTool(Tool):
-    """A published workflow as a tool; ``run`` validates, then hands over to the provider."""
-
-    _workflow: PublishedWorkflow = PrivateAttr()
-    _source: WorkflowSource = PrivateAttr()
-    _runner: Callable[[WorkflowTool, dict[str, Any]], Any] = PrivateAttr()
-    _validator: Any = PrivateAttr(default=None)
-    # Its entry of a tools/list answer, per protocol version, made once (see ``wire_tools``).
-    _wire: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
-
-    def validate_arguments(self, arguments: dict[str, Any]) -> None:
-        if self._validator is None:
-            try:
-                self._validator = input_validator(self.parameters)
-            except json_schemas.SchemaProblem as exc:
-                raise ToolError(
-                    f"Cannot check the arguments of {self.name}: its inputSchema is refused: "
-                    f"{exc.message}"
-                ) from None
-        problem = arguments_problem(self.name, self._validator, arguments)
-        if problem:
-            raise ToolError(problem)
-
-    async def run(self, arguments: dict[str, Any]) -> ToolResult:
-        self.validate_arguments(arguments)
-        result: ToolResult = await self._runner(self, arguments)
-        return result
-
-
-def describe(workflow: PublishedWorkflow, source: WorkflowSource, timeout: float) -> str:
-    if source.key == DEEPWORK_SOURCE_KEY:
-        how = (
-            "Starts this DeepWork workflow for you and answers its first step, as "
-            "start_workflow does; continue with finished_step."
-        )
-    elif source.key == DAG_SOURCE_KEY:
-        how = (
-            "Executes this multi-agent workflow (it runs once) as execute_workflow does, with "
-            "you as the triggering agent; its steps are handed to agents by role. "
-            + (
-                f"Answers each step's result when all are done (waiting at most {timeout:g} s, "
-                "with progress notifications; after that the run keeps going and the error "
-                "gives its run_id)."
-                if workflow.execution_type == "sync"
-                else "Answers a run_id at once; follow it with get_workflow_status."
-            )
-        )
-    elif workflow.execution_type == "sync":
-        how = (
-            f"Runs the workflow at {source.label} and answers its result when it is done "
-            f"(at most {timeout:g} s), with progress notifications."
-        )
-    else:
-        how = (
-            f"Starts the workflow at {source.label} and answers a run_id at once; follow it "
-            "with get_workflow_status."
-        )
-    return (
-        f"{workflow.description}\n\n{how}\n(Workflow ID: {workflow.id}; category: "
-        f"{workflow.category}; version: {workflow.version}; execution: "
-        f"{workflow.execution_type})"
-    )
-
-
-def search_hint(workflow: PublishedWorkflow) -> str:
-    """A few words a client's tool search can match a deferred workflow tool by: the words of
-    its id and name (once each), its category and the first line of its description, on one
-    line and short, whatever the source sent."""
-    words = dict.fromkeys(
-        word.lower() for word in re.split(r"[\W_]+", f"{workflow.id} {workflow.name}") if word
-    )
-    summary = next((line for line in workflow.description.splitlines() if line.strip()), "")
-    text = " ".join(f"{' '.join(words)} workflow ({workflow.category}): {summary}".split())
-    if len(text) > SEARCH_HINT_CHARS:
-        text = text[: SEARCH_HINT_CHARS + 1].rsplit(" ", 1)[0]
-    return text
-
-
-def workflow_meta(workflow: PublishedWorkflow, source: WorkflowSource) -> dict[str, Any]:
-    """A workflow tool's ``_meta``: where it comes from, and its search hint."""
-    return {
-        "workflow_id": workflow.id,
-        "source": source.key,
-        SEARCH_HINT_META: search_hint(workflow),
-    }
-
-
-# --- The provider --------------------------------------------------------------------------
+# Set while a tools/list request is answered by ListingMiddleware: FastMCP then lists the
+# static tools only, and the workflow tools' entries are added to its answer.
+LISTED_BESIDE: ContextVar[bool] = ContextVar("workflow_tools_listed_beside", default=False)
 
 
 @dataclass
@@ -464,7 +327,7 @@ class WorkflowToolsProvider(Provider):
 
     async def _list_tools(self) -> Sequence[Tool]:
         self._remember_session()
-        if _LISTED_BESIDE.get():
+        if LISTED_BESIDE.get():
             return []  # ListingMiddleware adds their ready-made entries itself
         snapshot = await self.snapshot()
         self._seen = snapshot.fingerprints
@@ -633,245 +496,3 @@ class WorkflowToolsProvider(Provider):
         except (SourceError, WorkflowError, DatabaseBusy) as exc:
             return f"cancelling it at its source failed: {exc}"
         return "it was cancelled at its source"
-
-
-# --- tools/list ------------------------------------------------------------------------------
-
-# Set while a tools/list request is answered by ListingMiddleware: FastMCP then lists the
-# static tools only, and the workflow tools' entries are added to its answer.
-_LISTED_BESIDE: ContextVar[bool] = ContextVar("workflow_tools_listed_beside", default=False)
-
-
-class ListingMiddleware:
-    """Answers ``tools/list`` as FastMCP would, with the workflow tools' entries made once.
-
-    An SDK server middleware, innermost: FastMCP lists (and the SDK checks) the static tools as
-    usual, then the workflow tools' cached entries (``wire_tools``) are appended, so a listing
-    no longer costs a model round trip per workflow. With a page size, the whole list is cut
-    into pages here (MCP cursor pagination); a cursor names its offset and the list it was cut
-    from, and one from a list that has changed since is refused (-32602), which tells a client
-    to list again from the start.
-
-    So FastMCP's own middleware and transforms see the static tools of a listing only (none of
-    this project's act on listings); a call to a workflow tool goes through FastMCP as before.
-    """
-
-    def __init__(self, provider: WorkflowToolsProvider, page_size: int | None) -> None:
-        self.provider = provider
-        self.page_size = page_size
-        self._last: tuple[float, Snapshot] | None = None
-
-    def _walked(self, cursor: Any) -> Snapshot | None:
-        """The list a walk's next page comes from: the one just listed, when this request
-        goes on from it within the watcher's interval. Its pages then form one list, and the
-        database is asked once per walk; a cursor from another list is refused anyway."""
-        if not cursor or self.page_size is None or self._last is None:
-            return None
-        listed_at, snapshot = self._last
-        if time.monotonic() - listed_at > self.provider.settings.poll_seconds:
-            return None
-        return snapshot
-
-    async def __call__(self, ctx: Any, call_next: Callable[[Any], Any]) -> Any:
-        if ctx.method != "tools/list" or ctx.request_id is None:
-            return await call_next(ctx)
-        token = _LISTED_BESIDE.set(True)
-        try:
-            result = await call_next(ctx)
-        finally:
-            _LISTED_BESIDE.reset(token)
-        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-            return result
-        static: list[dict[str, Any]] = result["tools"]
-        tools, snapshot_key = static, 0
-        params = ctx.params or {}
-        cursor = params.get("cursor") if isinstance(params, Mapping) else None
-        if self.provider.settings.enabled:
-            snapshot = self._walked(cursor)
-            if snapshot is None:
-                snapshot = await self.provider.snapshot()
-                self.provider._seen = snapshot.fingerprints
-                self._last = (time.monotonic(), snapshot)
-            entries = wire_tools(snapshot, ctx.protocol_version)
-            snapshot_key = snapshot.names_key()
-            if entries:
-                taken = {entry.get("name") for entry in static}
-                tools = static + [entry for entry in entries if entry["name"] not in taken]
-        page, next_cursor = paginate(
-            tools, cursor, self.page_size, lambda: _list_key(static, snapshot_key)
-        )
-        # Only this layer pages: whatever cursor the static tools' answer carried is dropped,
-        # and the last page (or an unpaged list) has no nextCursor at all, never an empty one,
-        # which some clients would send back as "the first page" and loop on.
-        answer = {key: value for key, value in result.items() if key != "nextCursor"}
-        answer["tools"] = page
-        if next_cursor:
-            answer["nextCursor"] = next_cursor
-        return answer
-
-
-def _list_key(static: Sequence[Mapping[str, Any]], snapshot_key: int) -> int:
-    """Tells one list of tools from another: the static tools' names, in order, then the
-    workflow tools' (reckoned once per snapshot, ``snapshot_key``)."""
-    text = "\n".join(str(tool.get("name")) for tool in static)
-    return zlib.crc32(text.encode(), snapshot_key)
-
-
-def paginate(
-    tools: list[dict[str, Any]], cursor: Any, page_size: int | None, list_key: Callable[[], int]
-) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of ``tools`` and the cursor of the next (None after the last); ``list_key``
-    tells this list from any other.
-
-    Without a page size the cursor is ignored, as a server that does not paginate does."""
-    if page_size is None:
-        return tools, None
-    key = list_key()
-    offset = 0
-    if cursor:  # an empty one, as FastMCP takes it, asks for the first page
-        try:
-            state = json.loads(base64.urlsafe_b64decode(str(cursor).encode()))
-            offset, their_key = state["o"], state["k"]
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise ValueError(offset)
-        except (ValueError, TypeError, KeyError, binascii.Error):
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message=f"Invalid cursor {str(cursor)[:100]!r}: use the nextCursor of the "
-                "previous page as it was given",
-            ) from None
-        if their_key != key:
-            raise MCPError(
-                code=INVALID_PARAMS,
-                message="The tool list has changed since this cursor was given; list the "
-                "tools again from the first page",
-            )
-    end = offset + page_size
-    if end >= len(tools):
-        return tools[offset:], None
-    state_text = json.dumps({"o": end, "k": key}, separators=(",", ":"))
-    return tools[offset:end], base64.urlsafe_b64encode(state_text.encode()).decode()
-
-
-# --- Registration ----------------------------------------------------------------------------
-
-
-def remote_sources_from_env() -> list[SourceConfig]:
-    url = os.environ.get(SOURCE_URL_ENV, "").strip()
-    if not url:
-        return []
-    return [SourceConfig(url, os.environ.get(SOURCE_TOKEN_ENV) or None)]
-
-
-def reserved_names() -> frozenset[str]:
-    """Every static tool name any toolset may serve, bare or prefixed, so that a workflow's
-    name chosen today never collides with a toolset served tomorrow."""
-    from mcp_bridge.toolsets import TOOLSETS
-
-    names: set[str] = set()
-    for toolsets in TOOLSETS.values():
-        for toolset in toolsets:
-            names.update(toolset.tool_names)
-            names.update(f"{toolset.name}_{name}" for name in toolset.tool_names)
-    return frozenset(names)
-
-
-def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
-    """Put the workflow tools' provider and the three static tools on ``mcp``."""
-    settings = Settings.from_env()
-    sources: list[WorkflowSource] = [
-        DeepWorkSource(
-            project=state.project, view=lambda: state.catalog().view(), agent=state.agent
-        )
-    ]
-    configs = list(getattr(state.config, "workflow_sources", ())) or remote_sources_from_env()
-    for config in configs:
-        sources.append(
-            RemoteSource(config.url, config.token, poll_seconds=settings.source_poll_seconds)
-        )
-    sources.append(
-        DagSource(project=state.project, agent=state.agent, acting=state.acting_agent_id)
-    )
-    provider = WorkflowToolsProvider(state, sources, reserved=reserved_names(), settings=settings)
-    mcp.add_provider(provider)
-    # Innermost of the SDK server's middleware: FastMCP's own (request context, its
-    # middleware chain) has run when tools/list reaches it.
-    mcp._mcp_server.middleware.append(ListingMiddleware(provider, settings.page_size))
-    mcp.workflow_tools = provider  # type: ignore[attr-defined]  # for tests
-
-    @tool(mcp, name=f"{prefix}refresh_workflow_tools", output_schema=LOOSE_OBJECT)
-    async def refresh_workflow_tools(ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
-        """Re-read every workflow source now (the project's jobs, and any remote source) and
-        answer which workflow tools were added, updated, removed or are unchanged since you
-        last listed the tools, and in `unavailable` why any source could not be read (its
-        last good list stays served). List the tools again to see the new ones."""
-        changes = await provider.refresh()
-        if changes["added"] or changes["updated"] or changes["removed"]:
-            with suppress(Exception):
-                await ctx.send_notification(ToolListChangedNotification())
-        return changes
-
-    @tool(
-        mcp,
-        name=f"{prefix}get_workflow_status",
-        annotations=ToolAnnotations(read_only_hint=True),
-        output_schema=LOOSE_OBJECT,
-    )
-    async def get_workflow_status(
-        run_id: Annotated[
-            str,
-            Field(
-                description="The run id a workflow tool answered (for a DeepWork workflow: "
-                "begin_step.session_id; for a multi-agent one: dag:<workflow_id>).",
-                min_length=1,
-                max_length=600,
-            ),
-        ],
-    ) -> dict[str, Any]:
-        """The state of a workflow run: `status` RUNNING, COMPLETED, FAILED or CANCELLED,
-        `progress`, `result` when done, `error` when it failed or was cancelled."""
-        source, local_id = provider.source_for(run_id)
-        status = await _status_call(source, lambda: source.status(run_id=local_id), run_id)
-        return {**status.wire(), "run_id": run_id}
-
-    @tool(mcp, name=f"{prefix}cancel_workflow_run", output_schema=LOOSE_OBJECT)
-    async def cancel_workflow_run(
-        run_id: Annotated[
-            str,
-            Field(description="The run id to cancel.", min_length=1, max_length=600),
-        ],
-        reason: Annotated[
-            str, Field(description="Why the run is cancelled.", min_length=1, max_length=10000)
-        ],
-    ) -> dict[str, Any]:
-        """Cancel a running workflow run (a DeepWork session is aborted with your reason; the
-        workflow below it on your stack resumes; a multi-agent DAG run fails with your reason,
-        for good). Answers the run's status afterwards."""
-        source, local_id = provider.source_for(run_id)
-        status = await _status_call(
-            source, lambda: source.cancel(run_id=local_id, reason=reason), run_id
-        )
-        return {**status.wire(), "run_id": run_id}
-
-
-async def source_call(source: WorkflowSource, call: Callable[[], T]) -> T:
-    """``call`` where its source's calls belong: the database thread (retried while the
-    database is busy) for a local source, a worker thread for one across the network."""
-    if source.local:
-        return await db_sync_to_async(retrying_when_busy(call))()
-    return await asyncio.to_thread(call)
-
-
-async def _status_call(
-    source: WorkflowSource, call: Callable[[], RunStatus], run_id: str
-) -> RunStatus:
-    try:
-        return await source_call(source, call)
-    except NotSupported as exc:
-        raise ToolError(
-            f"Status and cancellation are not supported for run '{run_id}': {exc}"
-        ) from None
-    except (WorkflowError, SourceError) as exc:
-        raise ToolError(str(exc)) from None
-    except DatabaseBusy:
-        raise ToolError(BUSY_MESSAGE) from None
