@@ -11,6 +11,8 @@ APPS = (
     "deepwork_site",
     "workflows",
     "tracker",
+    "dag",
+    "workflow_tools",
     "reviews",
     "mcp_bridge",
     "dashboard",

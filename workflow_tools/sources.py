@@ -28,7 +28,8 @@ from typing import Any, Literal, Protocol
 
 from jsonschema.exceptions import ValidationError
 
-from workflows import json_schemas, outbound
+from workflow_tools import outbound
+from workflows import json_schemas
 
 logger = logging.getLogger("deepwork.workflow_tools")
 

@@ -9,8 +9,8 @@ import json
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from mcp_bridge.toolsets.workflow_tools.settings import page_size_from_env
 from mcp_bridge.toolsets.workflow_tools.listing import paginate
+from mcp_bridge.toolsets.workflow_tools.settings import page_size_from_env
 
 TOOLS = [{"name": f"t{index}"} for index in range(7)]
 
