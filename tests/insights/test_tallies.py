@@ -15,7 +15,6 @@ from django.db import connections
 from django.db.models import Sum
 
 from dag import services as dag
-from dag import sessions, sessions014
 from tests.deepwork014.fixtures import write_demo14
 from tests.driving import step_finish
 from tests.insights.conftest import D3, in_range
@@ -30,6 +29,7 @@ from workflows.models import (
     WorkflowSession,
 )
 from workflows.selectors import insights
+from workflows.services import sessions, sessions014
 from workflows.tallies import insight_tallies_rebuild, insight_tallies_summed
 
 pytestmark = pytest.mark.django_db
