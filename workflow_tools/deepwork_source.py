@@ -8,11 +8,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from workflow_tools.selectors import (
-    DEEPWORK_SOURCE_KEY,
-    deepwork_published,
-    session_run_status,
-)
+from workflow_tools.selectors import DEEPWORK_SOURCE_KEY, deepwork_published, session_run_status
 from workflow_tools.services import goal_with_inputs
 from workflow_tools.sources import PublishedWorkflow, RunStarted, RunStatus
 from workflows.dialects import deepwork

@@ -17,20 +17,9 @@ from typing import Any
 import yaml
 
 from workflow_tools.models import WorkflowToolFilter, WorkflowToolName
-from workflow_tools.sources import (
-    GENERIC_SCHEMA,
-    PublishedWorkflow,
-    RunState,
-    RunStatus,
-)
+from workflow_tools.sources import GENERIC_SCHEMA, PublishedWorkflow, RunState, RunStatus
 from workflows.errors import NotFound
-from workflows.models import (
-    Job,
-    Project,
-    StepRun,
-    WorkflowSession,
-    WorkflowStep,
-)
+from workflows.models import Job, Project, StepRun, WorkflowSession, WorkflowStep
 from workflows.services.catalog import CatalogView
 
 DEEPWORK_SOURCE_KEY = "deepwork"

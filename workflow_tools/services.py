@@ -17,9 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from workflow_tools.models import WorkflowToolName
-from workflow_tools.selectors import (
-    workflow_tool_names,
-)
+from workflow_tools.selectors import workflow_tool_names
 from workflow_tools.sources import PublishedWorkflow
 from workflows.models import Project
 

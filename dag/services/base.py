@@ -16,31 +16,15 @@ lands once, and the workflow completes or fails exactly once, whatever runs at t
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dag.plan import (
-    DagStep,
-    dag_plan_stored,
-    json_clean,
-)
+from dag.plan import DagStep, dag_plan_stored, json_clean
 from workflows import limits
 from workflows.errors import InvalidInput, NotFound
-from workflows.models import (
-    Job,
-    Project,
-    StepRun,
-    WorkflowSession,
-)
+from workflows.models import Job, Project, StepRun, WorkflowSession
 from workflows.services.agents import agent_id_clean as _agent_id_clean
-
-if TYPE_CHECKING:
-    pass
-
-
-logger = logging.getLogger(__name__)
 
 MAX_ROLES = 32
 OPEN = (StepRun.Status.PENDING, StepRun.Status.READY)

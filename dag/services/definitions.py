@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import IntegrityError, transaction
 
@@ -39,10 +39,6 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 # --- Define and delete --------------------------------------------------------------------------
 

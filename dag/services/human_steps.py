@@ -23,12 +23,7 @@ from dag.services.reports import locked_execution, reported_run, step_failure_re
 from dag.services.scheduling import dag_advance
 from workflows import events
 from workflows.errors import Conflict, InvalidInput, NotFound
-from workflows.models import (
-    Event,
-    Job,
-    StepRun,
-    WorkflowSession,
-)
+from workflows.models import Event, Job, StepRun, WorkflowSession
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -8,10 +8,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.utils import timezone
 
-from dag.plan import (
-    json_clean,
-    same_identity,
-)
+from dag.plan import json_clean, same_identity
 from dag.services.base import (
     OPEN,
     RUNNING,
@@ -26,13 +23,7 @@ from dag.services.base import (
 from dag.services.scheduling import dag_advance
 from workflows import events
 from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
-from workflows.models import (
-    Agent,
-    Event,
-    Project,
-    StepRun,
-    WorkflowSession,
-)
+from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -12,11 +12,7 @@ from django.db import transaction
 from django.db.models import Count, F, Max, Q
 from django.utils import timezone
 
-from dag.plan import (
-    DagStep,
-    json_clean,
-    same_identity,
-)
+from dag.plan import DagStep, json_clean, same_identity
 from dag.services.base import (
     MAX_ROLES,
     RUNNING,
@@ -32,22 +28,8 @@ from dag.services.base import (
 from workflows import events, limits
 from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.liveness import responsive_q, responsive_seconds, unresponsive_q
-from workflows.models import (
-    Agent,
-    Event,
-    Job,
-    Project,
-    Step,
-    StepRun,
-    Workflow,
-    WorkflowSession,
-)
-from workflows.services.agents import (
-    ProcessHolder,
-    agent_ensure,
-    agent_heartbeat,
-    agent_release,
-)
+from workflows.models import Agent, Event, Job, Project, Step, StepRun, Workflow, WorkflowSession
+from workflows.services.agents import ProcessHolder, agent_ensure, agent_heartbeat, agent_release
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

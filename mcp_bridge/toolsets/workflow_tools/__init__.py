@@ -15,9 +15,7 @@ from pydantic import Field
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets.workflow_tools.listing import ListingMiddleware
-from mcp_bridge.toolsets.workflow_tools.provider import (
-    WorkflowToolsProvider,
-)
+from mcp_bridge.toolsets.workflow_tools.provider import WorkflowToolsProvider
 from mcp_bridge.toolsets.workflow_tools.runs import status_call
 from mcp_bridge.toolsets.workflow_tools.settings import (
     LOOSE_OBJECT,
@@ -26,10 +24,7 @@ from mcp_bridge.toolsets.workflow_tools.settings import (
 )
 from workflow_tools.dag_source import DagSource
 from workflow_tools.deepwork_source import DeepWorkSource
-from workflow_tools.sources import (
-    RemoteSource,
-    WorkflowSource,
-)
+from workflow_tools.sources import RemoteSource, WorkflowSource
 
 
 def reserved_names() -> frozenset[str]:

@@ -45,11 +45,7 @@ from mcp_bridge.toolsets.workflow_tools.settings import (
     MANY_WORKFLOW_TOOLS,
     Settings,
 )
-from mcp_bridge.toolsets.workflow_tools.tools import (
-    WorkflowTool,
-    describe,
-    workflow_meta,
-)
+from mcp_bridge.toolsets.workflow_tools.tools import WorkflowTool, describe, workflow_meta
 from workflow_tools.models import workflow_key
 from workflow_tools.selectors import (
     DEEPWORK_SOURCE_KEY,
@@ -59,12 +55,7 @@ from workflow_tools.selectors import (
     workflow_tool_filters,
 )
 from workflow_tools.services import workflow_tool_names_assign
-from workflow_tools.sources import (
-    TERMINAL,
-    PublishedWorkflow,
-    SourceError,
-    WorkflowSource,
-)
+from workflow_tools.sources import TERMINAL, PublishedWorkflow, SourceError, WorkflowSource
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
 

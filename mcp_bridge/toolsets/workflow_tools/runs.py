@@ -10,12 +10,7 @@ from typing import TypeVar
 
 from fastmcp.exceptions import ToolError
 
-from workflow_tools.sources import (
-    NotSupported,
-    RunStatus,
-    SourceError,
-    WorkflowSource,
-)
+from workflow_tools.sources import NotSupported, RunStatus, SourceError, WorkflowSource
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
 

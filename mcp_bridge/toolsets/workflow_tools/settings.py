@@ -8,10 +8,7 @@ import os
 from dataclasses import dataclass
 
 from mcp_bridge.toolsets.specs import SourceConfig, env_float
-from workflow_tools.selectors import (
-    FilterRule,
-    env_filters,
-)
+from workflow_tools.selectors import FilterRule, env_filters
 
 logger = logging.getLogger("deepwork.workflow_tools")
 

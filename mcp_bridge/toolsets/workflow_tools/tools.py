@@ -13,14 +13,9 @@ from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 from pydantic import PrivateAttr
 
-from mcp_bridge.toolsets.workflow_tools.settings import (
-    SEARCH_HINT_CHARS,
-    SEARCH_HINT_META,
-)
+from mcp_bridge.toolsets.workflow_tools.settings import SEARCH_HINT_CHARS, SEARCH_HINT_META
 from workflow_tools.dag_source import DAG_SOURCE_KEY
-from workflow_tools.selectors import (
-    DEEPWORK_SOURCE_KEY,
-)
+from workflow_tools.selectors import DEEPWORK_SOURCE_KEY
 from workflow_tools.sources import (
     PublishedWorkflow,
     WorkflowSource,
