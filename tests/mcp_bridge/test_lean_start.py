@@ -29,6 +29,10 @@ NOT_SERVED = (
     "mcp_bridge.toolsets.workflow_tools",
     "dag.selectors",
     "dag.services",
+    # Every server registers the workflow tools' reaction to DAG events; it needs none of this.
+    "workflow_tools.services",
+    "workflow_tools.sources",
+    "workflow_tools.outbound",
     "tracker.selectors",
     "tracker.services",
 )
