@@ -15,8 +15,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import ApiToken
+from dag.services import MAX_ROLES
 from workflows.errors import InvalidInput
-from workflows.services.dag import MAX_ROLES
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

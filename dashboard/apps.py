@@ -1,11 +1,12 @@
 """The dashboard app, and the two groups a server gives its people.
 
-- **Watchers** may watch: the view permissions of every ``workflows``, ``tracker``,
-  ``reviews`` and ``insights`` model (among them ``workflows.view_workflowsession``, which
-  every dashboard page requires).
+- **Watchers** may watch: the view permissions of every ``workflows``, ``tracker``, ``dag``,
+  ``workflow_tools``, ``reviews`` and ``insights`` model (among them
+  ``workflows.view_workflowsession``, which every dashboard page requires).
 - **Deciders** may also act: Watchers' permissions plus ``workflows.abort_session``,
   ``workflows.drive_session``, ``reviews.decide_review`` (override a review, request
-  changes) and ``tracker.resolve_blocker`` (answer a blocker an agent raised).
+  changes), ``tracker.resolve_blocker`` (answer a blocker an agent raised) and
+  ``dag.decide_human_step`` (complete or fail a DAG step assigned to people).
 
 Neither may add projects (``workflows.add_project``): serving another folder of the server's
 disk makes its files readable through sessions, so it is granted by hand, to the people who run
@@ -25,12 +26,13 @@ from django.apps.registry import Apps
 from django.db import DEFAULT_DB_ALIAS
 from django.db.models.signals import post_migrate
 
-WATCHED_APPS = ("workflows", "tracker", "reviews", "insights")
+WATCHED_APPS = ("workflows", "tracker", "dag", "workflow_tools", "reviews", "insights")
 DECIDER_PERMISSIONS = (
     ("workflows", "abort_session"),
     ("workflows", "drive_session"),
     ("reviews", "decide_review"),
     ("tracker", "resolve_blocker"),
+    ("dag", "decide_human_step"),
 )
 
 

@@ -11,15 +11,16 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
-from dashboard.views import DECIDE_PERMISSION, _live_page, _require, watcher_required
+from dag import selectors, services
+from dashboard.views import _live_page, _require, watcher_required
 from deepwork_site.auth import signed_in_user
-from workflows.dag import process_lease_seconds, responsive_seconds
 from workflows.errors import NotFound, WorkflowError
+from workflows.liveness import process_lease_seconds, responsive_seconds
 from workflows.models import Project
-from workflows.selectors import dag as selectors
 from workflows.selectors.events import newest_event_id
-from workflows.services import dag as services
 
+# Completing or failing a step assigned to people: the DAG scheduler's own permission.
+HUMAN_STEP_PERMISSION = "dag.decide_human_step"
 MAX_TEXT = 20_000
 
 
@@ -52,14 +53,19 @@ def dag_detail(request: HttpRequest, workflow_id: str) -> HttpResponse:
     except NotFound as exc:
         raise Http404(str(exc)) from None
     details = selectors.dag_details(job=job)
-    context = {"workflow": details, "columns": _columns(details["steps"]), "project": job.project}
+    context = {
+        "workflow": details,
+        "columns": _columns(details["steps"]),
+        "project": job.project,
+        "can_decide_human_step": request.user.has_perm(HUMAN_STEP_PERMISSION),
+    }
     return _live_page(request, "dag", context, live_after=live_after, session_id=workflow_id)
 
 
 def _person_report(
     request: HttpRequest, workflow_id: str, step_id: str, *, failing: bool
 ) -> HttpResponse:
-    _require(request, DECIDE_PERMISSION)
+    _require(request, HUMAN_STEP_PERMISSION)
     text = request.POST.get("error_message" if failing else "result", "").strip()
     if len(text) > MAX_TEXT:
         messages.error(request, f"At most {MAX_TEXT:,} characters, please")

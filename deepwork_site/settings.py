@@ -106,6 +106,8 @@ ALL_APPS = [
     "ninja",
     "workflows",
     "tracker",
+    "dag",
+    "workflow_tools",
     "reviews",
     "insights",
     "mcp_bridge",
@@ -122,6 +124,8 @@ MCP_APPS = [
     "django.contrib.contenttypes",
     "workflows",
     "tracker",
+    "dag",
+    "workflow_tools",
     "reviews",
     # The event writer counts the insight tallies with every event it writes.
     "insights",

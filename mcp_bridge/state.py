@@ -118,7 +118,7 @@ class ServerState:
             if self._agent is None:
                 return
             if dispatch:
-                from workflows.services.dag import dag_agent_leave
+                from dag.services import dag_agent_leave
 
                 dag_agent_leave(agent=self._agent, holder=self.holder)
             else:

@@ -49,7 +49,6 @@ from workflows.models import (
 )
 from workflows.services.projects import project_add, project_review_commands_set
 from workflows.services.sessions import session_abort
-from workflows.wftools_admin import WorkflowToolFilterAdmin  # noqa: F401  (registers it)
 
 ABORT = ReasonPage(
     title="Abort the selected sessions",

@@ -599,8 +599,6 @@ class CopiedFromSession(models.Model):
         }
 
 
-from workflows.wftools_models import WorkflowToolFilter, WorkflowToolName  # noqa: E402
-
 __all__ = [
     "Agent",
     "CopiedFromSession",
@@ -614,6 +612,4 @@ __all__ = [
     "Workflow",
     "WorkflowSession",
     "WorkflowStep",
-    "WorkflowToolFilter",
-    "WorkflowToolName",
 ]

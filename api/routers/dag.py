@@ -3,7 +3,7 @@
 The same services and wire models as the ``agents`` MCP toolset, the API's tokens and its one
 error shape. Reads need ``workflows.view_workflowsession``; defining, executing and deleting
 need ``workflows.drive_session``; a person completing or failing a human step needs
-``reviews.decide_review``.
+``dag.decide_human_step``.
 """
 
 from __future__ import annotations
@@ -16,11 +16,10 @@ from ninja.params.functions import Path, Query
 from pydantic import Field
 
 from accounts.identity import identity_agent_id, identity_project_check, identity_project_scope
-from api.auth import DECIDE, DRIVE, VIEW, TokenAuth, caller
+from api.auth import DECIDE_HUMAN_STEP, DRIVE, VIEW, TokenAuth, caller
 from api.common import ACTION_ERRORS, READ_ERRORS
-from deepwork_site.auth import signed_in_user
-from workflows.dag import responsive_seconds
-from workflows.dag_schemas import (
+from dag import selectors, services
+from dag.schemas import (
     DagDefineResponse,
     DagDelegatedOut,
     DagDeleteResponse,
@@ -32,10 +31,10 @@ from workflows.dag_schemas import (
     DagWorkflowOut,
     DagWorkflowSummary,
 )
+from deepwork_site.auth import signed_in_user
+from workflows.liveness import responsive_seconds
 from workflows.models import Job
-from workflows.selectors import dag as selectors
 from workflows.selectors.catalog import project_get
-from workflows.services import dag as services
 
 router = Router(tags=["dag"])
 
@@ -245,7 +244,7 @@ def _person_answer(report: services.Report, verb: str) -> DagReportResponse:
 @router.post(
     "/workflows/{workflow_id}/steps/{step_id}/complete",
     response={200: DagReportResponse, **ACTION_ERRORS},
-    auth=TokenAuth(DECIDE),
+    auth=TokenAuth(DECIDE_HUMAN_STEP),
 )
 def complete_human_step(
     request: HttpRequest, workflow_id: WorkflowId, step_id: StepId, body: DagCompleteIn
@@ -263,7 +262,7 @@ def complete_human_step(
 @router.post(
     "/workflows/{workflow_id}/steps/{step_id}/fail",
     response={200: DagReportResponse, **ACTION_ERRORS},
-    auth=TokenAuth(DECIDE),
+    auth=TokenAuth(DECIDE_HUMAN_STEP),
 )
 def fail_human_step(
     request: HttpRequest, workflow_id: WorkflowId, step_id: StepId, body: DagFailIn

@@ -10,19 +10,19 @@ from typing import Any
 from accounts.identity import Identity, identity_agent_id
 from api.errors import ApiError
 from api.routers.published_workflows_schemas import RunStartIn
-from workflows import json_schemas
-from workflows.dag_source import DAG_SOURCE_KEY, DagSource
-from workflows.dialects.deepwork_source import DeepWorkSource
-from workflows.models import Agent
-from workflows.selectors.catalog import project_get
-from workflows.services.agents import agent_ensure
-from workflows.services.catalog import catalog_view
-from workflows.workflow_sources import (
+from workflow_tools.dag_source import DAG_SOURCE_KEY, DagSource
+from workflow_tools.deepwork_source import DeepWorkSource
+from workflow_tools.sources import (
     PublishedWorkflow,
     WorkflowSource,
     arguments_problem,
     input_validator,
 )
+from workflows import json_schemas
+from workflows.models import Agent
+from workflows.selectors.catalog import project_get
+from workflows.services.agents import agent_ensure
+from workflows.services.catalog import catalog_view
 
 DAG_PREFIX = f"{DAG_SOURCE_KEY}:"
 

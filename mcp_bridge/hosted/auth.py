@@ -25,13 +25,13 @@ from accounts.identity import (
 )
 from accounts.identity import Identity as TokenIdentity
 from accounts.services import api_token_roles_clean
+from dag import services as dag_services
 from mcp_bridge.hosted.refusals import Refused
 from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
-from workflows.dag import responsive_seconds
 from workflows.errors import Forbidden, InvalidInput
+from workflows.liveness import responsive_seconds
 from workflows.models import Agent, Project
 from workflows.services import agents as agent_services
-from workflows.services import dag as dag_services
 
 AGENT_CACHE_SIZE = 4096
 # How often at most a hosted agent's heartbeat is written (``mcpserve`` heartbeats as often).

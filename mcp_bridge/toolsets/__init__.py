@@ -16,7 +16,7 @@ from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import deepreview, deepwork, deepwork014, specs, workflow_tools
+from mcp_bridge.toolsets import deepreview, deepwork, deepwork014, specs
 
 
 @dataclass(frozen=True)
@@ -72,10 +72,10 @@ TRACKER = Toolset(
 )
 WORKFLOW_TOOLS = Toolset(
     "workflow-tools",
-    workflow_tools.TOOL_NAMES,
-    workflow_tools.register,
-    instructions=workflow_tools.INSTRUCTIONS,
-    cache_ttl=workflow_tools.cache_ttl,
+    specs.WORKFLOW_TOOLS_TOOL_NAMES,
+    _registered_by("mcp_bridge.toolsets.workflow_tools"),
+    instructions=specs.WORKFLOW_TOOLS_INSTRUCTIONS,
+    cache_ttl=specs.workflow_tools_cache_ttl,
     schema_refs=True,
 )
 AGENTS = Toolset(

@@ -30,12 +30,8 @@ from fastmcp.tools.function_tool import FunctionTool
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets.calls import Refusal, db_tool_call
-from mcp_bridge.toolsets.specs import AGENTS_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
-from mcp_bridge.toolsets.specs import AGENTS_TOOL_NAMES as TOOL_NAMES  # noqa: F401
-from workflows.dag import liveness, process_lease_seconds, responsive_seconds
-from workflows.dag_schemas import (
+from dag import selectors, services
+from dag.schemas import (
     DagAgentOut,
     DagAssignment,
     DagAssignmentsResponse,
@@ -50,9 +46,12 @@ from workflows.dag_schemas import (
     DagWorkflowOut,
     DagWorkflowSummary,
 )
+from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets.calls import Refusal, db_tool_call
+from mcp_bridge.toolsets.specs import AGENTS_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
+from mcp_bridge.toolsets.specs import AGENTS_TOOL_NAMES as TOOL_NAMES  # noqa: F401
 from workflows.db import db_sync_to_async
-from workflows.selectors import dag as selectors
-from workflows.services import dag as services
+from workflows.liveness import liveness, process_lease_seconds, responsive_seconds
 
 logger = logging.getLogger("deepwork.mcp")
 

@@ -15,13 +15,14 @@ from django.test import Client as HttpClient
 from fastmcp import Client
 
 from accounts.services import api_token_create
+from dag import selectors
+from dag import services as dag
 from mcp_bridge.server import create_server
 from tests.factories import make_user
+from workflow_tools.dag_source import DagSource
 from workflows import limits
 from workflows.errors import InvalidInput
 from workflows.models import Event, Job, Project, StepRun, WorkflowSession
-from workflows.selectors import dag as selectors
-from workflows.services import dag
 from workflows.services.projects import project_ensure
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -298,7 +299,7 @@ def test_reads_of_a_workflow_with_maximal_payloads_stay_bounded(proj):
     dag.dag_report_completion(
         project=proj, workflow_id=workflow_id, step_id="join", agent_id="worker", result="ok"
     )
-    status = selectors.dag_run_status(project=proj, workflow_id=workflow_id).wire()
+    status = DagSource(project=lambda: proj).status(run_id=workflow_id).wire()
     assert status["status"] == "COMPLETED"
     assert len(json.dumps(status)) < 2 * limits.DAG_INLINE_BUDGET_CHARS
     assert status["result"]["join"] == "ok"

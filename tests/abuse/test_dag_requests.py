@@ -10,10 +10,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from fastmcp import Client
 
+from dag import selectors
+from dag import services as dag
 from mcp_bridge.server import create_server
 from workflows.models import Project
-from workflows.selectors import dag as selectors
-from workflows.services import dag
 from workflows.services.projects import project_ensure
 
 pytestmark = pytest.mark.django_db(transaction=True)

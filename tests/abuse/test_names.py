@@ -9,12 +9,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from fastmcp import Client
 
+from dag import services as dag
 from mcp_bridge.server import create_server
 from tracker.services import tracked_workflow_start
 from workflows import limits
 from workflows.errors import InvalidInput
 from workflows.models import Project, WorkflowSession
-from workflows.services import dag
 from workflows.services.agents import agent_ensure
 
 pytestmark = pytest.mark.django_db(transaction=True)

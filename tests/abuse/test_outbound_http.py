@@ -17,9 +17,9 @@ import pytest
 from fastmcp import Client
 
 from mcp_bridge.server import create_server
-from mcp_bridge.toolsets.workflow_tools import SourceConfig
-from workflows import outbound
-from workflows.workflow_sources import RemoteSource, SourceUnavailable
+from mcp_bridge.toolsets.specs import SourceConfig
+from workflow_tools import outbound
+from workflow_tools.sources import RemoteSource, SourceUnavailable
 
 LISTING = [{"id": "wf-1", "name": "Data analysis", "description": "Analyse data"}]
 # Far above the deadlines used here, far below "hung": proves the call returned, not how fast.

@@ -24,7 +24,7 @@ import pytest
 from fastmcp import Client
 
 from mcp_bridge.server import create_server
-from mcp_bridge.toolsets.workflow_tools import SourceConfig
+from mcp_bridge.toolsets.specs import SourceConfig
 from reviews.deepreview.deepschema import load_deepschema_rules
 from tests.deepwork014.fixtures import DEMO14_JOB, write_demo14
 from workflows.errors import InvalidInput

@@ -16,21 +16,30 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_token_create
-from tests.api.conftest import ABORT, DECIDE, DRIVE, RESOLVE_BLOCKER, VIEW, Caller, assert_error
+from dag import services as dag
+from tests.api.conftest import (
+    ABORT,
+    DECIDE,
+    DECIDE_HUMAN_STEP,
+    DRIVE,
+    RESOLVE_BLOCKER,
+    VIEW,
+    Caller,
+    assert_error,
+)
 from tests.conftest import NESTED_JOB
 from tests.factories import make_user, write_job
 from tracker import services as tracker
 from tracker.models import Issue
 from workflows.dialects import deepwork
 from workflows.models import Event, Job, Project, WorkflowSession
-from workflows.services import dag
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import catalog_view
 from workflows.services.projects import project_ensure
 
 pytestmark = pytest.mark.django_db
 
-EVERYTHING = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER)
+EVERYTHING = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER, DECIDE_HUMAN_STEP)
 PLAN = [
     {"step_id": "build", "description": "Build", "assigned_role": "swe"},
     {"step_id": "approve", "description": "Approve", "assigned_role": "human"},

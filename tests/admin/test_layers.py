@@ -63,12 +63,24 @@ def test_workflows_does_not_import_the_tracker():
     assert offending(sources("workflows"), ("tracker",)) == []
 
 
+def test_workflows_does_not_import_the_dag_or_the_workflow_tools():
+    assert offending(sources("workflows"), ("dag", "workflow_tools")) == []
+
+
+def test_the_dag_does_not_import_the_workflow_tools():
+    """The workflow tools serve DAG workflows and react to the DAG's events; the scheduler
+    knows nothing of them."""
+    assert offending(sources("dag"), ("workflow_tools",)) == []
+
+
 @pytest.mark.parametrize(("app", "other"), [("tracker", "reviews"), ("reviews", "tracker")])
 def test_the_contexts_do_not_import_each_other(app, other):
     assert offending(sources(app), (other,)) == []
 
 
-@pytest.mark.parametrize("app", ["workflows", "reviews", "tracker", "insights"])
+@pytest.mark.parametrize(
+    "app", ["workflows", "reviews", "tracker", "dag", "workflow_tools", "insights"]
+)
 def test_the_engine_does_not_import_an_interface(app):
     assert offending(sources(app), INTERFACES) == []
 
@@ -77,7 +89,7 @@ def test_the_engine_does_not_import_an_interface(app):
 # below the interfaces. Nothing beneath imports it; of what is beneath, it imports only what
 # reads (models, selectors, their errors) and the event writer its tallies subscribe to.
 READ_MODELS = ("insights",)
-BENEATH_THE_READ_MODELS = ("workflows", "tracker", "reviews")
+BENEATH_THE_READ_MODELS = ("workflows", "tracker", "reviews", "dag", "workflow_tools")
 READABLE = ("models", "selectors", "errors", "events")
 
 

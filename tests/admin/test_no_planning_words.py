@@ -22,11 +22,13 @@ from tests.admin.test_layers import ROOT
 APPS = (
     "accounts",
     "api",
+    "dag",
     "dashboard",
     "deepwork_site",
     "mcp_bridge",
     "reviews",
     "tracker",
+    "workflow_tools",
     "workflows",
 )
 TEXT_SUFFIXES = frozenset({".py", ".md", ".txt", ".html", ".css", ".js"})

@@ -13,7 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 THE_PATH = "mcp_bridge/toolsets/calls.py"
 # Not tool calls through the database thread: see the module docstring.
-OTHER_USES = ("mcp_bridge/toolsets/workflow_tools_provider", "mcp_bridge/hosted")
+OTHER_USES = ("mcp_bridge/toolsets/workflow_tools/", "mcp_bridge/hosted")
 
 
 def names_the_retry(source: str) -> bool:

@@ -1,4 +1,4 @@
-"""One outbound HTTP client: ``workflows.outbound`` is the only app module that opens a URL or
+"""One outbound HTTP client: ``workflow_tools.outbound`` is the only app module that opens a URL or
 a network connection, so its rules (http(s) only, no redirect to another origin, one deadline
 per request, a size cap) hold for every request the server makes.
 
@@ -14,8 +14,17 @@ from pathlib import Path
 
 from tests.admin.test_layers import ROOT, imported_modules
 
-APPS = ("workflows", "reviews", "dashboard", "api", "deepwork_site", "mcp_bridge")
-THE_CLIENT_PATH = Path("workflows", "outbound.py")
+APPS = (
+    "workflows",
+    "dag",
+    "workflow_tools",
+    "reviews",
+    "dashboard",
+    "api",
+    "deepwork_site",
+    "mcp_bridge",
+)
+THE_CLIENT_PATH = Path("workflow_tools", "outbound.py")
 THE_CLIENT = ROOT / THE_CLIENT_PATH
 HTTP_MODULES = ("urllib.request", "http.client", "httpx", "requests", "aiohttp", "urllib3")
 # Calls that open a URL or a connection, whatever module they come from.
@@ -81,7 +90,7 @@ def test_a_planted_request_is_found(tmp_path):
     """The check is not vacuous: each way of opening a URL, planted in an app, is reported."""
     for app in APPS:
         (tmp_path / app).mkdir()
-    (tmp_path / "workflows" / "outbound.py").write_text("import http.client\n")
+    (tmp_path / "workflow_tools" / "outbound.py").write_text("import http.client\n")
     (tmp_path / "workflows" / "fetcher.py").write_text(
         "import urllib.request\n\n\ndef get(url):\n    return urllib.request.urlopen(url)\n"
     )
@@ -102,4 +111,4 @@ def test_a_planted_request_is_found(tmp_path):
     assert "api/byname.py: imports requests" in found
     assert "dashboard/raw.py: calls create_connection() at line 5" in found
     assert "mcp_bridge/fromurllib.py: imports urllib.request" in found
-    assert not any(line.startswith("workflows/outbound.py") for line in found)
+    assert not any(line.startswith("workflow_tools/outbound.py") for line in found)

@@ -16,6 +16,7 @@ DRIVE = "workflows.drive_session"
 ABORT = "workflows.abort_session"
 DECIDE = "reviews.decide_review"
 RESOLVE_BLOCKER = "tracker.resolve_blocker"
+DECIDE_HUMAN_STEP = "dag.decide_human_step"
 
 
 @dataclass

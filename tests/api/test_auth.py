@@ -18,6 +18,7 @@ from api.auth import TokenAuth
 from tests.api.conftest import (
     ABORT,
     DECIDE,
+    DECIDE_HUMAN_STEP,
     DRIVE,
     RESOLVE_BLOCKER,
     VIEW,
@@ -65,14 +66,14 @@ OPERATIONS = [
     ("post", "/api/dag/workflows", DRIVE),
     ("post", "/api/dag/workflows/dag-1/execute", DRIVE),
     ("post", "/api/dag/workflows/dag-1/delete", DRIVE),
-    ("post", "/api/dag/workflows/dag-1/steps/a/complete", DECIDE),
-    ("post", "/api/dag/workflows/dag-1/steps/a/fail", DECIDE),
+    ("post", "/api/dag/workflows/dag-1/steps/a/complete", DECIDE_HUMAN_STEP),
+    ("post", "/api/dag/workflows/dag-1/steps/a/fail", DECIDE_HUMAN_STEP),
     ("get", "/api/insights/waits", VIEW),
     ("get", "/api/insights/waits/csv", VIEW),
     ("get", "/api/sessions/deadbeef/history", VIEW),
     ("get", "/api/sessions/deadbeef/history/markdown", VIEW),
 ]
-ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER, ADD_PROJECT)
+ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER, DECIDE_HUMAN_STEP, ADD_PROJECT)
 
 
 def call(caller: Caller, method: str, url: str):

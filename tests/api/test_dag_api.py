@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from tests.api.conftest import DECIDE, DRIVE, VIEW, assert_error
+from dag import services as dag
+from tests.api.conftest import DECIDE_HUMAN_STEP, DRIVE, VIEW, assert_error
 from workflows.models import Job, Project, StepRun
-from workflows.services import dag
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,7 @@ def test_define_execute_and_a_person_approves(proj, driver, make_caller):
         403,
         "forbidden",
     )
-    dana = make_caller(VIEW, DECIDE, username="dana")
+    dana = make_caller(VIEW, DECIDE_HUMAN_STEP, username="dana")
     done = dana.post(f"/api/dag/workflows/{wid}/steps/approve/complete", {"result": "ok"})
     assert done.status_code == 200, done.content
     assert done.json()["workflow_status"] == "completed"

@@ -79,10 +79,10 @@ def worker(url: str, workflow_id: str, agent_ids: list[str]) -> None:
     from django.conf import settings
     from django.db import connections
 
+    from dag import selectors
+    from dag import services as dag
     from workflows.db import retrying_when_busy
     from workflows.models import Agent, WorkflowSession
-    from workflows.selectors import dag as selectors
-    from workflows.services import dag
 
     poll = float(settings.DEEPWORK_AGENT_POLL_SECONDS)
     lock = threading.Lock()
@@ -170,9 +170,9 @@ def main() -> int:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
+    from dag import selectors
+    from dag import services as dag
     from workflows.models import Event, Project, StepRun, WorkflowSession
-    from workflows.selectors import dag as selectors
-    from workflows.services import dag
 
     call_command("migrate", verbosity=0)
     poll = float(settings.DEEPWORK_AGENT_POLL_SECONDS)

@@ -570,8 +570,8 @@ def seed_dags(writer, project, agents, rng, now) -> None:
     read the runs, not how many plans there are."""
     from django.db.models import Max
 
+    from dag import services as dag
     from workflows.models import Step, StepRun, WorkflowSession
-    from workflows.services import dag
 
     plan = [{"step_id": "start", "description": "Start", "assigned_role": "swe"}]
     plan += [

@@ -11,13 +11,13 @@ import os
 import pytest
 from channels.db import database_sync_to_async
 
+from dag import services as dag
 from insights.tallies import insight_tallies_rebuild
 from reviews.models import ReviewResult
 from tests.browser.conftest import create_person, log_in
 from tests.insights.conftest import D1, D3, build_history
 from workflows.events import SessionStarted, event_record
 from workflows.models import WorkflowSession
-from workflows.services import dag
 
 pytestmark = [pytest.mark.browser]
 

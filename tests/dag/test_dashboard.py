@@ -7,10 +7,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from dag import services as dag
 from tests.dashboard.conftest import client_for
 from tests.factories import make_user
 from workflows.models import Event, Project, StepRun
-from workflows.services import dag
 
 pytestmark = pytest.mark.django_db
 
@@ -79,6 +79,20 @@ def test_a_decider_completes_the_human_step_and_a_watcher_may_not(proj):
     # Again: nothing changes, and the page says so.
     again = deciding.post(f"/dag/{wid}/steps/approve/complete/", {"result": "x"}, follow=True)
     assert "already reported completed; nothing changed" in again.content.decode()
+
+
+def test_human_steps_need_the_dags_own_permission_not_the_reviews(proj):
+    wid = run_to_approval(proj)
+    view = "workflows.view_workflowsession"
+    reviewer = client_for(make_user(username="rita", perms=(view, "reviews.decide_review")))
+    assert 'data-testid="dag-complete"' not in reviewer.get(f"/dag/{wid}/").content.decode()
+    refused = reviewer.post(f"/dag/{wid}/steps/approve/complete/", {"result": "yes"})
+    assert refused.status_code == 403
+    assert StepRun.objects.get(step_id="approve").status == "ready"
+    person = client_for(make_user(username="hal", perms=(view, "dag.decide_human_step")))
+    assert 'data-testid="dag-complete"' in person.get(f"/dag/{wid}/").content.decode()
+    assert person.post(f"/dag/{wid}/steps/approve/complete/", {"result": "yes"}).status_code == 302
+    assert StepRun.objects.get(step_id="approve").status == "completed"
 
 
 def test_a_decider_fails_the_human_step_with_a_reason(proj):

@@ -7,11 +7,11 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_token_create
+from dag import services as dag
 from tests.api.conftest import VIEW, Caller
 from tests.dashboard.conftest import client_for
 from tests.factories import make_user
 from workflows.models import Project
-from workflows.services import dag
 
 pytestmark = pytest.mark.django_db
 

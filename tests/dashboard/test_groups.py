@@ -32,9 +32,11 @@ WATCH = {
     "tracker.view_decision",
     "tracker.view_issue",
     "tracker.view_milestone",
-    # The workflow tools' (seed 003) names and filters.
-    "workflows.view_workflowtoolname",
-    "workflows.view_workflowtoolfilter",
+    # The workflow tools' names and filters (their own app).
+    "workflow_tools.view_workflowtoolname",
+    "workflow_tools.view_workflowtoolfilter",
+    # The DAG scheduler's runs (a proxy of the sessions above).
+    "dag.view_dagrun",
     # DeepWork 0.14's session jobs.
     "workflows.view_sessionjob",
     # The insights' tallies.
@@ -47,6 +49,7 @@ DECIDE = {
     "workflows.drive_session",
     "reviews.decide_review",
     "tracker.resolve_blocker",
+    "dag.decide_human_step",
 }
 
 

@@ -19,13 +19,13 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from dag import services as dag
 from insights import dag as dag_insights
 from insights.filters import InsightFilter
 from tests.dashboard.conftest import client_for
 from tests.factories import make_user
 from tests.insights.conftest import D1, D2, D3, at, in_range
 from workflows.models import Project, StepRun
-from workflows.services import dag
 
 pytestmark = pytest.mark.django_db
 

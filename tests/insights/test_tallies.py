@@ -14,6 +14,7 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.db.models import Sum
 
+from dag import services as dag
 from insights import histograms, selectors
 from insights.models import AgentTally, SessionTally, StepTimeTally
 from insights.tallies import insight_tallies_rebuild, insight_tallies_summed
@@ -24,7 +25,7 @@ from tests.insights.test_dag import PLAN
 from workflows import events
 from workflows.generations import Conversation
 from workflows.models import Event, Project, WorkflowSession
-from workflows.services import dag, sessions
+from workflows.services import sessions
 
 pytestmark = pytest.mark.django_db
 

@@ -26,9 +26,13 @@ NOT_NEEDED = ("griffe", "key_value", "beartype")
 NOT_SERVED = (
     "mcp_bridge.toolsets.tracker",
     "mcp_bridge.toolsets.agents",
-    "mcp_bridge.toolsets.workflow_tools_provider",
-    "workflows.selectors.dag",
-    "workflows.services.dag",
+    "mcp_bridge.toolsets.workflow_tools",
+    "dag.selectors",
+    "dag.services",
+    # Every server registers the workflow tools' reaction to DAG events; it needs none of this.
+    "workflow_tools.services",
+    "workflow_tools.sources",
+    "workflow_tools.outbound",
     "tracker.selectors",
     "tracker.services",
 )

@@ -8,10 +8,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from workflows.dag import process_lease_seconds, responsive_seconds
+from dag import selectors
+from dag import services as dag
+from workflows.liveness import process_lease_seconds, responsive_seconds
 from workflows.models import Agent, Event, Project, StepRun
-from workflows.selectors import dag as selectors
-from workflows.services import dag
 from workflows.services.agents import ProcessHolder, agent_claim, agent_heartbeat, agent_release
 
 pytestmark = pytest.mark.django_db

@@ -375,8 +375,8 @@ def test_another_agents_step_at_the_same_time_is_named_in_a_warning(project, age
 def test_runs_that_ended_or_never_began_are_not_named(project, agent):
     """Runs sent back by go_to_step, sessions aborted before the step began and DAG steps that
     never reached an agent have no end time, yet no one is working on them."""
+    from dag.services import dag_define, dag_execute
     from workflows.services.agents import agent_ensure
-    from workflows.services.dag import dag_define, dag_execute
 
     other = agent_ensure(project=project, agent_id="helper")
     theirs = start(project, other).begin_step.session_id
@@ -403,7 +403,7 @@ def test_runs_that_ended_or_never_began_are_not_named(project, agent):
 
 
 def test_a_dag_step_is_named_after_the_agent_it_was_handed_to(project, agent):
-    from workflows.services.dag import dag_agent_register, dag_define, dag_execute
+    from dag.services import dag_agent_register, dag_define, dag_execute
 
     dag_agent_register(project=project, agent_id="builder", roles=["swe"])
     defined = dag_define(

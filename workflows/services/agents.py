@@ -7,7 +7,7 @@ stack again; two processes alive at the same time never share an agent by accide
 Liveness is a lease, the way work queues hold claims: ``agent_heartbeat`` renews an agent's
 lease for as long as its renewer chooses (a running ``mcpserve`` briefly and often, a hosted
 agent's requests for longer), and the agent is responsive, and gets DAG steps, while it runs
-(``workflows.dag.is_responsive``). ``agent_release`` ends it on a clean exit. The DAG scheduler
+(``workflows.liveness.is_responsive``). ``agent_release`` ends it on a clean exit. The DAG scheduler
 builds on both (``dag_agent_renew``, ``dag_agent_leave``) to hand steps out right after, so a
 step held by an agent that left goes to another one at once.
 """
@@ -27,8 +27,8 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from workflows import events, limits
-from workflows.dag import is_responsive, lease_end, process_lease_seconds
 from workflows.errors import InvalidInput
+from workflows.liveness import is_responsive, lease_end, process_lease_seconds
 from workflows.models import Agent, Event, Project, WorkflowSession
 
 logger = logging.getLogger(__name__)

@@ -43,7 +43,7 @@ TELEMETRY_ENV = "FASTMCP_TELEMETRY_MODE"
 def heartbeat_seconds() -> float:
     """How often a server renews its agent's lease: three times per lease, so one late beat
     on a loaded machine does not cost the agent its DAG steps."""
-    from workflows.dag import process_lease_seconds
+    from workflows.liveness import process_lease_seconds
 
     return min(HEARTBEAT_SECONDS, process_lease_seconds() / 3)
 
@@ -70,12 +70,12 @@ def _heartbeat(
 
 
 def _beat(state: ServerState, agent: Any, dispatch: bool) -> None:
-    from workflows.dag import process_lease_seconds
+    from workflows.liveness import process_lease_seconds
 
     # Serving the agents toolset (``dispatch``): waiting DAG steps may fit this agent, and
     # steps of agents whose lease ran out are handed on.
     if dispatch:
-        from workflows.services.dag import dag_agent_renew
+        from dag.services import dag_agent_renew
 
         renewed = dag_agent_renew(
             agent=agent, lease_seconds=process_lease_seconds(), holder=state.holder
@@ -99,9 +99,9 @@ def _beat_on_own_connection(state: ServerState, agent: Any, dispatch: bool) -> N
 def _join_agents(state: ServerState, agent_id: str, roles: str | None) -> None:
     """Register this server's agent for DAG steps (with ``--roles``, exactly those roles) and
     hand it any step already waiting for it."""
-    from workflows.dag import process_lease_seconds
+    from dag import services as dag
     from workflows.errors import WorkflowError
-    from workflows.services import dag
+    from workflows.liveness import process_lease_seconds
 
     project = state.project()
     try:
@@ -263,7 +263,7 @@ class Command(BaseCommand):
         for url in source_urls:
             if not url.startswith(("http://", "https://")):
                 raise CommandError(f"--workflow-source must be an http(s) URL: {url}")
-        from mcp_bridge.toolsets.workflow_tools import SourceConfig
+        from mcp_bridge.toolsets.specs import SourceConfig
 
         workflow_sources = [
             SourceConfig(url, options["workflow_source_token"]) for url in source_urls

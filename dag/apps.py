@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DagConfig(AppConfig):
+    name = "dag"
+    verbose_name = "DAG workflows"
