@@ -44,7 +44,10 @@ class Delegation:
 
 
 @dataclass(frozen=True)
-class Issue:
+class StepNotPlaced:
+    """A step the scheduler could not hand out on this pass, and why (the wire calls these
+    the run's issues)."""
+
     step_id: str
     reason: str
 
@@ -54,7 +57,7 @@ class Advance:
     """What one pass of the scheduler did to an execution."""
 
     delegated: list[Delegation] = field(default_factory=list)
-    issues: list[Issue] = field(default_factory=list)
+    issues: list[StepNotPlaced] = field(default_factory=list)
     handed_on: list[str] = field(default_factory=list)
     status: str = RUNNING
 

@@ -19,7 +19,7 @@ from dag.services.base import (
     USER_PREFIX,
     Advance,
     Delegation,
-    Issue,
+    StepNotPlaced,
     agent_id_clean,
     dag_job,
     dag_shape,
@@ -237,7 +237,7 @@ def dag_advance(
     for step_id in ready:
         choice = _choose(shape.steps[step_id], agents, registered)
         if isinstance(choice, str):
-            result.issues.append(Issue(step_id, choice))
+            result.issues.append(StepNotPlaced(step_id, choice))
             continue
         if StepRun.objects.filter(pk=runs[step_id][0], status=StepRun.Status.READY).update(
             status=StepRun.Status.ASSIGNED, assigned_agent_id=choice["pk"], assigned_at=now
