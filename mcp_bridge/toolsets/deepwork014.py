@@ -41,6 +41,7 @@ from workflows.db import db_sync_to_async
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.generations import Conversation, v0_14
+from workflows.results import NeedsWork
 from workflows.selectors import generations
 from workflows.selectors.deepschemas import named_schemas
 from workflows.services import active, session_jobs, sessions
@@ -296,8 +297,8 @@ class WireCalls:
             honour_091_ids=deepreview_tools.beside_014_gate(self.state),
             commands=self.state.review_commands(),
         )
-        if isinstance(outcome, services.TasksNeedWork):
-            return self.out(dialect.needs_work(outcome.feedback, outcome.stack))
+        if isinstance(outcome, NeedsWork):
+            return self.out(dialect.needs_work(outcome))
         return self.out(self.shown(dialect.finished(outcome)))
 
     def abort(

@@ -173,6 +173,11 @@ class FirstGeneration:
             declared=_declared_outputs(entry), submitted=outputs, project_root=project_root
         )
 
+    def output_feedback(
+        self, *, entry: list[Step], outputs: dict[str, Value], project_root: Path
+    ) -> str | None:
+        return None  # 0.9.1 refuses outputs that do not fit; nothing is sent back as work
+
     def run_outputs(
         self, entry: list[Step], key: str, outputs: dict[str, Value]
     ) -> dict[str, Value]:
