@@ -14,10 +14,10 @@ from django.core.management import CommandError, call_command
 from django.db import connections
 from django.db.models import Sum
 
-from tests.deepwork014.fixtures import write_demo14
 from tests.driving import step_finish
 from tests.insights.conftest import D3, in_range
 from tests.insights.test_dag_insights import PLAN
+from tests.support.demo14 import write_demo14
 from workflows import events, histograms
 from workflows.generations import Conversation
 from workflows.models import (
