@@ -27,6 +27,7 @@ from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets.deepwork import v0_9, v0_14
 from mcp_bridge.toolsets.deepwork.common import (
+    LOOSE_OBJECT,
     AgentId,
     Capture,
     Inputs,
@@ -35,11 +36,11 @@ from mcp_bridge.toolsets.deepwork.common import (
     WorkSummary,
     call,
     conversation,
+    fail,
     platform,
     shown,
     started_here,
 )
-from mcp_bridge.toolsets.deepwork.v0_9 import LOOSE_OBJECT, fail
 from workflows.db import db_sync_to_async
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput

@@ -6,23 +6,43 @@ caller's ``session_id`` maps to the conversation that names its stack.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
+from fastmcp.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets.calls import Refusal, db_tool_call
-from mcp_bridge.toolsets.deepwork.v0_9 import fail
 from workflows.generations import v0_14
 
+T = TypeVar("T")
 
-async def call(state: ServerState, name: str, params: dict[str, Any], fn: Callable[[], Any]) -> Any:
-    """``fn`` through the one database-call path; a refusal is DeepWork's tool error."""
+
+# DeepWork 0.9.1 advertises this loose schema for its dict-returning tools; clients that
+# validate structured content against a detailed schema pay for it on every call.
+LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
+
+
+def fail(tool: str, message: object) -> ToolError:
+    # DeepWork's clients see this exact prefix on every tool error.
+    return ToolError(f"Error calling tool '{tool}': {message}")
+
+
+async def call(
+    state: ServerState,
+    name: str,
+    params: dict[str, Any],
+    fn: Callable[[], T],
+    *,
+    stack: Callable[[T], Any] | None = None,
+) -> T:
+    """``fn`` through the one database-call path; a refusal is DeepWork's tool error.
+    ``stack`` reads the caller's stack from the answer for the call log."""
 
     def refused(refusal: Refusal) -> NoReturn:
         raise fail(name, refusal.error if refusal.error is not None else refusal.message)
 
-    return await db_tool_call(state, name, params, fn, refused=refused)
+    return await db_tool_call(state, name, params, fn, refused=refused, stack=stack)
 
 
 def platform(state: ServerState) -> str:

@@ -22,6 +22,7 @@ from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.deepwork import deepreview
 from mcp_bridge.toolsets.deepwork.common import (
+    LOOSE_OBJECT,
     AgentId,
     Capture,
     Inputs,
@@ -36,7 +37,6 @@ from mcp_bridge.toolsets.deepwork.common import (
     started_here,
 )
 from mcp_bridge.toolsets.deepwork.deepreview import beside_review_tasks
-from mcp_bridge.toolsets.deepwork.v0_9 import LOOSE_OBJECT
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.generations import Conversation
