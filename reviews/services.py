@@ -15,6 +15,10 @@ generation's (``Generation.reviews_by_agent``):
 
 Whatever lets a hand-in pass (a person's override, the hand-in's reason, passing verdicts) is
 written in the advancing transaction: a hand-in that loses the race to advance keeps none of it.
+
+Why long: the pipeline, its two review planners and the server's reviews record verdicts,
+rounds and events through the same few helpers, often inside one transaction; apart, each
+piece would have to hand those helpers around.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from django.db import transaction
-from django.utils import timezone
 
 from reviews import review_tasks, rulings
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
@@ -45,7 +48,7 @@ from reviews.gate import (
 from reviews.models import HumanDecision, ReviewResult, copied_from
 from workflows import events, limits
 from workflows.db import db_sync_to_async
-from workflows.errors import Conflict, InvalidInput, WorkflowError
+from workflows.errors import InvalidInput, WorkflowError
 from workflows.events import User
 from workflows.files import project_write_text
 from workflows.models import Agent, Event, Project, StepRun
@@ -675,59 +678,3 @@ def step_finish_by_tasks(
     )
     assert answer is not None
     return answer
-
-
-def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) -> HumanDecision:
-    if not reason or not reason.strip():
-        raise InvalidInput("A reason is required so the agent and the team know why")
-    limits.DECISION_REASON.check(field, reason)
-    with transaction.atomic():
-        run = StepRun.objects.select_related("session__project", "session__agent").get(
-            pk=step_run.pk
-        )
-        if run.status != StepRun.Status.ACTIVE:
-            raise Conflict(
-                f"Step '{run.step_id}' of session '{run.session.session_id}' is {run.status}; "
-                "only the current step can be overridden or sent back"
-            )
-        # A newer ruling replaces one the agent has not seen yet.
-        HumanDecision.objects.filter(step_run=run, consumed_at__isnull=True).update(
-            consumed_at=timezone.now()
-        )
-        decision = HumanDecision.objects.create(
-            step_run=run,
-            kind=kind,
-            decided_by=by,
-            decided_by_name=by.get_username(),
-            reason=reason.strip(),
-        )
-        is_override = kind == HumanDecision.Kind.OVERRIDE
-        events.event_record(
-            kind=Event.Kind.REVIEW_OVERRIDDEN if is_override else Event.Kind.CHANGES_REQUESTED,
-            project=run.session.project,
-            session=run.session,
-            agent=run.session.agent,
-            by=by,
-            payload=(events.ReviewOverridden if is_override else events.ChangesRequested)(
-                step_id=run.step_id, reason=decision.reason
-            ),
-        )
-    return decision
-
-
-def review_override(*, step_run: StepRun, reason: str, by: User) -> HumanDecision:
-    """A person passes the step's review; the agent's next ``finished_step`` advances."""
-    return _decide(
-        step_run=step_run, kind=HumanDecision.Kind.OVERRIDE, by=by, reason=reason, field="reason"
-    )
-
-
-def review_request_changes(*, step_run: StepRun, feedback: str, by: User) -> HumanDecision:
-    """A person sends the step back; the agent's next ``finished_step`` gets the feedback."""
-    return _decide(
-        step_run=step_run,
-        kind=HumanDecision.Kind.REQUEST_CHANGES,
-        by=by,
-        reason=feedback,
-        field="feedback",
-    )

@@ -8,7 +8,8 @@ from django.contrib.auth import get_user_model
 
 from reviews.deepreview.tools import mark_review_as_passed
 from reviews.models import HumanDecision, ReviewResult
-from reviews.services import review_override, review_request_changes, step_finish_by_tasks
+from reviews.rulings import review_override, review_request_changes
+from reviews.services import step_finish_by_tasks
 from tests.support.demo14 import write_demo14
 from workflows.generations import Conversation, v0_14
 from workflows.models import StepRun

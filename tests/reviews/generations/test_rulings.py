@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from reviews.models import HumanDecision
-from reviews.services import review_override, review_request_changes
+from reviews.rulings import review_override, review_request_changes
 from tests.reviews.generations.conftest import (
     DRAFT,
     attempts,
