@@ -122,12 +122,14 @@ def _active_runs(checkpoint: StepCheckpoint) -> dict[str, int]:
 
 
 def _event(checkpoint: StepCheckpoint, kind: str, payload: events.Payload) -> None:
+    # A verdict is the person's when a person handed in; a request to review is the agent's.
+    by = None if kind == Event.Kind.REVIEW_REQUESTED else checkpoint.by
     events.event_record(
         kind=kind,
         project=checkpoint.project,
         session=checkpoint.session,
         agent=checkpoint.agent,
-        by=checkpoint.by,
+        by=by,
         payload=payload,
     )
 
