@@ -78,6 +78,11 @@ def _declared_outputs(entry: list[Step]) -> list[DeclaredOutput]:
     ]
 
 
+def new_session_id() -> str:
+    """An 8-hex id, short enough to type; a collision is drawn again by the start."""
+    return secrets.token_hex(4)
+
+
 class FirstGeneration:
     name = WorkflowSession.Generation.DEEPWORK_091.value
     abort_told_next = ABORT_TOLD_NEXT
@@ -134,8 +139,7 @@ class FirstGeneration:
         instance_id: str | None,
         inputs: dict[str, Value] | None,
     ) -> dict[str, Any]:
-        # An 8-hex id, short enough to type; a collision is drawn again by the start.
-        return {"session_id": secrets.token_hex(4), "instance_id": instance_id}
+        return {"session_id": new_session_id(), "instance_id": instance_id}
 
     def entries(self, job: Job, workflow: Workflow) -> list[list[Step]]:
         return workflow_entries(workflow=workflow)
