@@ -33,7 +33,7 @@ from dashboard.forms import (
 )
 from deepwork_site.auth import signed_in_user
 from reviews.models import HumanDecision
-from reviews.services import review_override, review_request_changes
+from reviews.rulings import review_override, review_request_changes
 from tracker.selectors import tracked_workflows_in_progress
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.models import StepRun, WorkflowSession

@@ -27,7 +27,7 @@ from deepwork_site.admin_helpers import (
     session_column,
 )
 from reviews.models import HumanDecision, ReviewResult
-from reviews.services import review_override, review_request_changes
+from reviews.rulings import review_override, review_request_changes
 from workflows.models import StepRun
 
 OVERRIDE = ReasonPage(

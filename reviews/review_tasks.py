@@ -34,12 +34,12 @@ from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
     ReviewIdFn,
     compute_review_id,
-    compute_review_id_014,
+    compute_review_task_id,
     is_passed,
     task_is_passed,
     write_instruction_files,
 )
-from reviews.deepreview.instructions014 import prepare_render_014, render_014
+from reviews.deepreview.instructions014 import prepare_render_review_task, render_review_task
 from reviews.deepreview.matching import build_tasks
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.deepreview.tools import confine_files
@@ -223,17 +223,17 @@ def review_tasks(
 
     # 0.14's order: the step's file reviews, its string reviews, then the project's rules.
     for task in file_tasks:
-        review_id = compute_review_id_014(task, root)
+        review_id = compute_review_task_id(task, root)
         if is_passed(root, review_id):
             passed.append(as_task(task, review_id))
     tasks += [
         as_task(task, review_id)
         for task, review_id in write_instruction_files(
-            file_tasks, root, review_id=_review_id, render=render_014
+            file_tasks, root, review_id=_review_id, render=render_review_task
         )
     ]
     for rule, value in inline:
-        review_id = compute_review_id_014(ReviewTask(rule, ()), root, inline=value)
+        review_id = compute_review_task_id(ReviewTask(rule, ()), root, inline=value)
         inline_task = AgentTask(
             f"Review {prefix}{rule.name}",
             review_id,
@@ -246,13 +246,13 @@ def review_tasks(
         project_write_text(
             root=root,
             relative=f"{INSTRUCTIONS_DIR}/{review_id}.md",
-            text=render_014(
+            text=render_review_task(
                 ReviewTask(rule, (), source_location=source), review_id, root, inline=value
             ),
         )
         tasks.append(inline_task)
     for task in project_tasks:
-        review_id = compute_review_id_014(task, root)
+        review_id = compute_review_task_id(task, root)
         if task_is_passed(root, task, review_id, also_passed_as=also):
             passed.append(as_agent_task(task, review_id, root))
     tasks += [
@@ -261,7 +261,7 @@ def review_tasks(
             project_tasks,
             root,
             review_id=_review_id,
-            render=prepare_render_014(project_tasks, root, _review_id, also, commands),
+            render=prepare_render_review_task(project_tasks, root, _review_id, also, commands),
             also_passed_as=also,
         )
     ]
@@ -269,7 +269,7 @@ def review_tasks(
 
 
 def _review_id(task: ReviewTask, root: Path) -> str:
-    return compute_review_id_014(task, root)
+    return compute_review_task_id(task, root)
 
 
 def _project_rule_tasks(root: Path, file_outputs: Mapping[str, Value]) -> list[ReviewTask]:

@@ -1,5 +1,5 @@
-"""What both generations' finish pipelines do alike with a hand-in's verdicts: number the
-review round, and deliver a person's pending ruling to the agent.
+"""A person's rulings on a step (override, request changes), recorded when given and delivered
+to the agent's next hand-in; and the review round every verdict is numbered by.
 
 A review round is one hand-in of a step run on which a verdict was recorded, whoever gave it
 (an external reviewer, the agent's own review, a person). Rounds count from 1 per step run,
@@ -17,7 +17,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from reviews.models import HumanDecision, ReviewResult, copied_from
-from workflows import events
+from workflows import events, limits
+from workflows.errors import Conflict, InvalidInput
+from workflows.events import User
 from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
 
 
@@ -103,3 +105,59 @@ def override_deliver(
             agent=agent,
             payload=events.OverrideDelivered(decision=decision.pk),
         )
+
+
+def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) -> HumanDecision:
+    if not reason or not reason.strip():
+        raise InvalidInput("A reason is required so the agent and the team know why")
+    limits.DECISION_REASON.check(field, reason)
+    with transaction.atomic():
+        run = StepRun.objects.select_related("session__project", "session__agent").get(
+            pk=step_run.pk
+        )
+        if run.status != StepRun.Status.ACTIVE:
+            raise Conflict(
+                f"Step '{run.step_id}' of session '{run.session.session_id}' is {run.status}; "
+                "only the current step can be overridden or sent back"
+            )
+        # A newer ruling replaces one the agent has not seen yet.
+        HumanDecision.objects.filter(step_run=run, consumed_at__isnull=True).update(
+            consumed_at=timezone.now()
+        )
+        decision = HumanDecision.objects.create(
+            step_run=run,
+            kind=kind,
+            decided_by=by,
+            decided_by_name=by.get_username(),
+            reason=reason.strip(),
+        )
+        is_override = kind == HumanDecision.Kind.OVERRIDE
+        events.event_record(
+            kind=Event.Kind.REVIEW_OVERRIDDEN if is_override else Event.Kind.CHANGES_REQUESTED,
+            project=run.session.project,
+            session=run.session,
+            agent=run.session.agent,
+            by=by,
+            payload=(events.ReviewOverridden if is_override else events.ChangesRequested)(
+                step_id=run.step_id, reason=decision.reason
+            ),
+        )
+    return decision
+
+
+def review_override(*, step_run: StepRun, reason: str, by: User) -> HumanDecision:
+    """A person passes the step's review; the agent's next ``finished_step`` advances."""
+    return _decide(
+        step_run=step_run, kind=HumanDecision.Kind.OVERRIDE, by=by, reason=reason, field="reason"
+    )
+
+
+def review_request_changes(*, step_run: StepRun, feedback: str, by: User) -> HumanDecision:
+    """A person sends the step back; the agent's next ``finished_step`` gets the feedback."""
+    return _decide(
+        step_run=step_run,
+        kind=HumanDecision.Kind.REQUEST_CHANGES,
+        by=by,
+        reason=feedback,
+        field="feedback",
+    )

@@ -2,34 +2,33 @@
 
 One pipeline for every generation, in this order: a person's pending ruling (request changes
 sends the work back, override passes it; ``reviews.rulings``), the hand-in's override reason,
-the output checks, the review plan, the reviews, then the advance with a compare-and-set.
-Who plans the reviews is the generation's (``Generation.reviews_by_agent``):
+the generation's output checks (``Generation.output_feedback``), the review plan, the
+reviews, then the advance with a compare-and-set. Who plans and runs the reviews is the
+generation's (``Generation.reviews_by_agent``):
 
-- the server's gate (``step_finish_gated``): self-review or external reviewers, run
-  concurrently *outside any transaction*, verdicts recorded with the advance, so that an abort
-  or a second ``finished_step`` while the reviews ran wins cleanly;
-- review tasks the agent runs (``step_finish_by_tasks``): each task the agent is asked to run
-  is stored as failed until passed (``run_each`` = its review id), each task later found
-  marked as passed, a schema failure, an override, all with who and why. A hand-in that loses
-  the race to advance keeps none of its passing verdicts (they are written in the advancing
-  transaction).
+- the server: self-review instructions, or external reviewers run concurrently *outside any
+  transaction*, their verdicts recorded with the advance, so that an abort or a second
+  ``finished_step`` while the reviews ran wins cleanly;
+- the agent: review tasks it hands to sub-agents. Each task it is asked to run is stored as a
+  failed verdict until passed (``run_each`` = its review id); a task later found marked as
+  passed is recorded as passing with the advance.
 
-Why long, and temporary: the two review planners still sit side by side here, each with its
-own recording helpers; once the rulings, override and advance steps are walked once for both,
-only the planners differ and the module shrinks below 600 lines.
+Whatever lets a hand-in pass (a person's override, the hand-in's reason, passing verdicts) is
+written in the advancing transaction: a hand-in that loses the race to advance keeps none of it.
+
+Why long: the pipeline, its two review planners and the server's reviews record verdicts,
+rounds and events through the same few helpers, often inside one transaction; apart, each
+piece would have to hand those helpers around.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import transaction
-from django.db.models import F
-from django.utils import timezone
 
 from reviews import review_tasks, rulings
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
@@ -49,15 +48,18 @@ from reviews.gate import (
 from reviews.models import HumanDecision, ReviewResult, copied_from
 from workflows import events, limits
 from workflows.db import db_sync_to_async
-from workflows.errors import Conflict, InvalidInput, WorkflowError
+from workflows.errors import InvalidInput, WorkflowError
 from workflows.events import User
 from workflows.files import project_write_text
-from workflows.generations import v0_14
 from workflows.models import Agent, Event, Project, StepRun
 from workflows.results import FailedReview, FinishOutcome, NeedsWork, SelfReviewRequired, Stack
-from workflows.selectors import stack_for_agent
 from workflows.services import step_changes
 from workflows.services.sessions import StepCheckpoint, step_advance, step_checkpoint
+from workflows.services.step_runs import (
+    step_runs_count_quality_attempt,
+    step_runs_reset_quality_attempts,
+    step_runs_return_quality_attempt,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +68,9 @@ Progress = Callable[[float, float, str], Awaitable[None]]
 # How long one review may take, in seconds, unless the server is told otherwise
 # (``mcpserve --quality-gate-timeout``, ``create_server(quality_gate_timeout=...)``).
 REVIEW_TIMEOUT_SECONDS = 240
+
+SCHEMA_RUN_EACH = "json_schema"
+PASSED_FEEDBACK = "Marked as passed with mark_review_as_passed."
 
 
 class GateFailed(WorkflowError):
@@ -88,32 +93,37 @@ class GateConfig:
 
 @dataclass
 class ReviewPlan:
-    """What the gate decided before running anything."""
+    """What the gate decided before running anything: an answer (sent back without running
+    reviews), reviews for the server's reviewer to run, or neither (the hand-in passes)."""
 
-    answer: NeedsWork | SelfReviewRequired | None = None  # sent back without running reviews
-    passes: bool = False  # passes without running reviews
+    run_ids: dict[str, int]  # step_id -> StepRun pk, in the entry's order
+    answer: NeedsWork | SelfReviewRequired | None = None
     tasks: list[ReviewTask] = field(default_factory=list)
     attempt: int = 0  # the quality attempt the reviews use up (the cap counts these)
-    run_ids: dict[str, int] = field(default_factory=dict)  # step_id -> StepRun pk
-    override_decision: HumanDecision | None = None  # a human override to mark consumed on success
-    override_reason: str | None = None  # the hand-in's reason for skipping the reviews
+    # What let the hand-in pass, written by the advance once it has claimed the session.
+    record: Callable[[], None] | None = None
     # The files the entry's steps changed, looked at before the reviews (the reviewer's list).
     files: step_changes.ReviewedFiles | None = None
 
 
+def _keys(checkpoint: StepCheckpoint) -> list[str]:
+    """The entry's steps in the workflow's order, as its runs and a round's event name them."""
+    return checkpoint.generation.entry_keys(checkpoint.entry)
+
+
 def _active_runs(checkpoint: StepCheckpoint) -> dict[str, int]:
-    return dict(
+    keys = _keys(checkpoint)
+    runs = dict(
         StepRun.objects.filter(
-            session=checkpoint.session,
-            status=StepRun.Status.ACTIVE,
-            step_id__in=[step.step_id for step in checkpoint.steps],
+            session=checkpoint.session, status=StepRun.Status.ACTIVE, step_id__in=keys
         ).values_list("step_id", "pk")
     )
+    return {key: runs[key] for key in keys if key in runs}
 
 
-def _event(
-    checkpoint: StepCheckpoint, kind: str, payload: events.Payload, by: User | None = None
-) -> None:
+def _event(checkpoint: StepCheckpoint, kind: str, payload: events.Payload) -> None:
+    # A verdict is the person's when a person handed in; a request to review is the agent's.
+    by = None if kind == Event.Kind.REVIEW_REQUESTED else checkpoint.by
     events.event_record(
         kind=kind,
         project=checkpoint.project,
@@ -124,15 +134,108 @@ def _event(
     )
 
 
-def _step_ids(checkpoint: StepCheckpoint) -> list[str]:
-    """The entry's steps in the workflow's order, as a review round's event names them."""
-    return [step.step_id for step in checkpoint.steps]
-
-
-def _first_round(checkpoint: StepCheckpoint, plan: ReviewPlan, rounds: dict[int, int]) -> int:
-    """The round a hand-in's event names: its first step's (an entry's steps are judged
+def _round(
+    checkpoint: StepCheckpoint,
+    plan: ReviewPlan,
+    rounds: dict[int, int],
+    *,
+    reviews: int,
+    failed: int,
+    reason: str | None = None,
+) -> events.ReviewRound:
+    """A hand-in's review round, numbered by its first step (an entry's steps are judged
     together, so they are at the same round unless a person ruled on one of them alone)."""
-    return rounds[plan.run_ids[checkpoint.steps[0].step_id]]
+    keys = _keys(checkpoint)
+    return events.ReviewRound(
+        step_ids=keys,
+        attempt=rounds[plan.run_ids[keys[0]]],
+        reviews=reviews,
+        failed=failed,
+        override_reason=reason,
+    )
+
+
+def _verdict(
+    checkpoint: StepCheckpoint, plan: ReviewPlan, step_id: str, **fields: object
+) -> ReviewResult:
+    """A verdict on one of the hand-in's runs; the agent's own unless ``fields`` say whose."""
+    fields.setdefault("reviewer_kind", ReviewResult.Reviewer.SELF)
+    fields.setdefault("reviewer", checkpoint.agent.agent_id)
+    return ReviewResult(
+        step_run_id=plan.run_ids[step_id],
+        session=checkpoint.session,
+        **copied_from(checkpoint.session),
+        step_id=step_id,
+        **fields,
+    )
+
+
+def _stack(checkpoint: StepCheckpoint) -> Stack:
+    return checkpoint.generation.stack(
+        project=checkpoint.project, agent=checkpoint.agent, conversation=checkpoint.conversation
+    )
+
+
+def _sent_back(checkpoint: StepCheckpoint, failed: Sequence[FailedReview]) -> NeedsWork:
+    return NeedsWork(failed=tuple(failed), stack=_stack(checkpoint))
+
+
+def review_plan(
+    *,
+    checkpoint: StepCheckpoint,
+    gate: GateConfig | None,
+    override_reason: str | None,
+    commands: CommandPolicy = NO_COMMANDS,
+    honour_091_ids: bool = False,
+) -> ReviewPlan:
+    """Decide what the gate does with this hand-in, recording any verdict it already implies.
+
+    ``gate`` None: the server reviews nothing (a person's rulings and the output checks still
+    apply). ``commands`` and ``honour_091_ids`` are for review tasks the agent runs
+    (``review_tasks.review_tasks``).
+    """
+    plan = ReviewPlan(run_ids=_active_runs(checkpoint))
+    project, session, agent = checkpoint.project, checkpoint.session, checkpoint.agent
+
+    pending = rulings.pending_decisions(plan.run_ids.values())
+    changes = pending.get(HumanDecision.Kind.REQUEST_CHANGES)
+    if changes is not None:
+        feedback = rulings.changes_deliver(
+            decision=changes, project=project, session=session, agent=agent
+        )
+        if feedback is not None:
+            plan.answer = _sent_back(checkpoint, [FailedReview(run_each="step", feedback=feedback)])
+            return plan
+
+    override = pending.get(HumanDecision.Kind.OVERRIDE)
+    if override is not None:
+        plan.record = lambda: rulings.override_deliver(
+            decision=override, project=project, session=session, agent=agent
+        )
+        return plan
+
+    generation = checkpoint.generation
+    # The agent's review tasks may come from the project's rules whatever the step declares;
+    # the server's reviews are only the ones the steps declare.
+    reviewable = generation.reviews_by_agent or any(s.reviews for s in checkpoint.steps)
+    if override_reason and reviewable:
+        plan.record = lambda: _record_override_reason(checkpoint, plan, override_reason)
+        return plan
+
+    failure = generation.output_feedback(
+        entry=checkpoint.entry, outputs=checkpoint.outputs, project_root=checkpoint.project_root
+    )
+    if failure is not None:
+        schema = _failed_verdict(checkpoint, plan, SCHEMA_RUN_EACH, "", failure)
+        plan.answer = _send_back_counted(checkpoint, plan, [schema], failure)
+        return plan
+    if gate is None or not reviewable:
+        return plan
+    if generation.reviews_by_agent:
+        _plan_review_tasks(checkpoint, plan, commands=commands, honour_091_ids=honour_091_ids)
+    else:
+        _plan_server_reviews(checkpoint, gate, plan)
+    return plan
 
 
 def _inputs_by_step(checkpoint: StepCheckpoint) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -157,48 +260,8 @@ def _inputs_by_step(checkpoint: StepCheckpoint) -> dict[str, tuple[tuple[str, st
     return resolved
 
 
-def review_plan(
-    *, checkpoint: StepCheckpoint, gate: GateConfig, override_reason: str | None
-) -> ReviewPlan:
-    """Decide what the gate does with this hand-in, recording any verdict it already implies."""
-    run_ids = _active_runs(checkpoint)
-    plan = ReviewPlan(run_ids=run_ids)
-    first_run = next(iter(run_ids.values()), None)
-
-    pending = rulings.pending_decisions(run_ids.values())
-    changes = pending.get(HumanDecision.Kind.REQUEST_CHANGES)
-    if changes is not None:
-        feedback = rulings.changes_deliver(
-            decision=changes,
-            project=checkpoint.project,
-            session=checkpoint.session,
-            agent=checkpoint.agent,
-        )
-        if feedback is not None:
-            plan.answer = NeedsWork(
-                failed=(FailedReview(run_each="step", feedback=feedback),),
-                stack=stack_for_agent(agent=checkpoint.agent),
-            )
-            return plan
-
-    override = pending.get(HumanDecision.Kind.OVERRIDE)
-    if override is not None:
-        plan.passes = True
-        plan.override_decision = override
-        return plan
-
-    reviews = [review for step in checkpoint.steps for review in step.reviews]
-    if not reviews:
-        plan.passes = True
-        return plan
-
-    if override_reason:
-        # Recorded by the advance, in its transaction: a hand-in that loses the race to another
-        # leaves no verdict behind (see ``_record_override_reason``).
-        plan.passes = True
-        plan.override_reason = override_reason
-        return plan
-
+def _plan_server_reviews(checkpoint: StepCheckpoint, gate: GateConfig, plan: ReviewPlan) -> None:
+    """The steps' declared reviews, for the server's reviewer or one self-review request."""
     steps = [
         {"step_id": s.step_id, "outputs": s.outputs, "reviews": s.reviews} for s in checkpoint.steps
     ]
@@ -206,11 +269,10 @@ def review_plan(
     tasks = expand_tasks(steps=steps, submitted=checkpoint.outputs, inputs_by_step=inputs)
     if not tasks:
         # Every review targets an optional output that was not handed in.
-        plan.passes = True
-        return plan
+        return
     # Reviews take seconds anyway and the reviewer is given the list: compare now.
     plan.files = step_changes.changes_for_review(
-        session=checkpoint.session, run_pks=run_ids, root=checkpoint.project_root
+        session=checkpoint.session, run_pks=plan.run_ids, root=checkpoint.project_root
     )
     if plan.files is not None:
         tasks = expand_tasks(
@@ -241,19 +303,120 @@ def review_plan(
             checkpoint, Event.Kind.REVIEW_REQUESTED, events.ReviewRequested(instructions=relative)
         )
         plan.answer = SelfReviewRequired(
-            instructions_path=relative, stack=stack_for_agent(agent=checkpoint.agent)
+            instructions_path=relative,
+            stack=_stack(checkpoint),
         )
-        return plan
+        return
 
     # Counted before the reviews run, so a reviewer that crashes still uses up an attempt.
-    StepRun.objects.filter(pk__in=run_ids.values()).update(
-        quality_attempts=F("quality_attempts") + 1
-    )
-    # Every step of the checkpoint has an active run, so there is a first one.
-    assert first_run is not None
-    plan.attempt = StepRun.objects.get(pk=first_run).quality_attempts
+    plan.attempt = step_runs_count_quality_attempt(run_ids=plan.run_ids.values())
     plan.tasks = tasks
-    return plan
+
+
+def _plan_review_tasks(
+    checkpoint: StepCheckpoint, plan: ReviewPlan, *, commands: CommandPolicy, honour_091_ids: bool
+) -> None:
+    """Review tasks for the agent to run: the outstanding ones send the hand-in back; the ones
+    it marked as passed since it was asked are recorded as passing."""
+    [(step_id, run_pk)] = plan.run_ids.items()  # agent-run reviews: one step per entry
+    outstanding, passed = review_tasks.review_tasks(
+        checkpoint=checkpoint, honour_091_ids=honour_091_ids, commands=commands
+    )
+    given = ReviewResult.objects.filter(step_run_id=run_pk)
+    asked = set(given.filter(passed=False).values_list("run_each", flat=True))
+    already = set(given.filter(passed=True).values_list("run_each", flat=True))
+    newly_passed = [task for task in passed if task.review_id in asked - already]
+
+    def record_passes(rounds: dict[int, int]) -> None:
+        if not newly_passed:
+            return
+        ReviewResult.objects.bulk_create(
+            _verdict(
+                checkpoint,
+                plan,
+                step_id,
+                attempt=rounds[run_pk],
+                run_each=task.review_id[:255],
+                target_file=task.scope[:1024] or None,
+                passed=True,
+                feedback=PASSED_FEEDBACK,
+            )
+            for task in newly_passed
+        )
+        round_ = _round(checkpoint, plan, rounds, reviews=len(newly_passed), failed=0)
+        _event(checkpoint, Event.Kind.REVIEW_PASSED, round_)
+
+    if not outstanding:
+        if newly_passed:
+            plan.record = lambda: record_passes(rulings.next_rounds([run_pk]))
+        return
+    instructions = [f"{review_tasks.INSTRUCTIONS_DIR}/{task.review_id}.md" for task in outstanding]
+    asked_now = [
+        _failed_verdict(
+            checkpoint,
+            plan,
+            task.review_id,
+            task.scope,
+            f"{task.description}: to be run by a {task.agent} sub-agent with {path}",
+        )
+        for task, path in zip(outstanding, instructions, strict=True)
+    ]
+    plan.answer = _send_back_counted(
+        checkpoint,
+        plan,
+        asked_now,
+        review_tasks.gate_feedback(outstanding),
+        requested=", ".join(instructions),
+        also=record_passes,
+    )
+
+
+def _failed_verdict(
+    checkpoint: StepCheckpoint, plan: ReviewPlan, run_each: str, target: str, feedback: str
+) -> ReviewResult:
+    """A failed verdict on the hand-in's first step, its round numbered when it is stored."""
+    return _verdict(
+        checkpoint,
+        plan,
+        next(iter(plan.run_ids)),
+        attempt=0,
+        run_each=run_each[:255],
+        target_file=target[:1024] or None,
+        passed=False,
+        feedback=feedback,
+    )
+
+
+def _send_back_counted(
+    checkpoint: StepCheckpoint,
+    plan: ReviewPlan,
+    results: list[ReviewResult],
+    feedback: str,
+    *,
+    requested: str | None = None,
+    also: Callable[[dict[int, int]], None] = lambda rounds: None,
+) -> NeedsWork:
+    """Send the hand-in back with ``results`` as its round's verdicts, counting a quality
+    attempt as DeepWork 0.14 does for every ``needs_work``. ``requested`` names the review
+    instructions when the agent is asked to run its reviews (a request, not a failed round);
+    ``also`` records, in the same transaction and round, what the hand-in did pass."""
+    with transaction.atomic():
+        rounds = rulings.next_rounds(plan.run_ids.values())
+        also(rounds)
+        step_runs_count_quality_attempt(run_ids=plan.run_ids.values())
+        for result in results:
+            result.attempt = rounds[result.step_run_id]
+        ReviewResult.objects.bulk_create(results)
+        if requested is not None:
+            _event(
+                checkpoint,
+                Event.Kind.REVIEW_REQUESTED,
+                events.ReviewRequested(instructions=requested),
+            )
+        else:
+            round_ = _round(checkpoint, plan, rounds, reviews=len(results), failed=len(results))
+            _event(checkpoint, Event.Kind.REVIEW_FAILED, round_)
+    return _sent_back(checkpoint, [FailedReview(run_each="step", feedback=feedback)])
 
 
 async def run_reviews(
@@ -320,9 +483,7 @@ def review_conclude(
     not_run = _not_run(results)
     if not_run is not None:
         # Counted when the reviews started (so a crash mid-review still counts); give it back.
-        StepRun.objects.filter(pk__in=plan.run_ids.values(), quality_attempts__gt=0).update(
-            quality_attempts=F("quality_attempts") - 1
-        )
+        step_runs_return_quality_attempt(run_ids=plan.run_ids.values())
         raise GateFailed(
             f"The reviewer could not run, so the work was not reviewed and no attempt was "
             f"used: {not_run}"
@@ -340,11 +501,10 @@ def review_conclude(
         rounds = rulings.next_rounds(plan.run_ids.values())
         for task, result in zip(plan.tasks, results, strict=True):
             verdict = None if isinstance(result, ReviewerError) else result
-            ReviewResult.objects.create(
-                step_run_id=plan.run_ids[task.step_id],
-                session=checkpoint.session,
-                **copied_from(checkpoint.session),
-                step_id=task.step_id,
+            _verdict(
+                checkpoint,
+                plan,
+                task.step_id,
                 attempt=rounds[plan.run_ids[task.step_id]],
                 run_each=task.run_each,
                 target_file=task.target_file,
@@ -355,22 +515,16 @@ def review_conclude(
                 reviewer=reviewer.name,
                 error=str(result) if verdict is None else None,
                 duration_ms=None if verdict is None else verdict.duration_ms,
-            )
-        round_ = events.ReviewRound(
-            step_ids=_step_ids(checkpoint),
-            attempt=_first_round(checkpoint, plan, rounds),
-            reviews=len(plan.tasks),
-            failed=len(failed),
-            override_reason=None,
-        )
+            ).save()
+        round_ = _round(checkpoint, plan, rounds, reviews=len(plan.tasks), failed=len(failed))
         if passed:
-            _event(checkpoint, Event.Kind.REVIEW_PASSED, round_, by=checkpoint.by)
+            _event(checkpoint, Event.Kind.REVIEW_PASSED, round_)
             # Attempts are counted per step run and start again once the step passes.
-            StepRun.objects.filter(pk__in=plan.run_ids.values()).update(quality_attempts=0)
+            step_runs_reset_quality_attempts(run_ids=plan.run_ids.values())
             if plan.files is not None:
                 step_changes.record_reviewed(session=checkpoint.session, files=plan.files)
         else:
-            _event(checkpoint, Event.Kind.REVIEW_FAILED, round_, by=checkpoint.by)
+            _event(checkpoint, Event.Kind.REVIEW_FAILED, round_)
 
     if passed:
         return step_advance(checkpoint=checkpoint, on_claimed=record)
@@ -393,67 +547,60 @@ def review_conclude(
         raise GateFailed(
             f"Quality gate failed after {gate.max_attempts} attempts. Feedback: {feedback}"
         )
-    return NeedsWork(failed=failed_reviews, stack=stack_for_agent(agent=checkpoint.agent))
+    return _sent_back(checkpoint, failed_reviews)
 
 
-def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan) -> None:
+def _record_override_reason(checkpoint: StepCheckpoint, plan: ReviewPlan, reason: str) -> None:
     """The hand-in's reason as each step's passing verdict, and one event for the hand-in.
     Over the REST API a person hands in with it: the verdict is theirs, not the agent's
     self-review."""
-    assert plan.override_reason is not None
     person = checkpoint.by.get_username() if checkpoint.by is not None else ""
-    step_ids = _step_ids(checkpoint)
     rounds = rulings.next_rounds(plan.run_ids.values())
     ReviewResult.objects.bulk_create(
-        ReviewResult(
-            step_run_id=plan.run_ids[step_id],
-            session=checkpoint.session,
-            **copied_from(checkpoint.session),
-            step_id=step_id,
-            attempt=rounds[plan.run_ids[step_id]],
+        _verdict(
+            checkpoint,
+            plan,
+            step_id,
+            attempt=rounds[run_pk],
             run_each="step",
             passed=True,
-            feedback=plan.override_reason,
+            feedback=reason,
             reviewer_kind=ReviewResult.Reviewer.HUMAN if person else ReviewResult.Reviewer.SELF,
             reviewer=person or checkpoint.agent.agent_id,
-            override_reason=plan.override_reason,
+            override_reason=reason,
         )
-        for step_id in step_ids
+        for step_id, run_pk in plan.run_ids.items()
     )
-    _event(
-        checkpoint,
-        Event.Kind.REVIEW_PASSED,
-        events.ReviewRound(
-            step_ids=step_ids,
-            # No review ran, so no quality attempt was counted; the reason is a round.
-            attempt=_first_round(checkpoint, plan, rounds),
-            reviews=0,
-            failed=0,
-            override_reason=plan.override_reason,
-        ),
-        by=checkpoint.by,
+    # No review ran, so no quality attempt was counted; the reason is a round.
+    round_ = _round(checkpoint, plan, rounds, reviews=0, failed=0, reason=reason)
+    _event(checkpoint, Event.Kind.REVIEW_PASSED, round_)
+
+
+def _until_reviews(
+    *,
+    checkpoint: StepCheckpoint,
+    gate: GateConfig | None,
+    override_reason: str | None,
+    commands: CommandPolicy = NO_COMMANDS,
+    honour_091_ids: bool = False,
+) -> tuple[FinishOutcome | None, ReviewPlan]:
+    """The pipeline up to the server's reviews: plan, and answer straight away when no review
+    is left for the server to run (sent back, or advanced with what let the hand-in pass)."""
+    plan = review_plan(
+        checkpoint=checkpoint,
+        gate=gate,
+        override_reason=override_reason,
+        commands=commands,
+        honour_091_ids=honour_091_ids,
     )
+    if plan.answer is not None:
+        return plan.answer, plan
+    if not plan.tasks:
+        return step_advance(checkpoint=checkpoint, on_claimed=plan.record), plan
+    return None, plan
 
 
-def _advance_after_pass(*, checkpoint: StepCheckpoint, plan: ReviewPlan) -> FinishOutcome:
-    """Advance, recording in the same transaction what let the hand-in pass: if another call
-    moved the session first, neither the verdict nor the override's delivery is kept."""
-
-    def record() -> None:
-        if plan.override_reason is not None:
-            _record_override_reason(checkpoint, plan)
-        if plan.override_decision is not None:
-            rulings.override_deliver(
-                decision=plan.override_decision,
-                project=checkpoint.project,
-                session=checkpoint.session,
-                agent=checkpoint.agent,
-            )
-
-    return step_advance(checkpoint=checkpoint, on_claimed=record)
-
-
-def _finish_until_reviews(
+def _check_and_plan(
     *,
     project: Project,
     agent: Agent,
@@ -463,26 +610,14 @@ def _finish_until_reviews(
     override_reason: str | None,
     session_id: str | None,
     by: User | None = None,
-) -> tuple[FinishOutcome | None, StepCheckpoint, ReviewPlan | None]:
-    """Everything before the reviews run, in one trip to the database thread: validate, plan,
-    and, when no review has to run, advance straight away."""
+) -> tuple[FinishOutcome | None, StepCheckpoint, ReviewPlan]:
+    """Everything before the reviews run, in one trip to the database thread."""
     limits.OVERRIDE_REASON.check("override_reason", override_reason)
     checkpoint = step_checkpoint(
-        project=project,
-        agent=agent,
-        outputs=outputs,
-        notes=notes,
-        session_id=session_id,
-        by=by,
+        project=project, agent=agent, outputs=outputs, notes=notes, session_id=session_id, by=by
     )
-    if gate is None:
-        return step_advance(checkpoint=checkpoint), checkpoint, None
-    plan = review_plan(checkpoint=checkpoint, gate=gate, override_reason=override_reason)
-    if plan.answer is not None:
-        return plan.answer, checkpoint, plan
-    if plan.passes:
-        return _advance_after_pass(checkpoint=checkpoint, plan=plan), checkpoint, plan
-    return None, checkpoint, plan
+    answer, plan = _until_reviews(checkpoint=checkpoint, gate=gate, override_reason=override_reason)
+    return answer, checkpoint, plan
 
 
 async def step_finish_gated(
@@ -497,8 +632,9 @@ async def step_finish_gated(
     progress: Progress | None = None,
     by: User | None = None,
 ) -> FinishOutcome:
-    """``finished_step`` end to end, with the quality gate when ``gate`` is set."""
-    answer, checkpoint, plan = await db_sync_to_async(_finish_until_reviews)(
+    """``finished_step`` of a session named by its agent, end to end: the pipeline, with the
+    server's reviews run off the database thread when the plan has any."""
+    answer, checkpoint, plan = await db_sync_to_async(_check_and_plan)(
         project=project,
         agent=agent,
         gate=gate,
@@ -510,183 +646,14 @@ async def step_finish_gated(
     )
     if answer is not None:
         return answer
-    # Without a gate, or with a plan that settled the hand-in, there is always an answer.
+    # Reviews are left to run only when there is a gate with a reviewer.
     assert gate is not None
-    assert plan is not None
     results = await run_reviews(
         checkpoint=checkpoint, gate=gate, tasks=plan.tasks, progress=progress
     )
     return await db_sync_to_async(review_conclude)(
         checkpoint=checkpoint, gate=gate, plan=plan, results=results
     )
-
-
-def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) -> HumanDecision:
-    if not reason or not reason.strip():
-        raise InvalidInput("A reason is required so the agent and the team know why")
-    limits.DECISION_REASON.check(field, reason)
-    with transaction.atomic():
-        run = StepRun.objects.select_related("session__project", "session__agent").get(
-            pk=step_run.pk
-        )
-        if run.status != StepRun.Status.ACTIVE:
-            raise Conflict(
-                f"Step '{run.step_id}' of session '{run.session.session_id}' is {run.status}; "
-                "only the current step can be overridden or sent back"
-            )
-        # A newer ruling replaces one the agent has not seen yet.
-        HumanDecision.objects.filter(step_run=run, consumed_at__isnull=True).update(
-            consumed_at=timezone.now()
-        )
-        decision = HumanDecision.objects.create(
-            step_run=run,
-            kind=kind,
-            decided_by=by,
-            decided_by_name=by.get_username(),
-            reason=reason.strip(),
-        )
-        is_override = kind == HumanDecision.Kind.OVERRIDE
-        events.event_record(
-            kind=Event.Kind.REVIEW_OVERRIDDEN if is_override else Event.Kind.CHANGES_REQUESTED,
-            project=run.session.project,
-            session=run.session,
-            agent=run.session.agent,
-            by=by,
-            payload=(events.ReviewOverridden if is_override else events.ChangesRequested)(
-                step_id=run.step_id, reason=decision.reason
-            ),
-        )
-    return decision
-
-
-def review_override(*, step_run: StepRun, reason: str, by: User) -> HumanDecision:
-    """A person passes the step's review; the agent's next ``finished_step`` advances."""
-    return _decide(
-        step_run=step_run, kind=HumanDecision.Kind.OVERRIDE, by=by, reason=reason, field="reason"
-    )
-
-
-def review_request_changes(*, step_run: StepRun, feedback: str, by: User) -> HumanDecision:
-    """A person sends the step back; the agent's next ``finished_step`` gets the feedback."""
-    return _decide(
-        step_run=step_run,
-        kind=HumanDecision.Kind.REQUEST_CHANGES,
-        by=by,
-        reason=feedback,
-        field="feedback",
-    )
-
-
-# --- review tasks the agent runs ----------------------------------------------------------------
-
-SCHEMA_RUN_EACH = "json_schema"
-PASSED_FEEDBACK = "Marked as passed with mark_review_as_passed."
-
-
-@dataclass(frozen=True)
-class TasksNeedWork:
-    """A hand-in sent back with one feedback text (the review tasks to run, a schema failure,
-    a person's requested changes), as DeepWork 0.14 answers ``needs_work``."""
-
-    feedback: str
-    stack: Stack
-
-
-TasksFinish = Any
-
-
-def _task_run(checkpoint: StepCheckpoint) -> StepRun:
-    return StepRun.objects.get(
-        session=checkpoint.session, step_id=checkpoint.step.key, status=StepRun.Status.ACTIVE
-    )
-
-
-def _task_stack(checkpoint: StepCheckpoint) -> Stack:
-    return checkpoint.generation.stack(
-        project=checkpoint.project,
-        agent=checkpoint.session.agent,
-        conversation=checkpoint.conversation,
-    )
-
-
-def _task_reviewer(checkpoint: StepCheckpoint) -> str:
-    return checkpoint.session.agent.agent_id
-
-
-def _task_event(checkpoint: StepCheckpoint, kind: str, payload: events.Payload) -> None:
-    events.event_record(
-        kind=kind,
-        project=checkpoint.project,
-        session=checkpoint.session,
-        agent=checkpoint.session.agent,
-        payload=payload,
-    )
-
-
-def _task_round(
-    checkpoint: StepCheckpoint, attempt: int, reviews: int, failed: int, reason: str | None
-) -> events.ReviewRound:
-    return events.ReviewRound(
-        step_ids=[checkpoint.step.key],
-        attempt=attempt,
-        reviews=reviews,
-        failed=failed,
-        override_reason=reason,
-    )
-
-
-def _tasks_need_work(
-    checkpoint: StepCheckpoint,
-    run: StepRun,
-    results: list[ReviewResult],
-    feedback: str,
-    *,
-    requested: str | None = None,
-    also: Callable[[int], None] = lambda round_: None,
-) -> TasksNeedWork:
-    """Send the hand-in back with ``results`` as its round's verdicts, counting a quality
-    attempt as DeepWork 0.14 does for every ``needs_work``. ``requested`` names the review
-    instructions when the agent is asked to run its reviews (a request, not a failed round);
-    ``also`` records, in the same transaction and round, what the hand-in did pass."""
-    with transaction.atomic():
-        round_ = rulings.next_rounds([run.pk])[run.pk]
-        also(round_)
-        StepRun.objects.filter(pk=run.pk).update(quality_attempts=F("quality_attempts") + 1)
-        for result in results:
-            result.attempt = round_
-        ReviewResult.objects.bulk_create(results)
-        if requested is not None:
-            request = events.ReviewRequested(instructions=requested)
-            _task_event(checkpoint, Event.Kind.REVIEW_REQUESTED, request)
-        else:
-            _task_event(
-                checkpoint,
-                Event.Kind.REVIEW_FAILED,
-                _task_round(checkpoint, round_, len(results), len(results), None),
-            )
-    return TasksNeedWork(feedback=feedback, stack=_task_stack(checkpoint))
-
-
-def _task_failed(
-    checkpoint: StepCheckpoint, run: StepRun, run_each: str, target: str, feedback: str
-) -> ReviewResult:
-    return ReviewResult(
-        step_run=run,
-        session=checkpoint.session,
-        **copied_from(checkpoint.session),
-        step_id=run.step_id,
-        attempt=0,
-        run_each=run_each[:255],
-        target_file=target[:1024] or None,
-        passed=False,
-        feedback=feedback,
-        reviewer_kind=ReviewResult.Reviewer.SELF,
-        reviewer=_task_reviewer(checkpoint),
-    )
-
-
-def _task_advance(checkpoint: StepCheckpoint, record: Callable[[], None]) -> TasksFinish:
-    return step_advance(checkpoint=checkpoint, on_claimed=record)
 
 
 def step_finish_by_tasks(
@@ -696,130 +663,20 @@ def step_finish_by_tasks(
     reviews_enabled: bool = True,
     honour_091_ids: bool = False,
     commands: CommandPolicy = NO_COMMANDS,
-) -> TasksFinish:
-    """Judge the validated hand-in and advance it, or answer ``needs_work``.
+) -> FinishOutcome:
+    """``finished_step`` of a hand-in whose reviews the agent runs: the same pipeline, which
+    always answers on the database thread (nothing is left for the server to run).
 
     ``commands``: whether the project rules' precompute commands may run (the server decides).
-
     ``honour_091_ids``: passes marked under the ids 0.9.1's review tools give the project's
     rules count too (``review_tasks.review_tasks``), for a server serving both generations.
     """
-    run = _task_run(checkpoint)
-    pending = rulings.pending_decisions([run.pk])
-    project, session, agent = checkpoint.project, checkpoint.session, checkpoint.session.agent
-
-    changes = pending.get(HumanDecision.Kind.REQUEST_CHANGES)
-    if changes is not None:
-        feedback = rulings.changes_deliver(
-            decision=changes, project=project, session=session, agent=agent
-        )
-        if feedback is not None:
-            return TasksNeedWork(feedback=feedback, stack=_task_stack(checkpoint))
-
-    override = pending.get(HumanDecision.Kind.OVERRIDE)
-    if override is not None:
-        return _task_advance(
-            checkpoint,
-            lambda: rulings.override_deliver(
-                decision=override, project=project, session=session, agent=agent
-            ),
-        )
-
-    if override_reason:
-
-        def record_override() -> None:
-            round_ = rulings.next_rounds([run.pk])[run.pk]
-            ReviewResult.objects.create(
-                step_run=run,
-                session=checkpoint.session,
-                **copied_from(checkpoint.session),
-                step_id=run.step_id,
-                attempt=round_,
-                run_each="step",
-                passed=True,
-                feedback=override_reason,
-                reviewer_kind=ReviewResult.Reviewer.SELF,
-                reviewer=_task_reviewer(checkpoint),
-                override_reason=override_reason,
-            )
-            _task_event(
-                checkpoint,
-                Event.Kind.REVIEW_PASSED,
-                _task_round(checkpoint, round_, 0, 0, override_reason),
-            )
-
-        return _task_advance(checkpoint, record_override)
-
-    schema_failure = v0_14.schema_feedback(
-        step=checkpoint.step, outputs=checkpoint.outputs, project_root=checkpoint.project_root
+    answer, _ = _until_reviews(
+        checkpoint=checkpoint,
+        gate=GateConfig() if reviews_enabled else None,
+        override_reason=override_reason,
+        commands=commands,
+        honour_091_ids=honour_091_ids,
     )
-    if schema_failure is not None:
-        return _tasks_need_work(
-            checkpoint,
-            run,
-            [_task_failed(checkpoint, run, SCHEMA_RUN_EACH, "", schema_failure)],
-            schema_failure,
-        )
-    if not reviews_enabled:
-        return _task_advance(checkpoint, lambda: None)
-
-    outstanding, passed = review_tasks.review_tasks(
-        checkpoint=checkpoint, honour_091_ids=honour_091_ids, commands=commands
-    )
-    asked = set(
-        ReviewResult.objects.filter(step_run=run, passed=False).values_list("run_each", flat=True)
-    )
-    already = set(
-        ReviewResult.objects.filter(step_run=run, passed=True).values_list("run_each", flat=True)
-    )
-    newly_passed = [task for task in passed if task.review_id in asked - already]
-
-    def record_passes(round_: int) -> None:
-        ReviewResult.objects.bulk_create(
-            ReviewResult(
-                step_run=run,
-                session=checkpoint.session,
-                **copied_from(checkpoint.session),
-                step_id=run.step_id,
-                attempt=round_,
-                run_each=task.review_id[:255],
-                target_file=task.scope[:1024] or None,
-                passed=True,
-                feedback=PASSED_FEEDBACK,
-                reviewer_kind=ReviewResult.Reviewer.SELF,
-                reviewer=_task_reviewer(checkpoint),
-            )
-            for task in newly_passed
-        )
-        if newly_passed:
-            _task_event(
-                checkpoint,
-                Event.Kind.REVIEW_PASSED,
-                _task_round(checkpoint, round_, len(newly_passed), 0, None),
-            )
-
-    if not outstanding:
-        if not newly_passed:
-            return _task_advance(checkpoint, lambda: None)
-        return _task_advance(
-            checkpoint, lambda: record_passes(rulings.next_rounds([run.pk])[run.pk])
-        )
-    feedback = review_tasks.gate_feedback(outstanding)
-    instructions = [f"{review_tasks.INSTRUCTIONS_DIR}/{task.review_id}.md" for task in outstanding]
-    return _tasks_need_work(
-        checkpoint,
-        run,
-        [
-            _task_failed(
-                checkpoint,
-                run,
-                task.review_id,
-                task.scope,
-                f"{task.description}: to be run by a {task.agent} sub-agent with {path}",
-            )
-            for task, path in zip(outstanding, instructions, strict=True)
-        ],
-        feedback,
-        requested=", ".join(instructions),
-        also=record_passes,
-    )
+    assert answer is not None
+    return answer

@@ -41,8 +41,9 @@ from api.schemas import (
 from deepwork_site.auth import signed_in_user
 from reviews.history import history_markdown, session_history
 from reviews.models import HumanDecision
+from reviews.rulings import review_override, review_request_changes
 from reviews.selectors import session_with_reviews
-from reviews.services import GateConfig, review_override, review_request_changes, step_finish_gated
+from reviews.services import GateConfig, step_finish_gated
 from workflows.dialects import deepwork
 from workflows.models import WorkflowSession
 from workflows.schemas import (

@@ -16,7 +16,8 @@ from django.core.exceptions import ImproperlyConfigured
 from fastmcp import FastMCP
 
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import deepreview, deepwork, deepwork014, specs
+from mcp_bridge.toolsets import deepwork, specs
+from mcp_bridge.toolsets.deepwork import deepreview
 
 
 @dataclass(frozen=True)
@@ -39,19 +40,19 @@ class Toolset:
     always_loaded: tuple[str, ...] = ()
 
 
-# The workflow tools of the generation the server was asked for (deepwork014.register).
+# The workflow tools of the generation the server was asked for (deepwork.register).
 DEEPWORK = Toolset(
     "deepwork",
-    deepwork014.TOOL_NAMES,
-    deepwork014.register,
+    deepwork.TOOL_NAMES,
+    deepwork.register,
     instructions=deepwork.INSTRUCTIONS,
-    instructions_for=deepwork014.instructions_for,
+    instructions_for=deepwork.instructions_for,
     # The generic path to every workflow (find it, start it, step through it), in every
     # generation; the one-tool-per-workflow tools may stay deferred behind their search hints.
-    always_loaded=deepwork.TOOL_NAMES,
+    always_loaded=deepwork.v0_9.TOOL_NAMES,
 )
-# 0.14's review texts under --generation 0.14 (deepwork014.register_reviews).
-DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepwork014.register_reviews)
+# 0.14's review texts under --generation 0.14 (deepwork.register_reviews).
+DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepwork.register_reviews)
 
 
 def _registered_by(module: str) -> Callable[[FastMCP, ServerState, str], None]:

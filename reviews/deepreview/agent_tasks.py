@@ -18,8 +18,8 @@ from reviews.deepreview import tools
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.deepschema import load_deepschema_rules
 from reviews.deepreview.discovery import ParseFailure, load_all_rules
-from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_id_014
-from reviews.deepreview.instructions014 import prepare_render_014, render_014
+from reviews.deepreview.instructions import INSTRUCTIONS_DIR, compute_review_task_id
+from reviews.deepreview.instructions014 import prepare_render_review_task, render_review_task
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.deepreview.tools import ReviewDialect, is_catch_all
 
@@ -58,7 +58,12 @@ def format_tasks(tasks: Sequence[AgentTask]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["DIALECT_014", "get_configured_reviews", "get_review_instructions", "is_catch_all"]
+__all__ = [
+    "AGENT_TASKS_DIALECT",
+    "get_configured_reviews",
+    "get_review_instructions",
+    "is_catch_all",
+]
 
 
 def rule_prefix(rule: ReviewRule, project_root: Path) -> str:
@@ -82,16 +87,16 @@ def _format(written: Sequence[tuple[ReviewTask, str]], project_root: Path) -> st
 
 def load_rules_with_schemas(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
     """The project's ``.deepreview`` rules, then its DeepSchema rules."""
-    rules, failures = load_all_rules(project_root, keys_014=True)
+    rules, failures = load_all_rules(project_root, extended_keys=True)
     schema_rules, schema_failures = load_deepschema_rules(project_root)
     return rules + schema_rules, failures + schema_failures
 
 
 def _review_id(task: ReviewTask, project_root: Path) -> str:
-    return compute_review_id_014(task, project_root)
+    return compute_review_task_id(task, project_root)
 
 
-DIALECT_014 = ReviewDialect(
+AGENT_TASKS_DIALECT = ReviewDialect(
     no_valid_rules="No valid review rules found.",
     no_config=NO_CONFIG,
     all_passed=None,
@@ -99,8 +104,8 @@ DIALECT_014 = ReviewDialect(
     format_tasks=_format,
     load_rules=load_rules_with_schemas,
     review_id=_review_id,
-    render=render_014,
-    prepare_render=prepare_render_014,
+    render=render_review_task,
+    prepare_render=prepare_render_review_task,
 )
 
 
@@ -115,7 +120,7 @@ def get_review_instructions(
         project_root=project_root,
         files=files,
         platform=platform,
-        dialect=DIALECT_014,
+        dialect=AGENT_TASKS_DIALECT,
         commands=commands,
     )
 
@@ -126,5 +131,5 @@ def get_configured_reviews(
     return tools.get_configured_reviews(
         project_root=project_root,
         only_rules_matching_files=only_rules_matching_files,
-        dialect=DIALECT_014,
+        dialect=AGENT_TASKS_DIALECT,
     )

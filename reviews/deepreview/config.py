@@ -91,7 +91,7 @@ class ReviewTask:
 # so does 0.9.1's on a server serving both generations (``tools.DIALECT_091_BOTH``), where the
 # 0.14 gate reads the same file; a 0.9.1-only server keeps refusing them as the unknown keys
 # they were there.
-KEYS_014: dict[str, Any] = {
+EXTENDED_REVIEW_KEYS: dict[str, Any] = {
     "reference_files": {
         "type": "array",
         "items": {
@@ -109,11 +109,13 @@ KEYS_014: dict[str, Any] = {
 
 
 @functools.cache
-def _validator(keys_014: bool = False) -> Any:
+def _validator(extended_keys: bool = False) -> Any:
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    if keys_014:
+    if extended_keys:
         schema = copy.deepcopy(schema)
-        schema["definitions"]["rule"]["properties"]["review"]["properties"].update(KEYS_014)
+        schema["definitions"]["rule"]["properties"]["review"]["properties"].update(
+            EXTENDED_REVIEW_KEYS
+        )
     return json_schemas.validator(schema)
 
 
@@ -143,7 +145,7 @@ def _read_text(path: Path, project_root: Path) -> str:
 
 
 def parse_deepreview_file(
-    path: Path, *, project_root: Path | None = None, keys_014: bool = False
+    path: Path, *, project_root: Path | None = None, extended_keys: bool = False
 ) -> list[ReviewRule]:
     """Parse one ``.deepreview`` file; any problem with it raises ``ConfigError``.
 
@@ -157,21 +159,21 @@ def parse_deepreview_file(
         raise ConfigError(f"File not found: {path}") from exc
     except ConfigError as exc:
         raise ConfigError(f"Failed to parse {path}: {exc}") from None
-    return parse_deepreview_text(text, path, project_root=root, keys_014=keys_014)
+    return parse_deepreview_text(text, path, project_root=root, extended_keys=extended_keys)
 
 
 def parse_deepreview_text(
-    text: str, path: Path, *, project_root: Path | None = None, keys_014: bool = False
+    text: str, path: Path, *, project_root: Path | None = None, extended_keys: bool = False
 ) -> list[ReviewRule]:
     """Parse ``text`` as if read from ``path`` (which anchors instruction files and messages).
 
-    ``keys_014`` accepts 0.14's ``reference_files`` and
+    ``extended_keys`` accepts 0.14's ``reference_files`` and
     ``precomputed_info_for_reviewer_bash_command``.
     """
     data = _load_yaml(text, path)
     if data is None:
         return []
-    _validate(data, path, keys_014)
+    _validate(data, path, extended_keys)
     lines = _rule_lines(text)
     source_dir = path.parent
     root = project_root or source_dir
@@ -193,7 +195,7 @@ def _load_yaml(text: str, path: Path) -> Any:
         ) from exc
 
 
-def _validate(data: Any, path: Path, keys_014: bool = False) -> None:
+def _validate(data: Any, path: Path, extended_keys: bool = False) -> None:
     # jsonschema matches patternProperties with re.search on the key, which raises TypeError on
     # the int/bool/None keys YAML can produce; report those in the same shape as schema errors.
     bad_key = _first_non_string_key(data, [])
@@ -203,7 +205,7 @@ def _validate(data: Any, path: Path, keys_014: bool = False) -> None:
             f"Schema validation failed for {path}: Validation error at {loc}: "
             f"{key!r} is not a valid key (keys must be strings)"
         )
-    error = json_schemas.best_error(_validator(keys_014), data)
+    error = json_schemas.best_error(_validator(extended_keys), data)
     if error is None:
         return
     loc = " -> ".join(str(part) for part in error.path) if error.path else "root"

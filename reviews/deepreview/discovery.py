@@ -65,14 +65,16 @@ def find_deepreview_files(project_root: Path) -> list[Path]:
 
 
 def load_all_rules(
-    project_root: Path, *, keys_014: bool = False
+    project_root: Path, *, extended_keys: bool = False
 ) -> tuple[list[ReviewRule], list[ParseFailure]]:
     """Rules from every file in discovery order; broken files are reported, never raised."""
     rules: list[ReviewRule] = []
     failures: list[ParseFailure] = []
     for path in find_deepreview_files(project_root):
         try:
-            rules.extend(parse_deepreview_file(path, project_root=project_root, keys_014=keys_014))
+            rules.extend(
+                parse_deepreview_file(path, project_root=project_root, extended_keys=extended_keys)
+            )
         except ConfigError as exc:
             failures.append(ParseFailure(path, str(exc)))
         except Exception as exc:

@@ -66,7 +66,7 @@ HASH_BYTES = 16 * 1024 * 1024
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _DOTS = re.compile(r"\.{2,}")
-_UNSAFE_014 = re.compile(r"[/\\\x00-\x1f\x7f]")
+_UNSAFE_IN_TASK_ID = re.compile(r"[/\\\x00-\x1f\x7f]")
 _LOCK_NAME = ".lock"
 _TMP_SUFFIX = ".tmp"
 
@@ -104,13 +104,13 @@ def _content_hash(task: ReviewTask, project_root: Path) -> str:
     return digest.hexdigest()[:12]
 
 
-def _path_014(path: str) -> str:
+def _task_id_path(path: str) -> str:
     # 0.14 turns only "/" into "-" (a space or "[" stays). The rest keeps ids usable as one
     # file name that mark_review_as_passed accepts: no "\\", NUL, control character or "..".
-    return _DOTS.sub(".", _UNSAFE_014.sub("-", path))
+    return _DOTS.sub(".", _UNSAFE_IN_TASK_ID.sub("-", path))
 
 
-def _content_hash_014(files: Sequence[str], project_root: Path, inline: str | None) -> str:
+def _task_id_content_hash(files: Sequence[str], project_root: Path, inline: str | None) -> str:
     digest = hashlib.sha256()
     for path in sorted(files):
         try:
@@ -129,7 +129,7 @@ def _content_hash_014(files: Sequence[str], project_root: Path, inline: str | No
     return digest.hexdigest()[:12]
 
 
-def compute_review_id_014(
+def compute_review_task_id(
     task: ReviewTask, project_root: Path, *, inline: str | None = None
 ) -> str:
     """DeepWork 0.14's review id: the rule, the files and a hash of their contents only.
@@ -145,9 +145,11 @@ def compute_review_id_014(
     if inline is not None:
         paths = "inline"
     else:
-        joined = "_AND_".join(_path_014(path) for path in sorted(task.files_to_review))
+        joined = "_AND_".join(_task_id_path(path) for path in sorted(task.files_to_review))
         paths = joined if len(joined) <= MAX_PART_LENGTH else f"{len(task.files_to_review)}_files"
-    return f"{rule_part}--{paths}--{_content_hash_014(task.files_to_review, project_root, inline)}"
+    return (
+        f"{rule_part}--{paths}--{_task_id_content_hash(task.files_to_review, project_root, inline)}"
+    )
 
 
 def compute_review_id(task: ReviewTask, project_root: Path) -> str:

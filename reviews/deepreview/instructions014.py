@@ -132,7 +132,7 @@ def _precomputed(
     return ["## Precomputed Context", "", text, ""] if text else []
 
 
-def render_014(
+def render_review_task(
     task: ReviewTask,
     review_id: str,
     project_root: Path,
@@ -143,8 +143,8 @@ def render_014(
 ) -> str:
     """The instruction file of ``task``; ``inline`` is the value of a string output.
 
-    ``precomputed`` maps precompute commands to their text (``prepare_render_014``); a command
-    not in it is run here if ``commands`` allows it.
+    ``precomputed`` maps precompute commands to their text (``prepare_render_review_task``);
+    a command not in it is run here if ``commands`` allows it.
     """
     scope = "inline content" if inline is not None else describe_scope(task)
     out = [f"# Review: {task.rule_name} — {scope}", ""]
@@ -197,7 +197,7 @@ def render_014(
 Renderer = Callable[[ReviewTask, str, Path], str]
 
 
-def render_091_keys_014(
+def render_extended(
     task: ReviewTask,
     review_id: str,
     project_root: Path,
@@ -246,23 +246,23 @@ def _prepared(
     )
 
 
-def prepare_render_014(
+def prepare_render_review_task(
     tasks: Sequence[ReviewTask],
     project_root: Path,
     review_id: ReviewIdFn,
     also_passed_as: Sequence[ReviewIdFn] = (),
     commands: CommandPolicy = NO_COMMANDS,
 ) -> Renderer:
-    """``render_014`` with the run's precompute commands already run (``_prepared``)."""
-    return _prepared(render_014, tasks, project_root, review_id, also_passed_as, commands)
+    """``render_review_task`` with the run's precompute commands already run (``_prepared``)."""
+    return _prepared(render_review_task, tasks, project_root, review_id, also_passed_as, commands)
 
 
-def prepare_render_091_keys_014(
+def prepare_render_extended(
     tasks: Sequence[ReviewTask],
     project_root: Path,
     review_id: ReviewIdFn,
     also_passed_as: Sequence[ReviewIdFn] = (),
     commands: CommandPolicy = NO_COMMANDS,
 ) -> Renderer:
-    """``render_091_keys_014`` with the run's precompute commands already run."""
-    return _prepared(render_091_keys_014, tasks, project_root, review_id, also_passed_as, commands)
+    """``render_extended`` with the run's precompute commands already run."""
+    return _prepared(render_extended, tasks, project_root, review_id, also_passed_as, commands)

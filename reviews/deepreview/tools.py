@@ -20,12 +20,12 @@ from reviews.deepreview.instructions import (
     INSTRUCTIONS_DIR,
     ReviewIdFn,
     compute_review_id,
-    compute_review_id_014,
+    compute_review_task_id,
     describe_scope,
     mark_passed,
     write_instruction_files,
 )
-from reviews.deepreview.instructions014 import prepare_render_091_keys_014
+from reviews.deepreview.instructions014 import prepare_render_extended
 from reviews.deepreview.matching import build_tasks, file_matches_rule, source_location
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 
@@ -119,9 +119,9 @@ DIALECT_091 = ReviewDialect(
 )
 
 
-def load_rules_keys_014(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
+def load_rules_extended_keys(project_root: Path) -> tuple[list[ReviewRule], list[ParseFailure]]:
     """The ``.deepreview`` rules, 0.14's keys inside ``review`` accepted."""
-    return load_all_rules(project_root, keys_014=True)
+    return load_all_rules(project_root, extended_keys=True)
 
 
 # A server answering both generations (``mcpserve --generation both``) serves these 0.9.1
@@ -133,9 +133,9 @@ def load_rules_keys_014(project_root: Path) -> tuple[list[ReviewRule], list[Pars
 #   way rather than call it broken, and give the reviewer what the keys ask for.
 DIALECT_091_BOTH = replace(
     DIALECT_091,
-    load_rules=load_rules_keys_014,
-    prepare_render=prepare_render_091_keys_014,
-    also_passed_as=(compute_review_id_014,),
+    load_rules=load_rules_extended_keys,
+    prepare_render=prepare_render_extended,
+    also_passed_as=(compute_review_task_id,),
 )
 
 

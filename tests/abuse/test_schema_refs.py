@@ -26,7 +26,7 @@ from fastmcp import Client
 from mcp_bridge.server import create_server
 from mcp_bridge.toolsets.specs import SourceConfig
 from reviews.deepreview.deepschema import load_deepschema_rules
-from tests.deepwork014.fixtures import DEMO14_JOB, write_demo14
+from tests.support.demo14 import DEMO14_JOB, write_demo14
 from workflows.errors import InvalidInput
 from workflows.jobdefs.base import JobParseError
 from workflows.jobdefs.parse import parse_job_bytes

@@ -8,7 +8,8 @@ import pytest
 
 from reviews.gate import CommandReviewer, Verdict
 from reviews.models import ReviewResult
-from reviews.services import GateConfig, review_conclude, review_plan, review_request_changes
+from reviews.rulings import review_request_changes
+from reviews.services import GateConfig, review_conclude, review_plan
 from tests.driving import step_finish
 from tests.factories import write_job
 from workflows.models import Agent, Project, StepRun, WorkflowSession

@@ -11,7 +11,7 @@ from django.http import QueryDict
 from django.urls import reverse
 
 from reviews.models import HumanDecision, ReviewResult
-from reviews.services import review_request_changes
+from reviews.rulings import review_request_changes
 from workflows.models import (
     Agent,
     Event,

@@ -9,7 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from reviews.services import review_request_changes
+from reviews.rulings import review_request_changes
 from tests.conftest import NESTED_JOB
 from tests.factories import write_job
 from workflows.models import StepRun, WorkflowSession

@@ -16,7 +16,7 @@ from reviews.models import HumanDecision, ReviewResult
 from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, assert_error
 from tests.factories import write_job
 from workflows.dialects import deepwork
-from workflows.generations import v0_9
+from workflows.generations import v0_9 as first_generation
 from workflows.models import Agent, Event, StepRun, WorkflowSession
 from workflows.services import sessions as session_services
 from workflows.services.projects import project_ensure
@@ -207,7 +207,7 @@ def test_finish_of_a_completed_session_is_refused(operator, demo):
 def test_a_finish_that_loses_the_race_is_a_409_and_changes_nothing(operator, demo, monkeypatch):
     """Another client finishes the step while this finish validates: exactly one applies."""
     session_id = start(operator, demo).json()["begin_step"]["session_id"]
-    validate = v0_9.validate_outputs
+    validate = first_generation.validate_outputs
     rival: list = []
 
     def validate_then_let_the_rival_in(**kwargs):
@@ -216,7 +216,7 @@ def test_a_finish_that_loses_the_race_is_a_409_and_changes_nothing(operator, dem
             rival.append(None)  # the rival's own validation must not start a third call
             rival[0] = finish(operator, session_id, {"notes.md": "notes.md"})
 
-    monkeypatch.setattr(v0_9, "validate_outputs", validate_then_let_the_rival_in)
+    monkeypatch.setattr(first_generation, "validate_outputs", validate_then_let_the_rival_in)
     late = finish(operator, session_id, {"notes.md": "notes.md"})
 
     assert rival[0].status_code == 200

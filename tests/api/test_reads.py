@@ -10,7 +10,8 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from reviews.gate import CommandReviewer
-from reviews.services import GateConfig, review_override
+from reviews.rulings import review_override
+from reviews.services import GateConfig
 from tests.api.conftest import assert_error
 from tests.driving import finished_step, step_finish
 from tests.factories import write_job

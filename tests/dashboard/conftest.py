@@ -10,7 +10,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from reviews.gate import CommandReviewer, Verdict
-from reviews.services import GateConfig, review_conclude, review_plan, review_request_changes
+from reviews.rulings import review_request_changes
+from reviews.services import GateConfig, review_conclude, review_plan
 from tests.driving import step_finish
 from tests.factories import make_user
 from workflows.models import Agent, Project, StepRun, WorkflowSession

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from reviews.services import step_finish_by_tasks
-from tests.deepwork014.fixtures import write_demo14
+from tests.support.demo14 import write_demo14
 from workflows.generations import Conversation
 from workflows.services import sessions
 
@@ -72,7 +72,7 @@ def test_a_string_output_is_shown_as_a_value_never_as_a_file(watching, session01
 
 
 def test_the_conversations_session_jobs_are_listed_under_its_session(watching, project, catalog):
-    from tests.deepwork014.fixtures import DEMO14_JOB
+    from tests.support.demo14 import DEMO14_JOB
     from workflows.services.session_jobs import session_job_register
 
     session_job_register(

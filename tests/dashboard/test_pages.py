@@ -75,7 +75,7 @@ def test_overview_keeps_only_the_latest_thirty_events(watching, driver):
 
 
 def test_session_page_shows_picture_runs_reviews_decisions_and_events(watching, driver, decider):
-    from reviews.services import review_request_changes
+    from reviews.rulings import review_request_changes
 
     session = driver.to_wrap_up()
     run = session.runs.get(step_id="wrap_up", status="active")

@@ -103,7 +103,7 @@ def rules_load_errors(text: str, project: Path) -> list[str]:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("A reference file.\n", encoding="utf-8")
     (project / ".deepreview").write_text(text, encoding="utf-8")
-    rules, failures = load_all_rules(project, keys_014=True)
+    rules, failures = load_all_rules(project, extended_keys=True)
     errors = [failure.error for failure in failures]
     if not errors and not rules:
         errors.append("the file holds no rule")

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.deepwork014.fixtures import write_demo14
 from tests.e2e.driver import Driver
 from tests.reviews import (
     commit_all,
@@ -18,6 +17,7 @@ from tests.reviews import (
     make_repo,
     write_notes_rule_with_014_keys,
 )
+from tests.support.demo14 import write_demo14
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

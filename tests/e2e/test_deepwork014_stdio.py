@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.deepwork014.fixtures import write_demo14
 from tests.e2e.driver import Driver
+from tests.support.demo14 import write_demo14
 from workflows.models import Agent, StepRun, WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]

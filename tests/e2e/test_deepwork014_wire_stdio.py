@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from inline_snapshot import snapshot
 
-from tests.deepwork014.fixtures import DEMO14_JOB
 from tests.e2e.driver import Driver
 from tests.step_files import git
+from tests.support.demo14 import DEMO14_JOB
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

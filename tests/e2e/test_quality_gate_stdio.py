@@ -10,7 +10,7 @@ import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 
-from reviews.services import review_override
+from reviews.rulings import review_override
 from tests.e2e.driver import Driver
 from tests.factories import write_job
 from tests.reviews.test_gate import FAKE, GATE_JOB

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.deepwork014.fixtures import write_demo14
 from tests.e2e.driver import Driver
 from tests.reviews import (
     commit_all,
@@ -24,6 +23,7 @@ from tests.reviews import (
     write_notes_rule_with_014_keys,
     write_rules,
 )
+from tests.support.demo14 import write_demo14
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from reviews.models import ReviewResult
-from tests.deepwork014.fixtures import write_demo14
 from tests.e2e.driver import Driver
 from tests.reviews import commit_all, isolate_git, make_repo, rule, write_rules
+from tests.support.demo14 import write_demo14
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

@@ -39,9 +39,9 @@ def _rule_text(**review: str) -> str:
 
 
 def _parse(
-    root: Path, text: str, *, keys_014: bool = True, rel: str = ".deepreview"
+    root: Path, text: str, *, extended_keys: bool = True, rel: str = ".deepreview"
 ) -> list[ReviewRule]:
-    return parse_deepreview_text(text, root / rel, project_root=root, keys_014=keys_014)
+    return parse_deepreview_text(text, root / rel, project_root=root, extended_keys=extended_keys)
 
 
 def _instruction_files(root: Path, answer: str) -> list[str]:
@@ -64,7 +64,7 @@ def test_091_still_refuses_the_new_keys(tmp_path: Path) -> None:
         ("precomputed_info_for_reviewer_bash_command", "'echo hi'"),
     ):
         with pytest.raises(ConfigError) as caught:
-            _parse(tmp_path, _rule_text(**{key: value}), keys_014=False)
+            _parse(tmp_path, _rule_text(**{key: value}), extended_keys=False)
         assert str(caught.value) == (
             f"Schema validation failed for {tmp_path / '.deepreview'}: Validation error at "
             f"r -> review: Additional properties are not allowed ('{key}' was unexpected)"
@@ -142,7 +142,7 @@ def test_014_reference_leaving_the_project_is_a_parse_warning(
     tmp_path: Path, path: str, message: str
 ) -> None:
     _write(tmp_path, "sub/.deepreview", _rule_text(reference_files=f"[{{path: '{path}'}}]"))
-    rules, failures = load_all_rules(tmp_path, keys_014=True)
+    rules, failures = load_all_rules(tmp_path, extended_keys=True)
     assert rules == []
     [failure] = failures
     source = tmp_path / "sub/.deepreview"

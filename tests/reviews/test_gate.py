@@ -15,7 +15,8 @@ from django.contrib.auth.models import User
 
 from reviews.gate import ClaudeReviewer, CommandReviewer
 from reviews.models import HumanDecision, ReviewResult
-from reviews.services import GateConfig, GateFailed, review_override, review_request_changes
+from reviews.rulings import review_override, review_request_changes
+from reviews.services import GateConfig, GateFailed
 from tests.driving import finished_step as finish
 from tests.factories import make_user, write_job
 from workflows.errors import Conflict, InvalidInput

@@ -6,7 +6,11 @@ import os
 from pathlib import Path
 
 from reviews.deepreview.config import ReviewRule, ReviewTask
-from reviews.deepreview.instructions014 import MAX_INLINED_BYTES, MAX_INLINED_FILES, render_014
+from reviews.deepreview.instructions014 import (
+    MAX_INLINED_BYTES,
+    MAX_INLINED_FILES,
+    render_review_task,
+)
 from tests.reviews import write
 
 
@@ -39,7 +43,7 @@ def _headings(text: str) -> list[str]:
 def test_every_section_in_order(tmp_path: Path) -> None:
     write(tmp_path, "a.py", "print(1)\n")
     write(tmp_path, "b.md", "b\n")
-    text = render_014(
+    text = render_review_task(
         _task(
             tmp_path,
             ("a.py", "b.md"),
@@ -72,7 +76,9 @@ def test_every_section_in_order(tmp_path: Path) -> None:
 
 
 def test_inline_values_and_plain_tasks_leave_out_empty_sections(tmp_path: Path) -> None:
-    text = render_014(_task(tmp_path, ()), "r--inline--0123456789ab", tmp_path, inline="Fine.")
+    text = render_review_task(
+        _task(tmp_path, ()), "r--inline--0123456789ab", tmp_path, inline="Fine."
+    )
     assert _headings(text) == [
         "# Review: r — inline content",
         "## Project Root",
@@ -89,7 +95,7 @@ def test_inlining_is_bounded_and_fenced_safely(tmp_path: Path) -> None:
     refs = tuple((f"r{n}.txt", "") for n in range(MAX_INLINED_FILES + 2))
     for name, _ in refs:
         write(tmp_path, name, "x\n")
-    text = render_014(_task(tmp_path, ("doc.md",), references=refs), "id", tmp_path)
+    text = render_review_task(_task(tmp_path, ("doc.md",), references=refs), "id", tmp_path)
     # The content's own four backticks cannot close the fence.
     assert "\n`````markdown\nbefore\n````\nafter\n`````\n" in text
     assert text.count("\n### ") == MAX_INLINED_FILES
@@ -99,7 +105,7 @@ def test_inlining_is_bounded_and_fenced_safely(tmp_path: Path) -> None:
     big = tmp_path / "big.md"
     with big.open("wb") as handle:
         handle.write(b"\xc3\xa9" * (MAX_INLINED_BYTES // 2 + 10))  # split mid-character at the cut
-    text = render_014(_task(tmp_path, ("big.md", "doc.md")), "id", tmp_path)
+    text = render_review_task(_task(tmp_path, ("big.md", "doc.md")), "id", tmp_path)
     assert f"(cut after {MAX_INLINED_BYTES} of {big.stat().st_size} bytes" in text
     assert "### doc.md" not in text
     assert "- @doc.md\n" in text.split("Not inlined", 1)[1]
@@ -110,6 +116,6 @@ def test_links_out_of_the_project_are_never_inlined(tmp_path: Path) -> None:
     write(tmp_path, "secret.txt", "secret\n")
     root.mkdir()
     os.symlink(tmp_path / "secret.txt", root / "leak.md")
-    text = render_014(_task(root, ("leak.md",)), "id", root)
+    text = render_review_task(_task(root, ("leak.md",)), "id", root)
     assert "\nsecret\n" not in text
     assert "(could not inline leak.md:" in text

@@ -9,7 +9,7 @@ from pathlib import Path
 from reviews.deepreview import get_review_instructions as review_091
 from reviews.deepreview.agent_tasks import get_review_instructions as review_014
 from reviews.deepreview.config import ReviewRule, ReviewTask
-from reviews.deepreview.instructions import compute_review_id_014
+from reviews.deepreview.instructions import compute_review_task_id
 from reviews.deepreview.tools import mark_review_as_passed
 from tests.reviews import rule as rule_spec
 from tests.reviews import write, write_rules
@@ -32,7 +32,7 @@ def _rule(
 
 
 def _id(root: Path, files: tuple[str, ...], **rule: str) -> str:
-    return compute_review_id_014(ReviewTask(_rule(root, **rule), files), root)
+    return compute_review_task_id(ReviewTask(_rule(root, **rule), files), root)
 
 
 def _sha(data: bytes) -> str:
@@ -58,7 +58,7 @@ def test_missing_files_long_path_lists_and_inline_values(tmp_path: Path) -> None
     assert _id(tmp_path, ("a.md", "gone.md")) == f"py--a.md_AND_gone.md--{_sha(b'AMISSING')}"
     many = tuple(f"some/long/directory/file_{n}.md" for n in range(5))
     assert re.fullmatch(r"py--5_files--[0-9a-f]{12}", _id(tmp_path, many))
-    inline = compute_review_id_014(
+    inline = compute_review_task_id(
         ReviewTask(_rule(tmp_path, name="step_judge_output_verdict"), ()),
         tmp_path,
         inline="Fine.",

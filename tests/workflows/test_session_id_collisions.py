@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError
 
-from workflows.generations import v0_9
+from workflows.generations import v0_9 as first_generation
 from workflows.models import WorkflowSession
 from workflows.services import sessions
 
@@ -26,7 +26,7 @@ def start(project, agent, catalog):
 def test_a_colliding_id_is_drawn_again(project, agent, catalog, monkeypatch):
     taken = start(project, agent, catalog).session_id
     drawn = iter([taken, taken, "0000abcd"])
-    monkeypatch.setattr(v0_9, "new_session_id", lambda: next(drawn))
+    monkeypatch.setattr(first_generation, "new_session_id", lambda: next(drawn))
     assert start(project, agent, catalog).session_id == "0000abcd"
     assert WorkflowSession.objects.count() == 2
 

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from workflows.generations.base import Value
 from workflows.generations.v0_14 import Aborted, Advanced, Begun, Completed, Started, WentToStep
 from workflows.jobdefs.base import RtArg
-from workflows.results import Stack
+from workflows.results import NeedsWork, Stack
 from workflows.services.catalog import CatalogView
 
 IMPORTANT_NOTE = (
@@ -257,8 +257,10 @@ def finished(result: Advanced | Completed) -> FinishedStepResponse:
     )
 
 
-def needs_work(feedback: str, items: Stack) -> FinishedStepResponse:
-    return FinishedStepResponse(status="needs_work", feedback=feedback, stack=stack(items))
+def needs_work(result: NeedsWork) -> FinishedStepResponse:
+    """0.14 answers ``needs_work`` with one feedback text (its pipeline sends back one)."""
+    feedback = "\n\n".join(review.feedback for review in result.failed)
+    return FinishedStepResponse(status="needs_work", feedback=feedback, stack=stack(result.stack))
 
 
 def aborted(result: Aborted) -> AbortWorkflowResponse:

@@ -117,6 +117,12 @@ class Generation(Protocol):
     def check_outputs(self, *, entry: Any, outputs: dict[str, Value], project_root: Path) -> None:
         """Refuse a hand-in whose outputs do not fit the entry (``InvalidInput``)."""
 
+    def output_feedback(
+        self, *, entry: Any, outputs: dict[str, Value], project_root: Path
+    ) -> str | None:
+        """Why outputs that passed ``check_outputs`` still go back to the agent as
+        ``needs_work`` before any review (a failed ``json_schema``), or None."""
+
     def run_outputs(self, entry: Any, key: str, outputs: dict[str, Value]) -> dict[str, Value]:
         """The outputs a step run stores of its entry's hand-in."""
 

@@ -376,6 +376,11 @@ class LaterGeneration:
     ) -> None:
         check_typed_outputs(step=entry, outputs=outputs, project_root=project_root)
 
+    def output_feedback(
+        self, *, entry: RtStep, outputs: dict[str, Value], project_root: Path
+    ) -> str | None:
+        return schema_feedback(step=entry, outputs=outputs, project_root=project_root)
+
     def run_outputs(self, entry: RtStep, key: str, outputs: dict[str, Value]) -> dict[str, Value]:
         return outputs
 

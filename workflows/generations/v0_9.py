@@ -83,6 +83,11 @@ def _declared_outputs(entry: list[Step]) -> list[DeclaredOutput]:
     ]
 
 
+def new_session_id() -> str:
+    """An 8-hex id, short enough to type; a collision is drawn again by the start."""
+    return secrets.token_hex(4)
+
+
 class FirstGeneration:
     name = WorkflowSession.Generation.DEEPWORK_091.value
     abort_told_next = ABORT_TOLD_NEXT
@@ -176,6 +181,11 @@ class FirstGeneration:
         validate_outputs(
             declared=_declared_outputs(entry), submitted=outputs, project_root=project_root
         )
+
+    def output_feedback(
+        self, *, entry: list[Step], outputs: dict[str, Value], project_root: Path
+    ) -> str | None:
+        return None  # 0.9.1 refuses outputs that do not fit; nothing is sent back as work
 
     def run_outputs(
         self, entry: list[Step], key: str, outputs: dict[str, Value]

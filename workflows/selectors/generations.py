@@ -20,7 +20,7 @@ def workflow_agents(*, job_pks: Iterable[int]) -> dict[tuple[int, str], str | No
     return agents
 
 
-def names_091_session(*, project: Project, session_id: str | None) -> bool:
+def names_agent_session(*, project: Project, session_id: str | None) -> bool:
     """Whether a call means 0.9.1's path: no ``session_id``, or a 0.9.1 session's id."""
     return not session_id or (
         WorkflowSession.objects.filter(
@@ -31,7 +31,9 @@ def names_091_session(*, project: Project, session_id: str | None) -> bool:
     )
 
 
-def names_014_stack(*, project: Project, session_id: str | None, stack_agent_key: str) -> bool:
+def names_conversation_stack(
+    *, project: Project, session_id: str | None, stack_agent_key: str
+) -> bool:
     """Whether ``session_id`` names a 0.14 stack (one that ever held a workflow; its agent row
     is ``stack_agent_key``) and no live 0.9.1 session has that id: 0.9.1 ids win, they are
     what a 0.9.1 client holds."""
@@ -47,7 +49,7 @@ def names_014_stack(*, project: Project, session_id: str | None, stack_agent_key
     return Agent.objects.filter(project=project, agent_id=stack_agent_key).exists()
 
 
-def refuse_014_inside_091(*, agent: Agent) -> None:
+def refuse_nesting_in_agent_stack(*, agent: Agent) -> None:
     """A 0.14-style start is refused while ``agent``'s 0.9.1 stack is not empty."""
     items = stack_for_agent(agent=agent)
     if items:
@@ -60,7 +62,9 @@ def refuse_014_inside_091(*, agent: Agent) -> None:
         )
 
 
-def refuse_091_inside_014(*, project: Project, stacks: Iterable[tuple[str, Agent | None]]) -> None:
+def refuse_nesting_in_conversation_stacks(
+    *, project: Project, stacks: Iterable[tuple[str, Agent | None]]
+) -> None:
     """A 0.9.1-style start is refused while one of these 0.14 stacks (session_id, its agent
     row) has an active workflow."""
     for conversation, agent in stacks:

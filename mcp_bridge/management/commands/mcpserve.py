@@ -23,7 +23,7 @@ from mcp_bridge.dbthread import DatabaseThread
 from mcp_bridge.migrate import migrate_if_needed
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets
-from mcp_bridge.toolsets.deepwork014 import DEFAULT_GENERATION, GENERATIONS
+from mcp_bridge.toolsets.deepwork import DEFAULT_GENERATION, GENERATIONS
 from reviews.services import REVIEW_TIMEOUT_SECONDS
 from workflows.files import project_makedirs
 from workflows.services import agents as agent_services

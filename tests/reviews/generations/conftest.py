@@ -165,13 +165,25 @@ def generation(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-@pytest.fixture
-async def driver(project_dir: Path, generation: str, db):
+async def _driven(project_dir: Path, generation: str, **server: Any):
     write_job(project_dir, "gated", JOB_09 if generation == "0.9" else JOB_014, ["draft", "final"])
     (project_dir / "draft.md").write_text("The draft.\n")
     (project_dir / "final.md").write_text("The final text.\n")
-    async with Client(create_server(project_dir, generation=generation)) as client:
+    async with Client(create_server(project_dir, generation=generation, **server)) as client:
         yield Driver(generation, client, project_dir)
+
+
+@pytest.fixture
+async def driver(project_dir: Path, generation: str, db):
+    async for each in _driven(project_dir, generation):
+        yield each
+
+
+@pytest.fixture
+async def ungated_driver(project_dir: Path, generation: str, db):
+    """The same agent on a server that runs no reviews (``--no-quality-gate``)."""
+    async for each in _driven(project_dir, generation, enable_quality_gate=False):
+        yield each
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from reviews.models import HumanDecision
-from reviews.services import review_override, review_request_changes
+from reviews.rulings import review_override, review_request_changes
 from tests.reviews.generations.conftest import (
     DRAFT,
     attempts,
@@ -87,6 +87,34 @@ async def test_requested_changes_survive_a_crash_while_they_are_recorded(
     assert answer["feedback"] == "Changes requested by rita: Cite the 2024 paper."
     assert await session_kinds() == [*STARTED, "changes_requested", "changes_delivered"]
     assert await attempts() == [("draft", "active", 0)]
+
+
+async def test_a_persons_rulings_reach_the_agent_on_a_server_without_reviews(
+    ungated_driver, person
+):
+    """No reviews run, but a person's ruling is still the person's: requested changes send the
+    work back once, and the next hand-in passes as it would have."""
+    driver = ungated_driver
+    await driver.start()
+    await request_changes(person, "Cite the 2024 paper.")
+
+    answer = await driver.finish_ok(DRAFT)
+    assert answer["status"] == "needs_work"
+    assert answer["feedback"] == "Changes requested by rita: Cite the 2024 paper."
+    assert await attempts() == [("draft", "active", 0)]
+
+    await override(person, "Good enough.")
+    assert (await driver.finish_ok(DRAFT))["status"] == "next_step"
+    assert await session_kinds() == [
+        *STARTED,
+        "changes_requested",
+        "changes_delivered",
+        "review_overridden",
+        "override_delivered",
+        *ADVANCED,
+    ]
+    assert await verdicts() == [("draft", "human", 1, False)]
+    assert await attempts() == [("draft", "completed", 0), ("final", "active", 0)]
 
 
 async def test_a_persons_override_passes_the_next_hand_in_without_reviews(driver, person):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.deepwork014.fixtures import DEMO14_JOB, write_demo14
+from tests.support.demo14 import DEMO14_JOB, write_demo14
 from workflows.errors import InvalidInput, NotFound
 from workflows.models import Job, SessionJob
 from workflows.services.session_jobs import session_job_register, session_job_text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.deepwork014.fixtures import write_demo14
+from tests.support.demo14 import write_demo14
 from workflows.errors import Conflict, InvalidInput
 from workflows.generations import Conversation
 from workflows.models import StepRun, WorkflowSession

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
-from tests.deepwork014.fixtures import write_demo14
+from tests.support.demo14 import write_demo14
 from workflows.errors import Conflict, WorkflowError
 from workflows.generations import Conversation, v0_14
 from workflows.models import Event, StepRun, WorkflowSession

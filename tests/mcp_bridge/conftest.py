@@ -1,10 +1,12 @@
+"""Fixtures of the MCP toolset tests."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from tests.deepwork014.fixtures import write_demo14
+from tests.support.demo14 import write_demo14
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The 0.14-format job of the digest's conformance setup (§7), written for these tests."""
+"""The 0.14-format demo job (``demo14``) several test folders run, and how to write it into a
+project."""
 
 from __future__ import annotations
 

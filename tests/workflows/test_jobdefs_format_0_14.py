@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deepwork014.fixtures import DEMO14_JOB
+from tests.support.demo14 import DEMO14_JOB
 from workflows.jobdefs.base import JobParseError
 from workflows.jobdefs.format_0_14 import is_format as is_014_format
 from workflows.jobdefs.parse import job_to_dict, parse_job_text, runtime_workflow

@@ -1,31 +1,24 @@
-"""The ``deepwork`` toolset: DeepWork 0.9.1's five workflow tools, in its wording.
+"""DeepWork 0.9.1's five workflow tools (``mcpserve --generation 0.9``), in its wording.
 
-Tools are thin: parse, call one engine service in the database thread, and answer with what the
-DeepWork dialect (``workflows.dialects.deepwork``) renders from its domain result. The engine
-calls are gathered in one block below (``Engine``), so re-pointing them at a new service
-signature is an edit in one place.
+Tools are thin: parse, call the session service or the finish pipeline on the database thread
+(``common.call``), and answer with what the DeepWork dialect (``workflows.dialects.deepwork``)
+renders from its domain result.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
-from mcp_bridge.toolsets.calls import Refusal, db_tool_call
+from mcp_bridge.toolsets.deepwork.common import LOOSE_OBJECT, call, fail
 from reviews.services import step_finish_gated
-from workflows.db import (
-    BUSY_MESSAGE,
-    db_sync_to_async,
-    is_busy,
-)
+from workflows.db import BUSY_MESSAGE, db_sync_to_async, is_busy
 from workflows.dialects import deepwork
 from workflows.errors import WorkflowError
 from workflows.schemas import (
@@ -37,8 +30,6 @@ from workflows.schemas import (
 )
 
 logger = logging.getLogger("deepwork.mcp")
-
-T = TypeVar("T")
 
 TOOL_NAMES = ("get_workflows", "start_workflow", "finished_step", "abort_workflow", "go_to_step")
 
@@ -86,87 +77,25 @@ workflow below it, if any.
 """
 
 
-# DeepWork 0.9.1 advertises this loose schema for its dict-returning tools; clients that
-# validate structured content against a detailed schema pay for it on every call.
-LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
-
-
-def fail(tool: str, message: object) -> ToolError:
-    # DeepWork 0.9.1's clients see this exact prefix on every tool error.
-    return ToolError(f"Error calling tool '{tool}': {message}")
-
-
-# --- Engine calls: every service this toolset uses, in one place. ---------------------------
-
-
-class Engine:
-    """The engine as the deepwork toolset calls it (sync; run in the database thread)."""
-
-    def __init__(self, state: ServerState) -> None:
-        self.state = state
-        self._workflows_answer: tuple[object, GetWorkflowsResponse] | None = None
-
-    def get_workflows(self) -> GetWorkflowsResponse:
-        """The get_workflows answer for the catalog as it is, built once per catalog view."""
-        view = self.state.catalog().view()
-        cached = self._workflows_answer
-        if cached is not None and cached[0] is view:
-            return cached[1]
-        answer = deepwork.workflows(view)
-        self._workflows_answer = (view, answer)
-        return answer
-
-    def start_workflow(self, **kwargs: Any) -> StartWorkflowResponse:
-        state = self.state
-        return deepwork.start_workflow(
-            project=state.project(), agent=state.agent(), catalog=state.catalog().view(), **kwargs
-        )
-
-    def abort_workflow(self, **kwargs: Any) -> AbortWorkflowResponse:
-        state = self.state
-        state.session_check(kwargs.get("session_id"))
-        return deepwork.abort_workflow(project=state.project(), agent=state.agent(), **kwargs)
-
-    def go_to_step(self, **kwargs: Any) -> GoToStepResponse:
-        state = self.state
-        state.session_check(kwargs.get("session_id"))
-        return deepwork.go_to_step(project=state.project(), agent=state.agent(), **kwargs)
-
-    async def finished_step(self, **kwargs: Any) -> FinishedStepResponse:
-        state = self.state
-        if not state.ready():
-            await db_sync_to_async(state.agent)()
-        if kwargs.get("session_id") is not None:
-            await db_sync_to_async(state.session_check)(kwargs["session_id"])
-        outcome = await step_finish_gated(
-            project=state.project(), agent=state.agent(), gate=state.gate, **kwargs
-        )
-        return deepwork.finished_step(outcome)
-
-
-# --- The database-call wrapper: the one place errors become DeepWork's wording. --------------
-
-
-async def run(state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]) -> T:
-    """``fn`` through the one database-call path, with errors in DeepWork's wording. A raw lock
-    error never reaches the agent."""
-
-    def refused(refusal: Refusal) -> NoReturn:
-        raise fail(tool, refusal.error if refusal.error is not None else refusal.message)
-
-    return await db_tool_call(
-        state,
-        tool,
-        params,
-        fn,
-        refused=refused,
-        stack=lambda answer: getattr(answer, "stack", None),
-    )
+def _stack(answer: Any) -> Any:
+    """The caller's stack in an answer, for the call log."""
+    return getattr(answer, "stack", None)
 
 
 def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """Put the five workflow tools on ``mcp``, each named ``prefix + name``."""
-    engine = Engine(state)
+    listed: list[tuple[object, GetWorkflowsResponse]] = []
+
+    def workflows() -> GetWorkflowsResponse:
+        """The get_workflows answer for the catalog as it is, built once per catalog view."""
+        view = state.catalog().view()
+        if not listed or listed[0][0] is not view:
+            listed[:] = [(view, deepwork.workflows(view))]
+        return listed[0][1]
+
+    def acted_on(session_id: str | None) -> dict[str, Any]:
+        state.session_check(session_id)
+        return {"project": state.project(), "agent": state.agent(), "session_id": session_id}
 
     @tool(
         mcp,
@@ -178,7 +107,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         """List every available job and its workflows. Call this first, before starting any
         workflow, to learn the exact job and workflow names. Jobs whose job.yml fails to load
         are listed under `errors` with the reason."""
-        return await run(state, f"{prefix}get_workflows", {}, engine.get_workflows)
+        return await call(state, f"{prefix}get_workflows", {}, workflows, stack=_stack)
 
     @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
     async def start_workflow(
@@ -203,16 +132,20 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         while another workflow is active nests the new one on top of the stack; finishing it
         resumes the one below."""
         params = {"job_name": job_name, "workflow_name": workflow_name, "instance_id": instance_id}
-        return await run(
+        return await call(
             state,
             f"{prefix}start_workflow",
             params,
-            lambda: engine.start_workflow(
+            lambda: deepwork.start_workflow(
+                project=state.project(),
+                agent=state.agent(),
+                catalog=state.catalog().view(),
                 job_name=job_name,
                 workflow_name=workflow_name,
                 goal=goal,
                 instance_id=instance_id,
             ),
+            stack=_stack,
         )
 
     @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
@@ -256,13 +189,21 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         # Not retried: a review may already have run when the database turns out busy, and
         # running it again is the agent's choice, not ours.
         try:
-            answer = await engine.finished_step(
+            if not state.ready():
+                await db_sync_to_async(state.agent)()
+            if session_id is not None:
+                await db_sync_to_async(state.session_check)(session_id)
+            outcome = await step_finish_gated(
+                project=state.project(),
+                agent=state.agent(),
+                gate=state.gate,
                 outputs=outputs,
                 notes=notes,
                 override_reason=quality_review_override_reason,
                 session_id=session_id,
                 progress=progress,
             )
+            answer = deepwork.finished_step(outcome)
         except WorkflowError as exc:
             log_call(state, tool, params)
             raise fail(tool, exc) from None
@@ -285,11 +226,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     ) -> AbortWorkflowResponse:
         """Abort a workflow that cannot be completed. The session is marked aborted with your
         explanation and the workflow below it on the stack, if any, resumes."""
-        return await run(
+        return await call(
             state,
             f"{prefix}abort_workflow",
             {"session_id": session_id},
-            lambda: engine.abort_workflow(explanation=explanation, session_id=session_id),
+            lambda: deepwork.abort_workflow(explanation=explanation, **acted_on(session_id)),
+            stack=_stack,
         )
 
     @tool(mcp, name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
@@ -303,9 +245,10 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         """Return the active workflow to an earlier step (or restart the current one) to redo
         work. Progress from that step on is discarded (files are kept) and the step's
         instructions are returned; you cannot skip forward."""
-        return await run(
+        return await call(
             state,
             f"{prefix}go_to_step",
             {"step_id": step_id, "session_id": session_id},
-            lambda: engine.go_to_step(step_id=step_id, session_id=session_id),
+            lambda: deepwork.go_to_step(step_id=step_id, **acted_on(session_id)),
+            stack=_stack,
         )

@@ -31,7 +31,7 @@ def _deepreview() -> ModuleType:
     return deepreview
 
 
-def beside_014_gate(state: ServerState) -> bool:
+def beside_review_tasks(state: ServerState) -> bool:
     """Whether these 0.9.1 tools run beside 0.14's quality gate (``--generation both``), and
     so must see the project as the gate does (``reviews.deepreview.tools.DIALECT_091_BOTH``).
 
@@ -45,9 +45,7 @@ def beside_014_gate(state: ServerState) -> bool:
     return getattr(state.config, "generation", "both") == "both"
 
 
-async def _off_loop(
-    state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]
-) -> T:
+async def off_loop(state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]) -> T:
     answer = await anyio.to_thread.run_sync(fn)
     log_call(state, tool, params)
     return answer
@@ -58,7 +56,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     def dialect() -> Any:
         tools = _deepreview().tools
-        return tools.DIALECT_091_BOTH if beside_014_gate(state) else tools.DIALECT_091
+        return tools.DIALECT_091_BOTH if beside_review_tasks(state) else tools.DIALECT_091
 
     @tool(
         mcp,
@@ -80,7 +78,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         parallel as sub-agents; each prompt points at an instructions file. When a review
         passes, call `mark_review_as_passed` with its id so it is not asked for again until one
         of its files changes. Works outside any workflow."""
-        return await _off_loop(
+        return await off_loop(
             state,
             f"{prefix}get_review_instructions",
             {"files": files},
@@ -110,7 +108,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         """List the review rules configured in the project's `.deepreview` files: each rule's
         name, description and defining file with line. Files that fail to parse are listed as
         `PARSE_ERROR:<path>` entries. Works outside any workflow."""
-        return await _off_loop(
+        return await off_loop(
             state,
             f"{prefix}get_configured_reviews",
             {"only_rules_matching_files": only_rules_matching_files},
@@ -129,7 +127,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     ) -> str:
         """Record that a review from `get_review_instructions` passed, so it is skipped until
         one of its files changes."""
-        return await _off_loop(
+        return await off_loop(
             state,
             f"{prefix}mark_review_as_passed",
             {"review_id": review_id},

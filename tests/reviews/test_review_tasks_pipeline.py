@@ -8,15 +8,12 @@ from django.contrib.auth import get_user_model
 
 from reviews.deepreview.tools import mark_review_as_passed
 from reviews.models import HumanDecision, ReviewResult
-from reviews.services import (
-    TasksNeedWork,
-    review_override,
-    review_request_changes,
-    step_finish_by_tasks,
-)
-from tests.deepwork014.fixtures import write_demo14
+from reviews.rulings import review_override, review_request_changes
+from reviews.services import step_finish_by_tasks
+from tests.support.demo14 import write_demo14
 from workflows.generations import Conversation, v0_14
 from workflows.models import StepRun
+from workflows.results import NeedsWork
 from workflows.services import sessions
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,7 +60,7 @@ def finish(project, override=None, summary="cited"):
 def test_tasks_then_passes_are_stored(project014, catalog, demo_project):
     start(project014, catalog)
     first = finish(project014)
-    assert isinstance(first, TasksNeedWork)
+    assert isinstance(first, NeedsWork)
     asked = list(ReviewResult.objects.order_by("id").values_list("run_each", "passed", "attempt"))
     assert len(asked) == 3
     assert {passed for _, passed, _ in asked} == {False}
@@ -95,8 +92,8 @@ def test_a_schema_failure_is_recorded_and_changes_no_step(project014, catalog, d
     start(project014, catalog)
     (demo_project / "data.json").write_text("[1]")
     answer = finish(project014)
-    assert isinstance(answer, TasksNeedWork)
-    assert answer.feedback.startswith("JSON schema validation failed:")
+    assert isinstance(answer, NeedsWork)
+    assert answer.failed[0].feedback.startswith("JSON schema validation failed:")
     assert ReviewResult.objects.get().run_each == "json_schema"
     assert reviews_name_their_steps()
     assert StepRun.objects.get(status="active").step_id == "gather"
@@ -107,8 +104,8 @@ def test_people_request_changes_and_override_on_014_steps(project014, catalog, p
     run = StepRun.objects.get(status="active")
     review_request_changes(step_run=run, feedback="Cite the 2024 paper.", by=person)
     answer = finish(project014, override="agent says fine")
-    assert isinstance(answer, TasksNeedWork)
-    assert answer.feedback == "Changes requested by rita: Cite the 2024 paper."
+    assert isinstance(answer, NeedsWork)
+    assert answer.failed[0].feedback == "Changes requested by rita: Cite the 2024 paper."
     human = ReviewResult.objects.get(reviewer_kind="human")
     assert (human.reviewer, human.passed) == ("rita", False)
     assert reviews_name_their_steps()

@@ -1,0 +1,2 @@
+"""Helpers shared by test folders: job files, projects and fixtures that more than one app's
+tests use."""
