@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from reviews import review_tasks, rulings
+from reviews import rulings
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.gate import (
     ClaudeReviewer,
@@ -318,6 +318,10 @@ def _plan_review_tasks(
 ) -> None:
     """Review tasks for the agent to run: the outstanding ones send the hand-in back; the ones
     it marked as passed since it was asked are recorded as passing."""
+    # Imported here: the .deepreview rules engine (and its glob library) is loaded only by a
+    # server whose sessions hand reviews to the agent, not by every server that finishes steps.
+    from reviews import review_tasks
+
     [(step_id, run_pk)] = plan.run_ids.items()  # agent-run reviews: one step per entry
     outstanding, passed = review_tasks.review_tasks(
         checkpoint=checkpoint, honour_091_ids=honour_091_ids, commands=commands
