@@ -18,9 +18,9 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.cache import add_never_cache_headers
 
 from accounts.models import ApiToken
+from accounts.people import signed_in_user
 from accounts.services import api_token_create, api_token_revoke, api_token_roles_clean
-from deepwork_site.admin_helpers import admin_page, plural
-from deepwork_site.auth import signed_in_user
+from workflows.admin_base import admin_page, plural
 from workflows.errors import InvalidInput
 
 

@@ -17,10 +17,10 @@ from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_http_methods
 
+from accounts.people import signed_in_user
 from accounts.services import api_token_create
 from dashboard.forms import ConnectTokenForm, first_error
 from dashboard.views import watcher_required
-from deepwork_site.auth import signed_in_user
 from deepwork_site.connect import (
     CLONE_COMMAND,
     MCP_PATH,

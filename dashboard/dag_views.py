@@ -11,9 +11,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST, require_safe
 
+from accounts.people import signed_in_user
 from dag import selectors, services
 from dashboard.views import _live_page, _require, watcher_required
-from deepwork_site.auth import signed_in_user
 from workflows.errors import NotFound, WorkflowError
 from workflows.liveness import process_lease_seconds, responsive_seconds
 from workflows.models import Project

@@ -20,9 +20,9 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
+from accounts.people import signed_in_user
 from dashboard.forms import MAX_ID
 from dashboard.views import _live_page, _require, watcher_required
-from deepwork_site.auth import signed_in_user
 from tracker.models import Decision, Issue, Milestone, Phase, TrackedWorkflow
 from tracker.selectors import (
     WORKFLOW_PROFILES,

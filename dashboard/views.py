@@ -22,6 +22,7 @@ from django.shortcuts import redirect, render
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.views.decorators.http import require_POST, require_safe
 
+from accounts.people import signed_in_user
 from dashboard import selectors
 from dashboard.forms import (
     AbortForm,
@@ -31,7 +32,6 @@ from dashboard.forms import (
     SessionFilterForm,
     first_error,
 )
-from deepwork_site.auth import signed_in_user
 from reviews.models import HumanDecision
 from reviews.rulings import review_override, review_request_changes
 from tracker.selectors import tracked_workflows_in_progress

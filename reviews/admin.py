@@ -14,7 +14,9 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from deepwork_site.admin_helpers import (
+from reviews.models import HumanDecision, ReviewResult
+from reviews.rulings import review_override, review_request_changes
+from workflows.admin_base import (
     AdminAction,
     ReadOnlyAdmin,
     ReadOnlyInline,
@@ -26,8 +28,6 @@ from deepwork_site.admin_helpers import (
     reason_action,
     session_column,
 )
-from reviews.models import HumanDecision, ReviewResult
-from reviews.rulings import review_override, review_request_changes
 from workflows.models import StepRun
 
 OVERRIDE = ReasonPage(

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from tests.factories import write_job
+from tests.support.factories import write_job
 
 # Files changed per step run are looked at right after each commit, in the committing thread,
 # so that what a test counts (events, rows) does not depend on a worker thread's timing; the

@@ -14,14 +14,14 @@ from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 from django.utils.text import Truncator
 
-from deepwork_site.admin_helpers import (
+from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
+from workflows.admin_base import (
     ReadOnlyAdmin,
     ReadOnlyInline,
     admin_link,
     compact_json,
     related_changelists,
 )
-from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
 
 # An inline shows the first rows only: a workflow can hold thousands of tasks or logs, and the
 # page links to the full, filtered list of each (the "history" field).

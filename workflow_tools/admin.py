@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 
-from deepwork_site.admin_helpers import ReadOnlyAdmin
 from workflow_tools.models import WorkflowToolFilter, WorkflowToolName
+from workflows.admin_base import ReadOnlyAdmin
 
 
 @admin.register(WorkflowToolFilter)

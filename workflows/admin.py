@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.text import Truncator
 
-from deepwork_site.admin_helpers import (
+from workflows.admin_base import (
     ReadOnlyAdmin,
     ReadOnlyInline,
     ReasonPage,

@@ -16,6 +16,7 @@ from ninja.params.functions import Path, Query
 from pydantic import Field
 
 from accounts.identity import identity_agent_id, identity_project_check, identity_project_scope
+from accounts.people import signed_in_user
 from api.auth import DECIDE_HUMAN_STEP, DRIVE, VIEW, TokenAuth, caller
 from api.common import ACTION_ERRORS, READ_ERRORS
 from dag import selectors, services
@@ -31,7 +32,6 @@ from dag.schemas import (
     DagWorkflowOut,
     DagWorkflowSummary,
 )
-from deepwork_site.auth import signed_in_user
 from workflows.liveness import responsive_seconds
 from workflows.models import Job
 from workflows.selectors.catalog import project_get

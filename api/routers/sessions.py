@@ -20,6 +20,7 @@ from accounts.identity import (
     identity_project_scope,
     identity_session_check,
 )
+from accounts.people import signed_in_user
 from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth, caller
 from api.common import ACTION_ERRORS, READ_ERRORS, visible_project
 from api.errors import ApiError
@@ -38,7 +39,6 @@ from api.schemas import (
     SessionQuery,
     StartIn,
 )
-from deepwork_site.auth import signed_in_user
 from reviews.history import history_markdown, session_history
 from reviews.models import HumanDecision
 from reviews.rulings import review_override, review_request_changes

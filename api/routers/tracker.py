@@ -12,6 +12,7 @@ from ninja import Router, Status
 from ninja.params.functions import Path, Query
 
 from accounts.identity import identity_project_check, identity_project_scope
+from accounts.people import signed_in_user
 from api.auth import RESOLVE_BLOCKER, VIEW, TokenAuth, caller
 from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS
 from api.routers.tracker_schemas import (
@@ -26,7 +27,6 @@ from api.routers.tracker_schemas import (
     TrackedWorkflowPage,
     TrackedWorkflowQuery,
 )
-from deepwork_site.auth import signed_in_user
 from tracker.models import Decision, Issue, Milestone, TrackedWorkflow
 from tracker.selectors import (
     SUBTASK_LIMIT,

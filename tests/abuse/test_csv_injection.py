@@ -14,9 +14,9 @@ from accounts.services import api_token_create
 from insights.tables import insight_table
 from insights.tallies import insight_tallies_rebuild
 from reviews.models import ReviewResult
-from tests.factories import make_user
 from tests.insights.conftest import D1, D3, build_history, in_range
 from tests.insights.test_dag import run_dag  # noqa: F401  (a fixture)
+from tests.support.factories import make_user
 from tracker.models import Issue
 from workflows.models import Agent, Step
 

@@ -18,7 +18,7 @@ from accounts.services import api_token_create
 from dag import selectors
 from dag import services as dag
 from mcp_bridge.server import create_server
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflow_tools.dag_source import DagSource
 from workflows import limits
 from workflows.errors import InvalidInput

@@ -30,8 +30,8 @@ from reviews.deepreview.instructions import HASH_BYTES, INSTRUCTIONS_DIR, STALE_
 from reviews.gate import MAX_INLINE_BYTES, ReviewTask, build_payload
 from reviews.services import GateConfig, review_plan
 from tests.dashboard.conftest import Driver, client_for
-from tests.factories import make_user
 from tests.reviews import commit_all, isolate_git, make_repo, rule, write, write_rules
+from tests.support.factories import make_user
 from workflows.errors import InvalidInput, JobBroken
 from workflows.files import (
     FileTooLarge,

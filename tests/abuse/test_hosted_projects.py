@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from accounts.services import api_token_create
-from tests.factories import make_user
 from tests.mcp_bridge.hosted.conftest import call, mcp_client
 from tests.mcp_bridge.hosted.test_hosted_mcp import post
+from tests.support.factories import make_user
 from workflows.models import Project
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]

@@ -20,7 +20,7 @@ from fastmcp import Client
 
 from accounts.services import api_token_create
 from mcp_bridge.server import create_server
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import Agent, Event, WorkflowSession
 from workflows.services.projects import project_ensure
 

@@ -23,7 +23,7 @@ from fastmcp import Client
 from accounts.services import api_token_create
 from mcp_bridge.server import create_server
 from tests.conftest import DEMO_JOB, NESTED_JOB
-from tests.factories import make_user, write_job
+from tests.support.factories import make_user, write_job
 from workflows.jobdefs import base as jobdef
 from workflows.jobdefs import parse as jobdef_parse
 from workflows.models import Job, JobLoadError, WorkflowSession

@@ -23,7 +23,7 @@ from mcp_bridge.hosted.config import HostedConfig
 from mcp_bridge.hosted.state import hosted_state
 from mcp_bridge.server import create_server, server_for_state
 from reviews.deepreview import precompute
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import Project
 from workflows.services.projects import project_ensure, project_review_commands_set
 

@@ -20,7 +20,7 @@ import pytest
 from django.db import connection
 
 from tests.e2e.driver import Driver
-from tests.processes import (
+from tests.support.processes import (
     INITIALIZED,
     MANAGE,
     child_database_url,

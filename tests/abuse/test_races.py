@@ -27,8 +27,8 @@ from accounts.services import api_token_create
 from reviews import services as review_services
 from reviews.models import ReviewResult
 from reviews.services import GateConfig, step_finish_gated
-from tests.driving import finished_step
-from tests.factories import make_user
+from tests.support.driving import finished_step
+from tests.support.factories import make_user
 from tests.workflows.test_races import start_demo
 from workflows.errors import Conflict, WorkflowError
 from workflows.models import Event, StepRun, WorkflowSession

@@ -221,9 +221,9 @@ async def test_finished_step_with_200_kib_of_notes_is_reviewed_and_recorded(
 
     from reviews.models import ReviewResult
     from reviews.services import GateConfig
-    from tests.driving import finished_step
-    from tests.factories import write_job
     from tests.reviews.test_gate import GATE_JOB, start_session
+    from tests.support.driving import finished_step
+    from tests.support.factories import write_job
 
     write_job(project_dir, "gated", GATE_JOB, ["draft", "pages", "final"])
     (project_dir / "draft.md").write_text("DRAFT BODY\n")

@@ -20,8 +20,7 @@ from django.test.utils import CaptureQueriesContext
 
 from dashboard import access, consumers, live
 from dashboard.access import WatchRight, watch_right
-from tests.factories import make_user
-from tests.live.conftest import (
+from tests.dashboard.live.conftest import (
     WATCH,
     add_event,
     assert_closed_with,
@@ -30,6 +29,7 @@ from tests.live.conftest import (
     receive_events,
     session_cookie,
 )
+from tests.support.factories import make_user
 
 LOGGED_OUT, FORBIDDEN = 4401, 4403
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import MANAGE, child_env, handshake
+from tests.support.processes import MANAGE, child_env, handshake
 
 pytestmark = pytest.mark.e2e
 

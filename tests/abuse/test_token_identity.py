@@ -28,7 +28,7 @@ from tests.api.conftest import (
     assert_error,
 )
 from tests.conftest import NESTED_JOB
-from tests.factories import make_user, write_job
+from tests.support.factories import make_user, write_job
 from tracker import services as tracker
 from tracker.models import Issue
 from workflows.dialects import deepwork

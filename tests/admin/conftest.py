@@ -10,8 +10,8 @@ from reviews.gate import CommandReviewer, Verdict
 from reviews.models import ReviewResult
 from reviews.rulings import review_request_changes
 from reviews.services import GateConfig, review_conclude, review_plan
-from tests.driving import step_finish
-from tests.factories import write_job
+from tests.support.driving import step_finish
+from tests.support.factories import write_job
 from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.results import NeedsWork
 from workflows.services import sessions

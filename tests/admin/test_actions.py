@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from reviews.models import HumanDecision, ReviewResult
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions
 

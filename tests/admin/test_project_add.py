@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import Project
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from reviews.rulings import review_request_changes
 from tests.conftest import NESTED_JOB
-from tests.factories import write_job
+from tests.support.factories import write_job
 from workflows.models import StepRun, WorkflowSession
 from workflows.services.agents import agent_ensure
 from workflows.services.projects import project_ensure

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from accounts.services import api_token_create
-from tests.factories import make_user
+from tests.support.factories import make_user
 
 VIEW = "workflows.view_workflowsession"
 DRIVE = "workflows.drive_session"

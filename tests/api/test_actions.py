@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from accounts.services import api_token_create
 from reviews.models import HumanDecision, ReviewResult
 from tests.api.conftest import ABORT, DECIDE, DRIVE, VIEW, assert_error
-from tests.factories import write_job
+from tests.support.factories import write_job
 from workflows.dialects import deepwork
 from workflows.generations import v0_9 as first_generation
 from workflows.models import Agent, Event, StepRun, WorkflowSession

@@ -25,7 +25,7 @@ from tests.api.conftest import (
     Caller,
     assert_error,
 )
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.errors import InvalidInput
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from reviews.models import HumanDecision
 from tests.api.conftest import assert_error
 from tests.dashboard.test_pages import attr, tagged
 from tests.dashboard.test_queries import JOB
-from tests.driving import step_finish
-from tests.factories import write_job
+from tests.support.driving import step_finish
+from tests.support.factories import write_job
 from workflows.services import sessions as session_services
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import Catalog

@@ -13,8 +13,8 @@ from reviews.gate import CommandReviewer
 from reviews.rulings import review_override
 from reviews.services import GateConfig
 from tests.api.conftest import assert_error
-from tests.driving import finished_step, step_finish
-from tests.factories import write_job
+from tests.support.driving import finished_step, step_finish
+from tests.support.factories import write_job
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure

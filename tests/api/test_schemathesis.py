@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 from accounts.services import api_token_create
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import Catalog

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.driving import step_finish
-from tests.step_files import make_repository, settle, write
+from tests.support.driving import step_finish
+from tests.support.step_files import make_repository, settle, write
 from workflows.dialects import deepwork
 
 pytestmark = pytest.mark.django_db(transaction=True)

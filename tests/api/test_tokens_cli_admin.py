@@ -14,7 +14,7 @@ from django.test import Client
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke
 from tests.api.conftest import VIEW, Caller
-from tests.factories import make_user
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

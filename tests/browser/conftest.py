@@ -14,8 +14,14 @@ import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.contrib.auth.models import User
 
-from tests.factories import make_user
-from tests.processes import child_database_url, child_env, start_uvicorn, stop, wait_for_port
+from tests.support.factories import make_user
+from tests.support.processes import (
+    child_database_url,
+    child_env,
+    start_uvicorn,
+    stop,
+    wait_for_port,
+)
 
 CHROMIUM = os.environ.get("DEEPWORK_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "browser-test-password"

@@ -14,8 +14,8 @@ from fastmcp import Client
 
 from tests.browser.conftest import create_person, log_in
 from tests.e2e.test_mcpserve_stdio import call, mcpserve
-from tests.factories import write_job
 from tests.reviews.test_gate import FAKE, GATE_JOB
+from tests.support.factories import write_job
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 

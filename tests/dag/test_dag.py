@@ -482,7 +482,7 @@ def test_summaries_and_details_take_a_constant_number_of_queries(proj):
 
 
 def test_a_human_approval_blocks_the_plan_until_a_person_completes_it(proj):
-    from tests.factories import make_user
+    from tests.support.factories import make_user
 
     dana = make_user(username="dana")
     register(proj, "w", "swe")
@@ -541,7 +541,7 @@ def test_a_human_approval_blocks_the_plan_until_a_person_completes_it(proj):
 
 
 def test_a_person_failing_a_human_step_fails_the_workflow(proj):
-    from tests.factories import make_user
+    from tests.support.factories import make_user
 
     steps = [{"step_id": "approve", "description": "Approve", "assigned_role": "human"}]
     wid = define(proj, steps=steps).job.dir_name

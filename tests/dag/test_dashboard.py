@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from dag import services as dag
 from tests.dashboard.conftest import client_for
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import Event, Project, StepRun
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from accounts.services import api_token_create
 from dag import services as dag
 from tests.api.conftest import VIEW, Caller
 from tests.dashboard.conftest import client_for
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import Project
 
 pytestmark = pytest.mark.django_db

@@ -12,8 +12,8 @@ from django.test import Client
 from reviews.gate import CommandReviewer, Verdict
 from reviews.rulings import review_request_changes
 from reviews.services import GateConfig, review_conclude, review_plan
-from tests.driving import step_finish
-from tests.factories import make_user
+from tests.support.driving import step_finish
+from tests.support.factories import make_user
 from workflows.models import Agent, Project, StepRun, WorkflowSession
 from workflows.results import NeedsWork
 from workflows.services import sessions

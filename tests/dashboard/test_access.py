@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.dashboard.conftest import client_for
-from tests.factories import make_user
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ import pytest
 
 from reviews.models import HumanDecision
 from tests.dashboard.conftest import client_for
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import Event, StepRun, WorkflowSession
 
 pytestmark = pytest.mark.django_db

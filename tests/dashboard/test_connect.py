@@ -16,7 +16,7 @@ from django.test import Client
 from accounts.models import ApiToken
 from accounts.services import api_token_authenticate
 from tests.dashboard.conftest import client_for
-from tests.factories import make_user
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from django.core.management.sql import emit_post_migrate_signal
 
 from dashboard.apps import ensure_groups
 from tests.dashboard.conftest import client_for
-from tests.factories import make_user
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

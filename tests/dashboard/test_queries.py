@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from tests.dashboard.conftest import Driver
-from tests.factories import write_job
+from tests.support.factories import write_job
 from workflows.selectors.sessions import session_cursor
 from workflows.services import sessions
 from workflows.services.agents import agent_ensure

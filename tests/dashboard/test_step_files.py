@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.step_files import make_repository, settle, write
+from tests.support.step_files import make_repository, settle, write
 from workflows.models import StepRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

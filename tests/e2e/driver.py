@@ -11,7 +11,7 @@ from typing import Any
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from tests.processes import MANAGE, child_env_on_test_db
+from tests.support.processes import MANAGE, child_env_on_test_db
 
 
 def mcpserve(project: Path, *extra: str, env_extra: dict[str, str] | None = None) -> StdioTransport:

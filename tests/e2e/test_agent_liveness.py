@@ -23,7 +23,7 @@ from asgiref.sync import sync_to_async
 from dag import services as dag
 from tests.dashboard.conftest import client_for
 from tests.e2e.driver import Driver
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import Agent, Event, Project
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]

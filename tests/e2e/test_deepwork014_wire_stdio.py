@@ -22,8 +22,8 @@ import pytest
 from inline_snapshot import snapshot
 
 from tests.e2e.driver import Driver
-from tests.step_files import git
 from tests.support.demo14 import DEMO14_JOB
+from tests.support.step_files import git
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

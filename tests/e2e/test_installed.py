@@ -39,7 +39,7 @@ from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 
 from deepwork_site import connect
 from tests.e2e.driver import call
-from tests.processes import free_port, stop, wait_for_port
+from tests.support.processes import free_port, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
-from tests.processes import (
+from tests.support.processes import (
     MANAGE,
     child_env_on_test_db,
     free_port,

@@ -14,7 +14,7 @@ import pytest
 from fastmcp import Client
 
 from tests.e2e.driver import Driver, call, call_error, mcpserve
-from tests.processes import child_database_url
+from tests.support.processes import child_database_url
 from workflows.models import Agent, WorkflowSession
 
 __all__ = ["call", "call_error", "child_database_url", "mcpserve"]  # used by other suites

@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 
 from reviews.rulings import review_override
 from tests.e2e.driver import Driver
-from tests.factories import write_job
 from tests.reviews.test_gate import FAKE, GATE_JOB
+from tests.support.factories import write_job
 from workflows.models import StepRun
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from tests.e2e.driver import Driver
-from tests.step_files import git, make_repository, write
+from tests.support.step_files import git, make_repository, write
 from workflows.models import Event, StepRun
 from workflows.services.step_changes import run_files
 

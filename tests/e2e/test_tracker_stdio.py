@@ -13,7 +13,7 @@ import pytest
 
 from tests.e2e.driver import Driver
 from tests.mcp_bridge.test_lean_start import NOT_NEEDED, WEB_STACK
-from tests.processes import MANAGE, child_env_on_test_db, handshake
+from tests.support.processes import MANAGE, child_env_on_test_db, handshake
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

@@ -14,8 +14,8 @@ from django.conf import settings
 
 from tests.conftest import DEMO_JOB
 from tests.e2e.driver import Driver
-from tests.factories import write_job
-from tests.processes import MANAGE, child_env, start_uvicorn, stop, wait_for_port_async
+from tests.support.factories import write_job
+from tests.support.processes import MANAGE, child_env, start_uvicorn, stop, wait_for_port_async
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
@@ -27,7 +27,7 @@ from django.core.management import call_command
 call_command("migrate", interactive=False, verbosity=0)
 from django.contrib.auth.models import Permission
 from accounts.services import api_token_create
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.services.projects import project_ensure
 from pathlib import Path
 project = project_ensure(root_path=Path(os.environ['CENTRAL_PROJECT']))

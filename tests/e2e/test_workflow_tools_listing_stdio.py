@@ -18,8 +18,8 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import NESTED_JOB
 from tests.e2e.driver import Driver
-from tests.factories import write_job
-from tests.processes import INITIALIZED, MANAGE, child_env_on_test_db, initialize_request
+from tests.support.factories import write_job
+from tests.support.processes import INITIALIZED, MANAGE, child_env_on_test_db, initialize_request
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

@@ -13,7 +13,7 @@ from fastmcp.client.messages import MessageHandler
 
 from tests.conftest import NESTED_JOB
 from tests.e2e.driver import Driver
-from tests.factories import write_job
+from tests.support.factories import write_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

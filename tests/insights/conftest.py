@@ -19,7 +19,7 @@ from insights.filters import InsightFilter
 from insights.tallies import insight_tallies_rebuild
 from reviews.models import HumanDecision, ReviewResult, copied_from
 from tests.conftest import DEMO_JOB
-from tests.factories import make_user, write_job
+from tests.support.factories import make_user, write_job
 from tracker.models import Decision, Issue, Task, TrackedWorkflow
 from workflows.models import Agent, Event, Job, Project, StepRun, WorkflowSession
 from workflows.services.catalog import Catalog

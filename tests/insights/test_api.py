@@ -12,8 +12,8 @@ from django.test import Client
 from accounts.services import api_token_create
 from insights.tables import INSIGHT_NAMES, insight_table
 from reviews.history import history_markdown, session_history
-from tests.factories import make_user
 from tests.insights.conftest import D1, D3, in_range
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -23,8 +23,8 @@ from dag import services as dag
 from insights import dag as dag_insights
 from insights.filters import InsightFilter
 from tests.dashboard.conftest import client_for
-from tests.factories import make_user
 from tests.insights.conftest import D1, D2, D3, at, in_range
+from tests.support.factories import make_user
 from workflows.models import Project, StepRun
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import json
 import pytest
 from django.test import Client
 
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.models import WorkflowSession
 
 pytestmark = pytest.mark.django_db

@@ -11,8 +11,8 @@ import pytest
 from django.test import Client
 
 from insights.tables import INSIGHT_NAMES, insight_table
-from tests.factories import make_user
 from tests.insights.conftest import D1, D3, in_range
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db
 

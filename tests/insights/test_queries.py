@@ -13,8 +13,8 @@ from django.test.utils import CaptureQueriesContext
 from accounts.services import api_token_create
 from insights.tables import INSIGHT_NAMES
 from reviews.models import ReviewResult, copied_from
-from tests.factories import make_user
 from tests.insights.conftest import D1, D3
+from tests.support.factories import make_user
 from workflows.models import Agent, Event, StepRun, WorkflowSession
 
 pytestmark = pytest.mark.django_db

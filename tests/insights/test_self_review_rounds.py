@@ -13,8 +13,8 @@ from django.test import Client
 
 from insights import reviews as review_insights
 from insights.filters import InsightFilter
-from tests.factories import make_user
 from tests.reviews.generations.conftest import DRAFT, driver, generation  # noqa: F401
+from tests.support.factories import make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,10 +18,10 @@ from dag import services as dag
 from insights import histograms, selectors
 from insights.models import AgentTally, SessionTally, StepTimeTally
 from insights.tallies import insight_tallies_rebuild, insight_tallies_summed
-from tests.driving import step_finish
 from tests.insights.conftest import D3, in_range
 from tests.insights.test_dag import PLAN
 from tests.support.demo14 import write_demo14
+from tests.support.driving import step_finish
 from workflows import events
 from workflows.generations import Conversation
 from workflows.models import Event, Project, WorkflowSession

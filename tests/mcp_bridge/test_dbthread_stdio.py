@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.driver import Driver
-from tests.factories import write_job
 from tests.reviews.test_gate import FAKE, GATE_JOB
-from tests.step_files import make_repository, write
+from tests.support.factories import write_job
+from tests.support.step_files import make_repository, write
 from workflows.models import StepRun
 from workflows.services.step_changes import NO_START_SNAPSHOT, run_files
 

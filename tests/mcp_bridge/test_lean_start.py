@@ -15,7 +15,7 @@ import sys
 import pytest
 from django.conf import settings
 
-from tests.processes import MANAGE, child_env_on_test_db, handshake
+from tests.support.processes import MANAGE, child_env_on_test_db, handshake
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

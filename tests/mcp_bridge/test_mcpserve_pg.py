@@ -23,7 +23,7 @@ from fastmcp.client.transports import StdioTransport
 from mcp_bridge import dbthread
 from mcp_bridge.dbthread import DatabaseThread
 from tests.e2e.driver import Driver
-from tests.processes import MANAGE, child_database_url, child_env
+from tests.support.processes import MANAGE, child_database_url, child_env
 from workflows.models import Agent, StepRun
 
 pytestmark = [

@@ -18,7 +18,7 @@ import pytest
 
 from mcp_bridge.runner import is_pipe as _is_pipe
 from tests.e2e.driver import Driver
-from tests.processes import MANAGE, child_env_on_test_db, handshake
+from tests.support.processes import MANAGE, child_env_on_test_db, handshake
 from workflows.models import WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]

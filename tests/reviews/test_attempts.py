@@ -14,9 +14,9 @@ import pytest
 from reviews.gate import ReviewerCouldNotRun, Verdict
 from reviews.models import ReviewResult
 from reviews.services import GateConfig, GateFailed
-from tests.driving import finished_step
-from tests.factories import write_job
 from tests.reviews.test_gate import CONCURRENT_JOB, GATE_JOB, start_session
+from tests.support.driving import finished_step
+from tests.support.factories import write_job
 from workflows.models import Event, StepRun
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,8 +17,8 @@ from reviews.gate import ClaudeReviewer, CommandReviewer
 from reviews.models import HumanDecision, ReviewResult
 from reviews.rulings import review_override, review_request_changes
 from reviews.services import GateConfig, GateFailed
-from tests.driving import finished_step as finish
-from tests.factories import make_user, write_job
+from tests.support.driving import finished_step as finish
+from tests.support.factories import make_user, write_job
 from workflows.errors import Conflict, InvalidInput
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions

@@ -9,8 +9,8 @@ import pytest
 
 from reviews.gate import ReviewTask, build_payload
 from reviews.services import step_finish_gated
-from tests.factories import write_job
 from tests.reviews.test_gate import GATE_JOB, command_gate, start_session
+from tests.support.factories import write_job
 from tests.workflows.pipes import never_blocks_on
 from workflows.errors import InvalidInput
 

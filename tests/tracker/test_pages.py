@@ -11,7 +11,7 @@ import pytest
 
 from tests.dashboard.conftest import client_for
 from tests.dashboard.test_pages import attr, tagged
-from tests.factories import make_user
+from tests.support.factories import make_user
 from tracker import services as tracker
 from tracker.models import Issue, Task, TrackedWorkflow
 from tracker.selectors import context_get

@@ -287,7 +287,7 @@ def test_phase_complete_on_a_closed_phase_leaves_the_task_running(project, agent
 
 
 def test_a_person_resolves_a_blocker_once_and_the_agent_sees_who_and_when(project, agent, workflow):
-    from tests.factories import make_user
+    from tests.support.factories import make_user
     from tracker.selectors import context_get
 
     task = tracker.task_start(
@@ -331,7 +331,7 @@ def test_a_person_resolves_a_blocker_once_and_the_agent_sees_who_and_when(projec
 
 def test_get_context_pages_open_and_resolved_blockers_apart(project, agent, workflow):
     """Both blocker lists come from one query; each keeps its own pages, count and cursor."""
-    from tests.factories import make_user
+    from tests.support.factories import make_user
     from tracker.selectors import context_get
 
     task = tracker.task_start(

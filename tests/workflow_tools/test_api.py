@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.api.conftest import assert_error
 from tests.conftest import NESTED_JOB
-from tests.factories import write_job
+from tests.support.factories import write_job
 from workflows.models import WorkflowSession
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from fastmcp import Client
 
 from mcp_bridge.server import create_server
 from tests.conftest import NESTED_JOB
-from tests.factories import write_job
+from tests.support.factories import write_job
 from workflow_tools.sources import PublishedWorkflow
 
 pytestmark = [pytest.mark.django_db(transaction=True)]

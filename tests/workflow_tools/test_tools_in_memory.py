@@ -11,7 +11,7 @@ from fastmcp import Client
 
 from mcp_bridge.server import create_server
 from tests.conftest import NESTED_JOB
-from tests.factories import write_job
+from tests.support.factories import write_job
 from workflow_tools.models import WorkflowToolFilter, WorkflowToolName
 from workflows.models import WorkflowSession
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.driving import step_finish
+from tests.support.driving import step_finish
 from workflows.models import Agent
 from workflows.services import sessions
 from workflows.services.agents import (

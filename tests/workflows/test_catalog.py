@@ -10,7 +10,7 @@ import pytest
 from django.db import connections
 
 from tests.conftest import NESTED_JOB
-from tests.factories import write_job
+from tests.support.factories import write_job
 from workflows.errors import ProjectUnavailable
 from workflows.jobdefs import parse as jobdef
 from workflows.models import Job, JobLoadError, WorkflowStep

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.step_files import git, make_repository, write
+from tests.support.step_files import git, make_repository, write
 from workflows import changes
 from workflows.changes import changes_and_snapshot, changes_since, snapshot_take
 

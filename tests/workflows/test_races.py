@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from django.db import connections
 
-from tests.driving import step_finish
+from tests.support.driving import step_finish
 from workflows.errors import Conflict, WorkflowError
 from workflows.models import Event, StepRun, WorkflowSession
 from workflows.services import sessions

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.driving import step_finish
-from tests.factories import make_user
+from tests.support.driving import step_finish
+from tests.support.factories import make_user
 from workflows.dialects import deepwork
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.models import Event, StepRun, WorkflowSession
@@ -70,7 +70,7 @@ def test_start_returns_first_step_with_every_field(project, agent, catalog):
 
 def test_start_accepts_the_yaml_name_as_well_as_the_folder(project_dir, db):
     from tests.conftest import NESTED_JOB
-    from tests.factories import write_job
+    from tests.support.factories import write_job
     from workflows.services.catalog import Catalog
     from workflows.services.projects import project_ensure
 

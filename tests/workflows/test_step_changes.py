@@ -13,10 +13,10 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from reviews.services import GateConfig
-from tests.driving import finished_step, step_finish
-from tests.factories import write_job
 from tests.reviews.test_gate import GATE_JOB, calls, command_gate
-from tests.step_files import git, settle, write
+from tests.support.driving import finished_step, step_finish
+from tests.support.factories import write_job
+from tests.support.step_files import git, settle, write
 from workflows.dialects import deepwork
 from workflows.models import Event, StepRun
 from workflows.services import sessions, step_changes

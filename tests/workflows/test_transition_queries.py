@@ -12,8 +12,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.driving import step_finish
-from tests.factories import make_user
+from tests.support.driving import step_finish
+from tests.support.factories import make_user
 from workflows.dialects import deepwork
 from workflows.errors import Conflict, NotFound
 from workflows.models import Event, StepRun, WorkflowSession

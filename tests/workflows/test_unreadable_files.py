@@ -7,7 +7,7 @@ import os
 import pytest
 
 from tests.conftest import NESTED_JOB
-from tests.factories import write_job
+from tests.support.factories import write_job
 from tests.workflows.pipes import never_blocks_on
 from workflows.errors import JobBroken
 from workflows.models import JobLoadError, WorkflowSession

@@ -83,11 +83,6 @@ def _declared_outputs(entry: list[Step]) -> list[DeclaredOutput]:
     ]
 
 
-def new_session_id() -> str:
-    """An 8-hex id, short enough to type; a collision is drawn again by the start."""
-    return secrets.token_hex(4)
-
-
 class FirstGeneration:
     name = WorkflowSession.Generation.DEEPWORK_091.value
     abort_told_next = ABORT_TOLD_NEXT

@@ -20,8 +20,8 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
 from accounts.services import api_token_create
-from tests.factories import make_user
-from tests.processes import child_env_on_test_db, free_port, stop, wait_for_port
+from tests.support.factories import make_user
+from tests.support.processes import child_env_on_test_db, free_port, stop, wait_for_port
 from workflows.models import Project
 from workflows.services.projects import project_ensure
 

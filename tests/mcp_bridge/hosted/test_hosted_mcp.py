@@ -19,9 +19,9 @@ from mcp.shared.exceptions import MCPError
 from accounts.models import ApiToken
 from accounts.services import api_token_create, api_token_revoke
 from mcp_bridge.server import create_server
-from tests.factories import make_user
 from tests.mcp_bridge.hosted.conftest import DRIVE, Tokens, call, mcp_client, start_web
-from tests.processes import stop
+from tests.support.factories import make_user
+from tests.support.processes import stop
 from workflows.models import Agent, Event, WorkflowSession
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]

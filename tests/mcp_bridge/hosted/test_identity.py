@@ -11,8 +11,8 @@ from accounts.services import api_token_create, api_token_revoke
 from mcp_bridge.hosted import auth
 from mcp_bridge.hosted.auth import Identity, identify, still_authorised
 from mcp_bridge.hosted.refusals import Refused
-from tests.factories import make_user
 from tests.mcp_bridge.hosted.conftest import DRIVE
+from tests.support.factories import make_user
 from workflows.models import Agent
 from workflows.services.projects import project_ensure
 

@@ -11,10 +11,10 @@ from fastmcp import Client
 
 from accounts.identity import token_scoped_agent_id
 from accounts.models import ApiToken
-from tests.factories import make_user
 from tests.mcp_bridge.hosted.conftest import Tokens, call, mcp_client
 from tests.mcp_bridge.hosted.test_hosted_mcp import ACCEPT, post
 from tests.support.demo14 import DEMO14_JOB
+from tests.support.factories import make_user
 from workflows.errors import Forbidden, InvalidInput
 from workflows.models import Agent, WorkflowSession
 

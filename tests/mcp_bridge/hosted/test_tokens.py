@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from accounts.models import ApiToken
 from accounts.services import api_token_create
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.errors import InvalidInput
 from workflows.services.projects import project_ensure
 

@@ -23,7 +23,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 
 from tests.mcp_bridge.hosted.conftest import RECHECK_SECONDS, Tokens, call, start_web
-from tests.processes import child_env_on_test_db, free_port, stop, wait_for_port
+from tests.support.processes import child_env_on_test_db, free_port, stop, wait_for_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 

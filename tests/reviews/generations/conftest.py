@@ -23,7 +23,7 @@ from fastmcp import Client
 
 from mcp_bridge.server import create_server
 from reviews.models import ReviewResult
-from tests.factories import write_job
+from tests.support.factories import write_job
 from workflows.models import Event, StepRun, WorkflowSession
 
 JOB_09 = textwrap.dedent(

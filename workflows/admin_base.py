@@ -1,9 +1,8 @@
 """What every app's admin shares: read-only pages, links, and actions that ask a reason first.
 
-It lives in the project package, below every app's interface, so that ``workflows``, ``reviews``
-and ``api`` each keep their own admin and none of them imports another's. It knows the domain
-only through the engine's models and errors (a session id, a refused request), never through
-another admin.
+It lives in the engine, which every context builds on, so that each app keeps its own admin
+and none of them imports another's. It knows the domain only through the engine's models and
+errors (a session id, a refused request), never through another admin.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.admin.test_layers import ROOT, imported_modules
+from tests.architecture.test_layers import ROOT, imported_modules
 
 APPS = (
     "workflows",

@@ -133,7 +133,7 @@ def test_the_engine_answers_in_domain_terms_not_a_dialects_wire():
 
 
 def test_the_shared_admin_helpers_import_no_app_interface():
-    helpers = [ROOT / "deepwork_site" / "admin_helpers.py"]
+    helpers = [ROOT / "workflows" / "admin_base.py"]
     assert offending(helpers, ("reviews", *INTERFACES, "workflows.admin", "tracker.admin")) == []
 
 
@@ -184,3 +184,14 @@ def test_the_read_model_rule_flags_every_write_and_every_import_of_it(tmp_path):
     ]
     beneath = offending([tmp_path / "tracker" / "services.py"], READ_MODELS, root=tmp_path)
     assert beneath == ["tracker/services.py: insights", "tracker/services.py: insights.tallies"]
+
+
+CONTEXTS = ("workflows", "reviews", "tracker", "dag", "workflow_tools", "insights", "accounts")
+
+
+@pytest.mark.parametrize("app", CONTEXTS)
+def test_no_context_reaches_up_into_the_site(app):
+    """The site package mounts the apps; an app's code (its management commands aside, which
+    are an interface) never imports it back."""
+    paths = [p for p in sources(app) if "management" not in p.parts]
+    assert offending(paths, ("deepwork_site",)) == []

@@ -14,7 +14,7 @@ import ast
 import re
 from pathlib import Path
 
-from tests.admin.test_layers import ROOT, imported_modules, sources
+from tests.architecture.test_layers import ROOT, imported_modules, sources
 
 APPS = ("workflows", "reviews", "mcp_bridge", "api", "dashboard", "deepwork_site")
 THE_MODULE = ROOT / "workflows" / "json_schemas.py"

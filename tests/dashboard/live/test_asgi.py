@@ -7,7 +7,7 @@ from asgiref.testing import ApplicationCommunicator
 
 from dashboard import live
 from deepwork_site.asgi import application
-from tests.live.conftest import open_socket
+from tests.dashboard.live.conftest import open_socket
 
 
 async def test_static_files_are_served_by_the_asgi_application():

@@ -12,9 +12,7 @@ from django.db import OperationalError, connection, transaction
 
 from dashboard import live
 from dashboard.origin import origin_matches_host
-from tests.driving import step_finish
-from tests.factories import make_user
-from tests.live.conftest import (
+from tests.dashboard.live.conftest import (
     add_event,
     assert_closed_with,
     max_event_id,
@@ -24,6 +22,8 @@ from tests.live.conftest import (
     session_cookie,
     socket,
 )
+from tests.support.driving import step_finish
+from tests.support.factories import make_user
 from workflows.events import event_record
 from workflows.models import Event
 from workflows.services import sessions

@@ -14,7 +14,7 @@ from django.test import Client
 
 from dashboard import live
 from deepwork_site.asgi import application
-from tests.factories import make_user
+from tests.support.factories import make_user
 from workflows.events import event_record
 from workflows.models import Event, Project
 

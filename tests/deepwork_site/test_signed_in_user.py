@@ -7,8 +7,8 @@ from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import PermissionDenied
 from django.test import RequestFactory
 
-from deepwork_site.auth import signed_in_user
-from tests.factories import make_user
+from accounts.people import signed_in_user
+from tests.support.factories import make_user
 
 
 @pytest.mark.django_db

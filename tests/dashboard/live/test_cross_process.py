@@ -24,7 +24,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 from websockets.asyncio.client import connect
 
-from tests.processes import MANAGE, child_env, start_uvicorn, stop, wait_for_port_async
+from tests.support.processes import MANAGE, child_env, start_uvicorn, stop, wait_for_port_async
 
 pytestmark = pytest.mark.e2e
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.admin.test_layers import INTERFACES, offending, sources
+from tests.architecture.test_layers import INTERFACES, offending, sources
 
 
 @pytest.mark.parametrize("interface", INTERFACES)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.admin.test_layers import ROOT
+from tests.architecture.test_layers import ROOT
 
 APPS = (
     "accounts",
