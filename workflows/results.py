@@ -11,7 +11,7 @@ from workflows.models import Job, Step, WorkflowSession
 
 
 class CriterionResult(TypedDict):
-    """One criterion's verdict as a reviewer gave it and ``ReviewResult.criteria_results``
+    """One criterion's verdict as a reviewer gave it and ``FailedReviewOut.criteria_results``
     stores it; ``workflows.schemas.QualityCriteriaResult`` is its DeepWork wire form."""
 
     criterion: str

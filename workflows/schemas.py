@@ -80,7 +80,9 @@ class QualityCriteriaResult(BaseModel):
     feedback: str | None = None
 
 
-class ReviewResult(BaseModel):
+# A review that did not pass, on the wire; DeepWork calls it a review result, a name the
+# verdicts table (``reviews.models.ReviewResult``) has here.
+class FailedReviewOut(BaseModel):
     review_run_each: str
     target_file: str | None = None
     passed: bool
@@ -91,7 +93,7 @@ class ReviewResult(BaseModel):
 class FinishedStepResponse(BaseModel):
     status: StepStatus
     feedback: str | None = None
-    failed_reviews: list[ReviewResult] | None = None
+    failed_reviews: list[FailedReviewOut] | None = None
     begin_step: ActiveStepInfo | None = None
     summary: str | None = None
     all_outputs: dict[str, str | list[str]] | None = None

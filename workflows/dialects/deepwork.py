@@ -34,6 +34,7 @@ from workflows.schemas import (
     AbortWorkflowResponse,
     ActiveStepInfo,
     ExpectedOutput,
+    FailedReviewOut,
     FinishedStepResponse,
     GetWorkflowsResponse,
     GoToStepResponse,
@@ -41,7 +42,6 @@ from workflows.schemas import (
     JobLoadErrorInfo,
     QualityCriteriaResult,
     ReviewInfo,
-    ReviewResult,
     StackEntry,
     StartWorkflowResponse,
     StepStatus,
@@ -186,7 +186,7 @@ def _needs_work(outcome: NeedsWork) -> FinishedStepResponse:
         status=StepStatus.NEEDS_WORK,
         feedback=joined_feedback(outcome.failed),
         failed_reviews=[
-            ReviewResult(
+            FailedReviewOut(
                 review_run_each=review.run_each,
                 target_file=review.target_file,
                 passed=False,
