@@ -34,6 +34,7 @@ from django.db import connections, models, router, transaction
 from django.utils import timezone
 
 from tracker import scope
+from tracker.ids import not_found, wire_pk
 from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
 from workflows import changes, events, limits
 from workflows.errors import Conflict, InvalidInput, NotFound
@@ -84,15 +85,6 @@ def enum_value(field_name: str, value: str, choices: Mapping[str, str]) -> str:
         return choices[value]
     except KeyError:
         raise InvalidInput(f"{field_name} {value!r} is not one of: {', '.join(choices)}") from None
-
-
-def wire_pk(wire_id: str) -> int | None:
-    text = str(wire_id).strip()
-    return int(text) if text.isdigit() and len(text) < 19 else None
-
-
-def not_found(field_name: str, wire_id: str, what: str) -> NotFound:
-    return NotFound(f"{field_name} {wire_id!r}: no {what} with this id in this project")
 
 
 def _get(queryset: models.QuerySet[M], field_name: str, wire_id: str, what: str) -> M:
