@@ -87,8 +87,6 @@ def _person_report(
             report = services.dag_person_report(
                 workflow_id=workflow_id, step_id=step_id, by=signed_in_user(request), result=result
             )
-            if not report.already:
-                services.dag_dispatch(project=selectors.dag_job_by_id(workflow_id).project)
     except NotFound as exc:
         raise Http404(str(exc)) from None
     except WorkflowError as exc:

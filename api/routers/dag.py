@@ -254,8 +254,6 @@ def complete_human_step(
     report = services.dag_person_report(
         workflow_id=workflow_id, step_id=step_id, by=signed_in_user(request), result=body.result
     )
-    if not report.already:
-        services.dag_dispatch(project=selectors.dag_job_by_id(workflow_id).project)
     return _person_answer(report, "completed")
 
 

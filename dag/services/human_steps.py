@@ -20,7 +20,7 @@ from dag.services.base import (
     result_check,
 )
 from dag.services.reports import locked_execution, reported_run, step_failure_record
-from dag.services.scheduling import dag_advance
+from dag.services.scheduling import dag_advance, dag_dispatch
 from workflows import events
 from workflows.errors import Conflict, InvalidInput, NotFound
 from workflows.models import Event, Job, StepRun, WorkflowSession
@@ -128,4 +128,6 @@ def dag_person_report(
             ),
         )
         advance = dag_advance(session, released=step_id)
+    # Steps of other workflows that were waiting on agents may be handed out now as well.
+    dag_dispatch(project=project)
     return Report(workflow_id, step_id, advance.status, advance)

@@ -20,7 +20,7 @@ from dag.services.base import (
     error_message_check,
     result_check,
 )
-from dag.services.scheduling import dag_advance
+from dag.services.scheduling import dag_advance, dag_dispatch
 from workflows import events
 from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
@@ -120,6 +120,8 @@ def dag_report_completion(
             ),
         )
         advance = dag_advance(session, released=step_id)
+    # The reporter is free again: other workflows' waiting steps may fit it now.
+    dag_dispatch(project=project)
     return Report(workflow_id, step_id, advance.status, advance)
 
 

@@ -445,9 +445,6 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 agent_id=state.acting_agent_id(agent_id),
                 result=result,
             )
-            if not report.already:
-                # The reporter is free again: other workflows' waiting steps may fit it now.
-                services.dag_dispatch(project=project)
             return _report_answer(report, "completed")
 
         params = {"workflow_id": workflow_id, "step_id": step_id, "agent_id": agent_id}
