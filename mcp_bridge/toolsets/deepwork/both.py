@@ -30,9 +30,12 @@ from mcp_bridge.toolsets.deepwork.common import (
     LOOSE_OBJECT,
     AgentId,
     Capture,
+    Goal,
     Inputs,
+    JobName,
     Override,
     SessionId,
+    WorkflowName,
     WorkSummary,
     call,
     conversation,
@@ -186,17 +189,9 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
     async def start_workflow(
-        goal: Annotated[str, Field(description="What the user wants to accomplish.")],
-        job_name: Annotated[
-            str, Field(description="The job's name as get_workflows lists it (or its folder).")
-        ],
-        workflow_name: Annotated[
-            str,
-            Field(
-                description="The workflow within the job. A job with a single workflow runs "
-                "it whatever name is given; otherwise an unknown name lists the available ones."
-            ),
-        ],
+        goal: Goal,
+        job_name: JobName,
+        workflow_name: WorkflowName,
         instance_id: Annotated[
             str | None,
             Field(description="DeepWork 0.9.1: optional label for this run, e.g. 'acme'."),

@@ -93,6 +93,18 @@ class Capture:
         self.fns[name] = fn
 
 
+# start_workflow's parameters as DeepWork 0.9.1 words them (its own tools and the union's).
+Goal = Annotated[str, Field(description="What the user wants to accomplish.")]
+JobName = Annotated[
+    str, Field(description="The job's name as get_workflows lists it (or its folder).")
+]
+WorkflowName = Annotated[
+    str,
+    Field(
+        description="The workflow within the job. A job with a single workflow runs it "
+        "whatever name is given; otherwise an unknown name lists the available ones."
+    ),
+]
 # Parameter declarations shared by the 0.14 and the union tools.
 SessionId = Annotated[
     str | None,

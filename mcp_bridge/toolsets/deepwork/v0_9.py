@@ -16,7 +16,14 @@ from pydantic import Field
 
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
-from mcp_bridge.toolsets.deepwork.common import LOOSE_OBJECT, call, fail
+from mcp_bridge.toolsets.deepwork.common import (
+    LOOSE_OBJECT,
+    Goal,
+    JobName,
+    WorkflowName,
+    call,
+    fail,
+)
 from reviews.services import step_finish_gated
 from workflows.db import BUSY_MESSAGE, db_sync_to_async, is_busy
 from workflows.dialects import deepwork
@@ -111,17 +118,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
     async def start_workflow(
-        goal: Annotated[str, Field(description="What the user wants to accomplish.")],
-        job_name: Annotated[
-            str, Field(description="The job's name as get_workflows lists it (or its folder).")
-        ],
-        workflow_name: Annotated[
-            str,
-            Field(
-                description="The workflow within the job. A job with a single workflow runs "
-                "it whatever name is given; otherwise an unknown name lists the available ones."
-            ),
-        ],
+        goal: Goal,
+        job_name: JobName,
+        workflow_name: WorkflowName,
         instance_id: Annotated[
             str | None,
             Field(description="Optional label for this run, e.g. 'acme' or 'q1-2026'."),
