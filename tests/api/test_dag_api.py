@@ -1,4 +1,4 @@
-"""REST for DAG workflows (seed 004): the same rules as the MCP tools, the API's permissions
+"""REST for DAG workflows: the same rules as the MCP tools, the API's permissions
 and error shape, people completing human steps, and constant query counts."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""``make bench``: the tracker toolset's speed targets (issue 10, seed 002).
+"""``make bench``: the tracker toolset's speed targets (issue 10).
 
 1. Per-tool latency over stdio: one real ``manage.py mcpserve --toolsets deepwork,tracker``
    process driven by the FastMCP client (``run_bench``'s client and helpers), in cycles of

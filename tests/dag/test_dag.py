@@ -1,4 +1,4 @@
-"""Multi-agent DAG workflows (seed 004): validation, the scheduler, reports, authorization,
+"""Multi-agent DAG workflows: validation, the scheduler, reports, authorization,
 lost agents and deletion, on the real database (SQLite, and PostgreSQL with DATABASE_URL)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""0.14's ``.deepreview`` keys over stdio (digest §5.3, §5.5): ``reference_files`` inlined and
+"""0.14's ``.deepreview`` keys over stdio: ``reference_files`` inlined and
 ``precomputed_info_for_reviewer_bash_command`` run, both in ``get_review_instructions`` and in
 ``finished_step``'s project rules; a 0.9.1 server keeps reporting the file as unparsable."""
 

@@ -1,4 +1,4 @@
-"""0.14's gate over stdio with the project's own rules (digest §5.2 step 6, §5.3, §5.4).
+"""0.14's gate over stdio with the project's own rules.
 
 ``finished_step`` of a 0.14 session asks, after the step's own reviews, for the project's
 ``.deepreview`` and DeepSchema rules on the submitted output files that git reports as changed

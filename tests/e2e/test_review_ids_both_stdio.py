@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 NOTES = "notes, with a source\n"
 CONTENT = hashlib.sha256(NOTES.encode()).hexdigest()[:12]
-# 0.14's id of the project rule's review of notes.md (digest §5.4): rule, path, content hash.
+# 0.14's id of the project rule's review of notes.md: rule, path, content hash.
 GATE_ID = f"notes_rule--notes.md--{CONTENT}"
 FINISH = {
     "outputs": {"notes.md": "notes.md", "data.json": "data.json"},

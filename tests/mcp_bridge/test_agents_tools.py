@@ -1,4 +1,4 @@
-"""The agents toolset (seed 004) in process: the seed's schemas, a whole run, every refusal,
+"""The agents toolset in process: its schemas, a whole run, every refusal,
 and await_assignment waking when a step is handed over. Both protocol eras."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The review tools as DeepWork 0.14 answers them (digest §7 check 24)."""
+"""The review tools as DeepWork 0.14 answers them."""
 
 from __future__ import annotations
 

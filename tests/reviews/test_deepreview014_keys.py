@@ -1,5 +1,5 @@
 """0.14's ``.deepreview`` keys ``reference_files`` and
-``precomputed_info_for_reviewer_bash_command`` (digest §5.3, §5.5): accepted and carried out
+``precomputed_info_for_reviewer_bash_command``: accepted and carried out
 by the 0.14 dialect only; 0.9.1 keeps refusing them."""
 
 from __future__ import annotations

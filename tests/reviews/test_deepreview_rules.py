@@ -1,4 +1,4 @@
-"""`.deepreview` parsing, discovery, glob matching and review strategies (digest §5.1-§5.5).
+"""`.deepreview` parsing, discovery, glob matching and review strategies.
 
 No git and no database: rules are written to ``tmp_path`` and changed-file lists are given
 directly. Error texts are spelled out in full because agents see them verbatim.

@@ -1,5 +1,5 @@
 """The review tools end to end: messages, output format, instruction files, confinement,
-pass caching and concurrent calls (digest §5.6-§5.8 and §7's 0.9.2/0.9.3 items).
+pass caching and concurrent calls.
 
 Expected outputs are written out in full: they are the wire contract with agents.
 """

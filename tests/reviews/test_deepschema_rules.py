@@ -1,4 +1,4 @@
-"""DeepSchema-generated review rules (digest §5.3, §5.7, §5.8) and the two review dialects."""
+"""DeepSchema-generated review rules and the two review dialects."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""0.14's instruction-file layout (digest §5.5): sections, inlined files and their limits."""
+"""0.14's instruction-file layout: sections, inlined files and their limits."""
 
 from __future__ import annotations
 

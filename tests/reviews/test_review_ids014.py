@@ -1,4 +1,4 @@
-"""0.14's review ids (digest §5.4): rule, files and a hash of the files' content only."""
+"""0.14's review ids: rule, files and a hash of the files' content only."""
 
 from __future__ import annotations
 

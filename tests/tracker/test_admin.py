@@ -1,4 +1,4 @@
-"""The tracker's admin (seed 002): every model's pages render real rows written by the tracker's
+"""The tracker's admin: every model's pages render real rows written by the tracker's
 services, search and filters find exactly the right rows, nothing can be written, and each
 changelist reads a constant number of queries however many rows there are."""
 

@@ -161,7 +161,7 @@ def test_workflow_list_filters_and_pages(viewer, project, agent, tmp_path):
 
     assert ids_of(project=project.pk) == list(reversed(ids))
     assert ids_of(agent="bob") == [theirs.pk]
-    # The seed's lower-case wire values, as agents send them.
+    # The lower-case wire values, as agents send them.
     assert ids_of(profile="complex") == [theirs.pk]
     # `partial` keeps its own status rather than turning into FAILED.
     assert ids_of(status="partial") == [ids[1]]

@@ -1,4 +1,4 @@
-"""The tracker's dashboard pages (seed 002): the list of tracked workflows, one workflow's page,
+"""The tracker's dashboard pages: the list of tracked workflows, one workflow's page,
 and a person's written answer to a blocker, with the same login, permissions, live region,
 keyset pages and bad-input handling as the session pages."""
 
@@ -81,7 +81,7 @@ def test_list_filters_by_project_status_profile_and_agent(watching, project, age
 
     assert listed() == [theirs, mine[2], mine[1], mine[0]]
     assert listed(f"?project={project.pk}") == [mine[2], mine[1], mine[0]]
-    # The seed's wire values; `partial` keeps its own status.
+    # The wire values; `partial` keeps its own status.
     assert listed("?status=partial") == [mine[1]]
     assert listed("?status=in_progress&profile=simple") == [mine[2], mine[0]]
     assert listed("?profile=complex") == [theirs]

@@ -1,4 +1,4 @@
-"""The tracker toolset (seed 002) in process: every tool, its answers and every refusal."""
+"""The tracker toolset in process: every tool, its answers and every refusal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The published-workflows endpoints: seed 003's list schema, runs started, followed and
+"""The published-workflows endpoints: the published list schema, runs started, followed and
 cancelled over REST, with token auth."""
 
 from __future__ import annotations

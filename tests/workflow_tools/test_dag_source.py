@@ -1,4 +1,4 @@
-"""Defined multi-agent DAG workflows as a workflow source (seed 003 point 5 over seed 004): what
+"""Defined multi-agent DAG workflows as a workflow source: what
 is published, executing with the calling agent as the triggering agent, status with progress
 and results, and cancel as failing the run; on the real database (SQLite, and PostgreSQL with
 DATABASE_URL)."""

@@ -146,7 +146,8 @@ class Command(BaseCommand):
             metavar="NAMES",
             help="Comma list of toolsets to serve: deepwork (the workflow tools and the review "
             "tools, as DeepWork 0.9.1 serves them) or deepreview (the review tools only), "
-            "tracker, workflow-tools (one tool per published workflow). "
+            "tracker, workflow-tools (one tool per published workflow), agents (multi-agent DAG "
+            "workflows). "
             "Default: deepwork",
         )
         parser.add_argument(
