@@ -19,7 +19,7 @@ from dag.services.base import (
     is_human,
     result_check,
 )
-from dag.services.reports import locked_execution, reported_run, step_failure_record
+from dag.services.reports import execution_fail, locked_execution, reported_run
 from dag.services.scheduling import dag_advance, dag_dispatch
 from workflows import events
 from workflows.errors import Conflict, InvalidInput, NotFound
@@ -97,13 +97,8 @@ def dag_person_report(
                 assigned_at=now,
                 completed_at=now,
             )
-            WorkflowSession.objects.filter(pk=session.pk, status=RUNNING).update(
-                status=WorkflowSession.Status.FAILED,
-                completed_at=now,
-                updated_at=now,
-                abort_reason=f"Step {step_id!r} failed: {error_message}",
-            )
-            step_failure_record(
+            execution_fail(
+                now=now,
                 project=project,
                 session=session,
                 workflow_id=workflow_id,

@@ -26,6 +26,8 @@ from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
 from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from django.contrib.auth.models import User
 
 
@@ -142,13 +144,8 @@ def dag_report_failure(
             status=StepRun.Status.FAILED, error_message=error_message, completed_at=now
         )
         assert updated
-        WorkflowSession.objects.filter(pk=session.pk, status=RUNNING).update(
-            status=WorkflowSession.Status.FAILED,
-            completed_at=now,
-            updated_at=now,
-            abort_reason=f"Step {step_id!r} failed: {error_message}",
-        )
-        step_failure_record(
+        execution_fail(
+            now=now,
             project=project,
             session=session,
             workflow_id=workflow_id,
@@ -160,8 +157,9 @@ def dag_report_failure(
     return Report(workflow_id, step_id, WorkflowSession.Status.FAILED, Advance(status="failed"))
 
 
-def step_failure_record(
+def execution_fail(
     *,
+    now: datetime,
     project: Project,
     session: WorkflowSession,
     workflow_id: str,
@@ -171,7 +169,14 @@ def step_failure_record(
     agent: Agent | None = None,
     by: User | None = None,
 ) -> None:
-    """A failed step fails its workflow: both events, in the caller's transaction."""
+    """A failed step fails its workflow (fail-fast): the execution's status and both events,
+    in the caller's transaction."""
+    WorkflowSession.objects.filter(pk=session.pk, status=RUNNING).update(
+        status=WorkflowSession.Status.FAILED,
+        completed_at=now,
+        updated_at=now,
+        abort_reason=f"Step {step_id!r} failed: {error_message}",
+    )
     events.event_record(
         kind=Event.Kind.DAG_STEP_FAILED,
         project=project,
