@@ -8,22 +8,14 @@ import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from accounts.models import ApiToken
 from accounts.services import api_token_authenticate, api_token_create, api_token_revoke
+from tests.support.model_moves import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("api", "0003_hosted15"), ("accounts", None)]
-
-
-def migrate(targets=None) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    # Without targets: every app to its latest migration, as the other tests expect.
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
-    ContentType.objects.clear_cache()
 
 
 def test_tokens_survive_the_move_to_accounts():

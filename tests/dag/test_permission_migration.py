@@ -7,19 +7,11 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, Permission, User
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from dag.models import DagRun
+from tests.support.model_moves import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def migrate(targets=None) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
-    ContentType.objects.clear_cache()
 
 
 def fresh(user: User) -> User:

@@ -5,21 +5,14 @@ from __future__ import annotations
 
 import pytest
 from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
 from reviews.models import ReviewResult
+from tests.support.model_moves import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("reviews", "0003_insights14")]
 COPIED = ("project_id", "generation", "job_id", "job_name", "workflow_name")
-
-
-def migrate(targets=None) -> None:
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    # Without targets: every app to its latest migration, as the other tests expect.
-    executor.migrate(targets or executor.loader.graph.leaf_nodes())
 
 
 def test_the_migrations_copy_each_reviews_step_and_session(history):

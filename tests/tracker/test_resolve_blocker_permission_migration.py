@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group, Permission, User
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from tests.tracker.test_tracker_move_migration import migrate
+from tests.support.model_moves import migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
