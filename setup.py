@@ -15,7 +15,7 @@ static files, schemas, standard jobs) is named in pyproject.toml.
 
 from pathlib import Path
 
-from setuptools import find_packages, setup  # type: ignore[import-untyped]
+from setuptools import find_namespace_packages, setup  # type: ignore[import-untyped]
 
 ROOT = Path(__file__).resolve().parent
 DIST = "deepwork_server"
@@ -31,19 +31,28 @@ for required in ("deepwork_site", "workflows", "reviews", "mcp_bridge"):
     if required not in APPS:
         raise SystemExit(f"setup.py: the app folder {required}/ is missing from {ROOT}")
 
-app_packages = find_packages(
-    where=str(ROOT), include=[pattern for app in APPS for pattern in (app, f"{app}.*")]
+# Every folder of an app, data folders (templates, static files, standard jobs) included: a
+# folder of data inside a package is itself importable as a namespace package, and setuptools
+# wants every such folder named rather than shipped as data of its parent.
+app_packages = find_namespace_packages(
+    where=str(ROOT),
+    include=[pattern for app in APPS for pattern in (app, f"{app}.*")],
+    exclude=["*.__pycache__"],
 )
+
+SITE_TEMPLATES = f"{DIST}.deepwork_site.templates"
+template_folders = find_namespace_packages(where=str(ROOT / "templates"), exclude=["*.__pycache__"])
 
 setup(
     packages=[
         DIST,
         *(f"{DIST}.{package}" for package in app_packages),
-        f"{DIST}.deepwork_site.templates",
+        SITE_TEMPLATES,
+        *(f"{SITE_TEMPLATES}.{folder}" for folder in template_folders),
     ],
     package_dir={
         DIST: DIST,
         **{f"{DIST}.{app}": app for app in APPS},
-        f"{DIST}.deepwork_site.templates": "templates",
+        SITE_TEMPLATES: "templates",
     },
 )
