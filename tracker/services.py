@@ -16,6 +16,10 @@ Rules the original left loose, decided here:
   the state they depend on is checked again inside it.
 
 Wire ids are the primary keys as text; an id that is not a number is simply not found.
+
+Why one long module: every write of the tracker (workflows, phases, tasks, the three logs and
+a person's answer to a blocker) shares the same claim-then-recheck pattern around the slow git
+look, and the same status rules; split by entity when one of them gains rules of its own.
 """
 
 from __future__ import annotations
