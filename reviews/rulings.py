@@ -17,7 +17,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from reviews.models import HumanDecision, ReviewResult, copied_from
-from workflows import events, limits
+from workflows import events, limits, rows
 from workflows.errors import Conflict, InvalidInput
 from workflows.events import User
 from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
@@ -25,10 +25,17 @@ from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
 
 def pending_decisions(run_ids: Iterable[int]) -> dict[str, HumanDecision]:
     """The rulings on these runs that the agent has not seen yet, newest per kind."""
+    ids = list(run_ids)
+    if not ids:
+        return {}
     pending: dict[str, HumanDecision] = {}
-    for decision in HumanDecision.objects.filter(
-        step_run_id__in=list(run_ids), consumed_at__isnull=True
-    ).order_by("id"):
+    # Every hand-in asks: written out (``workflows.rows``), one shape per number of runs.
+    for decision in rows.select_models(
+        HumanDecision,
+        where=f"step_run_id IN ({', '.join(['%s'] * len(ids))}) AND consumed_at IS NULL",
+        params=ids,
+        order_by="id",
+    ):
         pending[decision.kind] = decision
     return pending
 

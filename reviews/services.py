@@ -46,7 +46,7 @@ from reviews.gate import (
     system_prompt,
 )
 from reviews.models import HumanDecision, ReviewResult, copied_from
-from workflows import events, limits
+from workflows import events, limits, rows
 from workflows.db import db_sync_to_async
 from workflows.errors import InvalidInput, WorkflowError
 from workflows.events import User
@@ -113,11 +113,16 @@ def _keys(checkpoint: StepCheckpoint) -> list[str]:
 
 def _active_runs(checkpoint: StepCheckpoint) -> dict[str, int]:
     keys = _keys(checkpoint)
-    runs = dict(
-        StepRun.objects.filter(
-            session=checkpoint.session, status=StepRun.Status.ACTIVE, step_id__in=keys
-        ).values_list("step_id", "pk")
-    )
+    # Every hand-in reads these: written out (``workflows.rows``).
+    runs = {
+        run.step_id: run.pk
+        for run in rows.select_models(
+            StepRun,
+            fields=("id", "step_id"),
+            where="session_id = %s AND status = %s",
+            params=[checkpoint.session.pk, StepRun.Status.ACTIVE.value],
+        )
+    }
     return {key: runs[key] for key in keys if key in runs}
 
 

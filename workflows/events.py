@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.db import router, transaction
 from pydantic import BaseModel, ConfigDict, Field
 
-from workflows import outbox
+from workflows import outbox, rows
 from workflows.models import Agent, Event, Project, WorkflowSession
 
 if TYPE_CHECKING:
@@ -372,7 +372,7 @@ def event_record(
         payload=_stored(kind, payload, by),
     )
     using = router.db_for_write(Event)
-    event.save(force_insert=True, using=using)
+    rows.insert_models([event], using=using)
     _notify_subscribers([event], session)
     _announce_after_commit(using)
     return event
@@ -401,7 +401,7 @@ def event_record_many(
     if not events:
         return events
     using = router.db_for_write(Event)
-    Event.objects.using(using).bulk_create(events)
+    rows.insert_models(events, using=using)
     _notify_subscribers(events, session)
     _announce_after_commit(using)
     return events

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from workflows import rows
 from workflows.errors import InvalidInput, JobBroken, NotFound
 from workflows.files import FileTooLarge, NotRegularFile, read_regular_text
 from workflows.generations.base import Conversation, Value
@@ -23,7 +24,7 @@ from workflows.results import (
     WentToStep,
     WorkflowCompleted,
 )
-from workflows.selectors import stack_for_agent, workflow_entries
+from workflows.selectors import JOB_FIELDS, stack_for_agent, workflow_entries
 
 # Step instructions go whole into the agent's answer; a file past this is a broken job, and a
 # huge or sparse file is never read whole.
@@ -113,23 +114,27 @@ class FirstGeneration:
             if broken is not None:
                 raise JobBroken(f"Failed to parse job '{job_name}': {broken.error}")
             raise NotFound(f"Job not found: {job_name}")
-        job: Job = Job.objects.get(pk=found.pk)
-        if job.definition.get("job_format") == "0.14":
+        if found.job_format == "0.14":
             # Its steps have typed outputs and inline instructions 0.9.1's answers cannot carry.
             raise InvalidInput(
                 f"Job '{job_name}' is written in DeepWork 0.14's job format; start it the "
                 "DeepWork 0.14 way (pass session_id to start_workflow, on a server run with "
                 "--generation 0.14 or both)"
             )
+        job = rows.select_model(Job, where="id = %s", params=[found.pk], fields=JOB_FIELDS)
+        if job is None:
+            raise NotFound(f"Job not found: {job_name}")
         return job
 
     def parent(
         self, *, project: Project, agent: Agent, conversation: Conversation | None
     ) -> WorkflowSession | None:
-        return (
-            WorkflowSession.objects.filter(agent=agent, status=WorkflowSession.Status.ACTIVE)
-            .order_by("-id")
-            .first()
+        return rows.select_model(
+            WorkflowSession,
+            where="agent_id = %s AND status = %s",
+            params=[agent.pk, WorkflowSession.Status.ACTIVE.value],
+            fields=("id", "session_id"),
+            order_by="id DESC",
         )
 
     def session_fields(

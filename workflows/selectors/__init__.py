@@ -8,6 +8,7 @@ sessions, events and the catalog through these modules.
 
 from workflows.selectors.catalog import workflow_entries
 from workflows.selectors.sessions import (
+    JOB_FIELDS,
     NO_ACTIVE_SESSION,
     session_head,
     session_resolve,
@@ -15,6 +16,7 @@ from workflows.selectors.sessions import (
 )
 
 __all__ = [
+    "JOB_FIELDS",
     "NO_ACTIVE_SESSION",
     "session_head",
     "session_resolve",

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from django.db.models import Prefetch, QuerySet
 
+from workflows import rows
 from workflows.errors import NotFound
 from workflows.models import Job, JobLoadError, Project, Step, Workflow, WorkflowStep
 
@@ -61,9 +62,31 @@ _NODE_FIELDS = (
 )
 
 
+_NODES = WorkflowStep._meta.db_table
+
+
 def workflow_entries(*, workflow: Workflow) -> list[list[Step]]:
-    """The workflow's ordered entries of whole steps (what a transition needs of them)."""
-    nodes = _ordered_nodes().filter(workflow=workflow)
+    """The workflow's ordered entries of whole steps (what a transition needs of them).
+
+    Read on every transition, so written out (``workflows.rows``): its nodes, then its steps.
+    """
+    nodes = rows.select_models(
+        WorkflowStep,
+        fields=("step_id", "entry_index", "position_in_entry"),
+        where="workflow_id = %s",
+        params=[workflow.pk],
+        order_by="entry_index, position_in_entry",
+    )
+    steps = {
+        step.pk: step
+        for step in rows.select_models(
+            Step,
+            where=f"id IN (SELECT step_id FROM {_NODES} WHERE workflow_id = %s)",
+            params=[workflow.pk],
+        )
+    }
+    for node in nodes:
+        node.step = steps[node.step_id]
     return [[node.step for node in entry] for entry in entries_of(nodes)]
 
 

@@ -9,16 +9,24 @@ from django.db import connection
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
+from workflows import rows
 from workflows.errors import Conflict, NotFound
-from workflows.models import Agent, Project, StepRun, WorkflowSession, WorkflowStep
+from workflows.models import (
+    Agent,
+    Job,
+    Project,
+    StepRun,
+    Workflow,
+    WorkflowSession,
+    WorkflowStep,
+)
 from workflows.results import Stack, StackItem
 
 NO_ACTIVE_SESSION = "No active workflow session. Use start_workflow to begin a workflow."
 
-# Every tool answer carries the stack, and a transition reads its session first: on this path
-# building a query through the ORM costs several times what the database takes to answer it, so
-# these few fixed queries are written out. Both use wf_session_stack_idx (agent, status, id) or
-# the session_id unique index.
+# Every tool answer carries the stack, and a transition reads its session first: these reads
+# are written out (``workflows.rows``). They use wf_session_stack_idx (agent, status, id) or the
+# session_id unique index.
 _SESSIONS = WorkflowSession._meta.db_table
 _ACTIVE = WorkflowSession.Status.ACTIVE.value
 _STACK_SQL = (
@@ -26,8 +34,8 @@ _STACK_SQL = (
     "WHERE agent_id = %s AND status = %s ORDER BY id"
 )
 # What a transition of the session row itself needs (``claim_session``, the answer, the event and
-# the insight tallies it counts into), in the model's field order, as ``Model.from_db`` wants it.
-_HEAD = {
+# the insight tallies it counts into); the other columns are deferred.
+_HEAD = (
     "id",
     "session_id",
     "project_id",
@@ -41,14 +49,23 @@ _HEAD = {
     "current_entry_index",
     "current_step_id",
     "revision",
-}
-_HEAD_FIELDS = tuple(f.attname for f in WorkflowSession._meta.concrete_fields if f.attname in _HEAD)
-_HEAD_COLUMNS = ", ".join(_HEAD_FIELDS)
-_TOP_SQL = (
-    f"SELECT {_HEAD_COLUMNS} FROM {_SESSIONS} "
-    "WHERE agent_id = %s AND status = %s ORDER BY id DESC LIMIT 1"
 )
-_BY_ID_SQL = f"SELECT {_HEAD_COLUMNS} FROM {_SESSIONS} WHERE project_id = %s AND session_id = %s"
+# A session's job without its parsed definition, a large JSON document no 0.9 transition reads
+# (it loads on first access, as a deferred field does).
+JOB_FIELDS = tuple(f.attname for f in Job._meta.concrete_fields if f.name not in ("definition",))
+_TOP = "agent_id = %s AND status = %s"
+_TOP_OR_UNTOLD = "agent_id = %s AND (status = %s OR abort_untold = %s)"
+_BY_ID = "project_id = %s AND session_id = %s"
+
+
+def _known(session: WorkflowSession, project: Project, agent: Agent) -> WorkflowSession:
+    """``session`` with the caller's project and agent filled in where they are its own, so
+    reading them costs no query."""
+    if session.project_id == project.pk:
+        session.project = project
+    if session.agent_id == agent.pk:
+        session.agent = agent
+    return session
 
 
 def stack_for_agent(*, agent: Agent) -> Stack:
@@ -91,14 +108,14 @@ def session_agent_id(*, project: Project, session_id: str) -> str | None:
 def session_head(*, project: Project, agent: Agent, session_id: str | None) -> WorkflowSession:
     """``session_resolve`` for a transition that needs only the session row: its job and
     workflow are not loaded (reading them later costs a query each)."""
-    with connection.cursor() as cursor:
-        if session_id is None:
-            cursor.execute(_TOP_SQL, [agent.pk, _ACTIVE])
-        else:
-            cursor.execute(_BY_ID_SQL, [project.pk, session_id])
-        row = cursor.fetchone()
-    session = None if row is None else WorkflowSession.from_db(connection.alias, _HEAD_FIELDS, row)
-    return _check_targetable(session, session_id)
+    if session_id is None:
+        where, params = _TOP, [agent.pk, _ACTIVE]
+    else:
+        where, params = _BY_ID, [project.pk, session_id]
+    session = rows.select_model(
+        WorkflowSession, where=where, params=params, fields=_HEAD, order_by="id DESC"
+    )
+    return _known(_check_targetable(session, session_id), project, agent)
 
 
 def session_resolve(
@@ -107,16 +124,14 @@ def session_resolve(
     """The session a call targets: ``session_id`` anywhere in the project, else the top of
     the caller's own stack. With ``untold_aborts``, a session a person aborted on top of that
     stack, which its agent has not been told of, is answered as it is (not active)."""
-    # The job's parsed definition is a large JSON document nothing here reads: leave it behind.
-    sessions = WorkflowSession.objects.select_related("job", "workflow").defer("job__definition")
-    if session_id is None:
-        live = Q(status=WorkflowSession.Status.ACTIVE)
-        if untold_aborts:
-            live |= Q(abort_untold=True)
-        session = sessions.filter(live, agent=agent).order_by("-id").first()
+    if session_id is not None:
+        where, params = _BY_ID, [project.pk, session_id]
+    elif untold_aborts:
+        where, params = _TOP_OR_UNTOLD, [agent.pk, _ACTIVE, True]
     else:
-        session = sessions.filter(project=project, session_id=session_id).first()
-    session = _check_targetable(session, session_id, untold_aborts=untold_aborts)
+        where, params = _TOP, [agent.pk, _ACTIVE]
+    found = rows.select_model(WorkflowSession, where=where, params=params, order_by="id DESC")
+    session = _check_targetable(found, session_id, untold_aborts=untold_aborts)
     if session.generation == WorkflowSession.Generation.DEEPWORK_014:
         # A 0.14 session walks 0.14's rules (typed outputs, inputs, its reviews): its steps
         # are handed in through a 0.14 call, never through 0.9.1's. (Aborting works for both.)
@@ -124,7 +139,13 @@ def session_resolve(
             f"Session '{session_id}' was started by a DeepWork 0.14 client; hand in and move "
             "its steps with that client's session_id (its conversation id)"
         )
-    return session
+    job = rows.select_model(Job, where="id = %s", params=[session.job_id], fields=JOB_FIELDS)
+    workflow = rows.select_model(Workflow, where="id = %s", params=[session.workflow_id])
+    # The session's foreign keys (PROTECT) keep both rows.
+    assert job is not None
+    assert workflow is not None
+    session.job, session.workflow = job, workflow
+    return _known(session, project, agent)
 
 
 def session_get(*, session_id: str) -> WorkflowSession:

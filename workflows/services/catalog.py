@@ -40,6 +40,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import CharField
+from django.db.models.fields.json import KT
 
 from workflows import events
 from workflows.errors import ProjectUnavailable
@@ -80,6 +81,9 @@ class CatalogJob:
     dir_name: str
     summary: str
     workflows: tuple[tuple[str, str], ...]
+    # The stored definition's format ("0.14"; "" for the first format), so a start can tell
+    # which generation may run the job without loading its definition.
+    job_format: str = ""
 
 
 @dataclass(frozen=True)
@@ -592,10 +596,11 @@ def catalog_sync(*, project: Project, files: tuple[JobFile, ...]) -> CatalogView
         ):
             workflows_by_job[job_id].append((name, summary))
         details = {
-            pk: (name, dir_name, summary)
-            for pk, name, dir_name, summary in Job.objects.filter(pk__in=winner_ids).values_list(
-                "pk", "name", "dir_name", "summary"
-            )
+            pk: (name, dir_name, summary, job_format or "")
+            for pk, name, dir_name, summary, job_format in Job.objects.filter(pk__in=winner_ids)
+            # As text: a JSON read of "0.14" comes back from SQLite as the number 0.14.
+            .annotate(job_format=KT("definition__job_format"))
+            .values_list("pk", "name", "dir_name", "summary", "job_format")
         }
     jobs = tuple(
         CatalogJob(
@@ -604,6 +609,7 @@ def catalog_sync(*, project: Project, files: tuple[JobFile, ...]) -> CatalogView
             dir_name=details[pk][1],
             summary=details[pk][2],
             workflows=tuple(workflows_by_job[pk]),
+            job_format=details[pk][3],
         )
         for pk in winner_ids
     )

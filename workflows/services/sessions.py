@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Field
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from workflows import events, limits
+from workflows import events, limits, rows
 from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
 from workflows.events import User
 from workflows.generations import Conversation, Generation, generation_for
@@ -71,12 +70,6 @@ __all__ = [
     "step_advance",
     "step_checkpoint",
 ]
-
-_SESSIONS = WorkflowSession._meta.db_table
-_ABORT_RUNS_SQL = (
-    f"UPDATE {StepRun._meta.db_table} SET status = %s, completed_at = %s "
-    "WHERE session_id = %s AND status = %s"
-)
 
 
 @dataclass(frozen=True)
@@ -136,15 +129,17 @@ def _start_runs(
     entry: Any,
     values: dict[str, Value | None],
 ) -> None:
-    StepRun.objects.bulk_create(
-        StepRun(
-            session=session,
-            step_def=step,
-            step_id=step.step_id,
-            entry_index=index,
-            input_values=values,
-        )
-        for step in generation.step_rows(session, entry)
+    rows.insert_models(
+        [
+            StepRun(
+                session=session,
+                step_def=step,
+                step_id=step.step_id,
+                entry_index=index,
+                input_values=values,
+            )
+            for step in generation.step_rows(session, entry)
+        ]
     )
     events.event_record_many(
         kind=Event.Kind.STEP_STARTED,
@@ -178,33 +173,19 @@ def _values(
     return generation.input_values(session, entry, _produced(session))
 
 
-def _column(name: str) -> Field[Any, Any]:
-    field = WorkflowSession._meta.get_field(name)
-    # Only the session's own columns are claimed, never a reverse relation.
-    assert isinstance(field, Field)
-    return field
-
-
 def claim_session(session: WorkflowSession, **changes: object) -> None:
     """Compare-and-set the session forward; raise ``Conflict`` if another call got there first.
 
     ``changes`` are plain values for the session's own columns (no expressions, no instances).
     """
-    now = timezone.now()
-    values = {"updated_at": now, **changes}
-    fields = [_column(name) for name in values]
-    # One UPDATE ... WHERE revision = <what we read>, written out: it runs on every transition
-    # and the ORM's update() costs several times what the database takes for it. Values are
-    # prepared by their fields exactly as update() would.
-    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
-    params = [f.get_db_prep_save(values[f.name], connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {_SESSIONS} SET revision = revision + 1, {assignments} "
-            "WHERE id = %s AND status = %s AND revision = %s",
-            [*params, session.pk, WorkflowSession.Status.ACTIVE.value, session.revision],
-        )
-        claimed = cursor.rowcount
+    values = {"updated_at": timezone.now(), **changes}
+    claimed = rows.update_where(
+        WorkflowSession,
+        values=values,
+        extra="revision = revision + 1",
+        where="id = %s AND status = %s AND revision = %s",
+        params=[session.pk, WorkflowSession.Status.ACTIVE.value, session.revision],
+    )
     if claimed == 1:
         for field, value in values.items():
             setattr(session, field, value)
@@ -223,7 +204,9 @@ def claim_session(session: WorkflowSession, **changes: object) -> None:
 
 
 def resolve_workflow(job: Job, workflow_name: str) -> Workflow:
-    workflows = list(job.workflows.order_by("position"))
+    workflows = rows.select_models(
+        Workflow, where="job_id = %s", params=[job.pk], order_by="position, id"
+    )
     for workflow in workflows:
         if workflow.name == workflow_name:
             return workflow
@@ -303,7 +286,7 @@ def session_start(
                 parent = generation.parent(
                     project=project, agent=stack_agent, conversation=conversation
                 )
-                session = WorkflowSession.objects.create(
+                session = WorkflowSession(
                     project=project,
                     agent=stack_agent,
                     parent=parent,
@@ -315,6 +298,7 @@ def session_start(
                     current_step_id=generation.entry_keys(first)[0],
                     **fields,
                 )
+                rows.insert_models([session])
                 events.event_record(
                     kind=Event.Kind.SESSION_STARTED,
                     project=project,
@@ -462,13 +446,16 @@ def step_advance(
             on_claimed()
         keys = generation.entry_keys(entry)
         for key in keys:
-            StepRun.objects.filter(
-                session=session, step_id=key, status=StepRun.Status.ACTIVE
-            ).update(
-                status=StepRun.Status.COMPLETED,
-                outputs=generation.run_outputs(entry, key, outputs),
-                notes=notes,
-                completed_at=now,
+            rows.update_where(
+                StepRun,
+                values={
+                    "status": StepRun.Status.COMPLETED.value,
+                    "outputs": generation.run_outputs(entry, key, outputs),
+                    "notes": notes,
+                    "completed_at": now,
+                },
+                where="session_id = %s AND step_id = %s AND status = %s",
+                params=[session.pk, key, StepRun.Status.ACTIVE.value],
             )
         events.event_record_many(
             kind=Event.Kind.STEP_FINISHED,
@@ -581,16 +568,12 @@ def session_abort(
             completed_at=now,
             abort_untold=untold,
         )
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _ABORT_RUNS_SQL,
-                [
-                    StepRun.Status.ABORTED.value,
-                    connection.ops.adapt_datetimefield_value(now),
-                    session.pk,
-                    StepRun.Status.ACTIVE.value,
-                ],
-            )
+        rows.update_where(
+            StepRun,
+            values={"status": StepRun.Status.ABORTED.value, "completed_at": now},
+            where="session_id = %s AND status = %s",
+            params=[session.pk, StepRun.Status.ACTIVE.value],
+        )
         events.event_record(
             kind=Event.Kind.SESSION_ABORTED,
             project=project,

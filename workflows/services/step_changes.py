@@ -35,6 +35,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -42,10 +43,9 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import close_old_connections, connection, connections, transaction
-from django.db.models import Field
 from django.utils import timezone
 
-from workflows import changes, events
+from workflows import changes, events, rows
 from workflows.db import retrying_when_busy
 from workflows.models import Agent, Event, Project, StepRun, WorkflowSession
 
@@ -181,7 +181,19 @@ def _ensure_worker() -> None:
 IDLE_CLOSE_SECONDS = 2.0
 
 
+# The worker's niceness (Linux, this thread and the git processes it starts): a look is
+# background work, and on a machine with few cores it should wait for the calls being answered
+# rather than take a core from them. An idle core still runs it at once.
+WORKER_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    with suppress(AttributeError, OSError):  # no per-thread priorities here: run as it is
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICENESS)
+
+
 def _work_forever() -> None:
+    _lower_priority()
     while True:
         try:
             job = _jobs.get(timeout=IDLE_CLOSE_SECONDS)
@@ -317,16 +329,16 @@ def _pending_rows(session_pk: int) -> list[Any]:
 
 
 def _look(job: _Job) -> None:
-    rows = _db(lambda: _pending_rows(job.session_pk))
-    if not rows:
+    pending = _db(lambda: _pending_rows(job.session_pk))
+    if not pending:
         return
-    project_id, agent_id = rows[0][7], rows[0][8]
+    project_id, agent_id = pending[0][7], pending[0][8]
     # Only the runs this transition completed: one left pending by a process that stopped
     # would be compared with a project that has moved on since (it reads "unknown" instead).
     ended = sorted(
         (
             _Run(pk, step_id, _json(snapshot), started, completed)
-            for pk, status, entry, step_id, snapshot, started, completed, _, _ in rows
+            for pk, status, entry, step_id, snapshot, started, completed, _, _ in pending
             if status == StepRun.Status.COMPLETED and entry == job.finished_entry
         ),
         key=lambda run: run.pk,
@@ -335,7 +347,7 @@ def _look(job: _Job) -> None:
     # its start is then this look, which comes before the look that compares it.
     began = [
         pk
-        for pk, status, entry, _, snapshot, _, _, _, _ in rows
+        for pk, status, entry, _, snapshot, _, _, _, _ in pending
         if entry == job.began_entry
         and status in (StepRun.Status.ACTIVE, StepRun.Status.COMPLETED)
         and snapshot is None
@@ -440,24 +452,9 @@ def _overlap_warnings(project_id: int, agent_id: int, ended: list[_Run]) -> dict
     return {run.pk: warning for run in ended}
 
 
-def _column(name: str) -> Field[Any, Any]:
-    field = StepRun._meta.get_field(name)
-    assert isinstance(field, Field)  # a run's own column, never a relation
-    return field
-
-
 def _update(where: str, where_params: list[Any], **values: Any) -> int:
-    """``UPDATE`` step runs ``WHERE <where>`` with ``values`` prepared by their fields, as the
-    ORM's update() would prepare them, without its cost per statement; the rows changed."""
-    fields = [_column(name) for name in values]
-    assignments = ", ".join(f"{connection.ops.quote_name(f.column)} = %s" for f in fields)
-    params = [f.get_db_prep_save(values[f.name], connection) for f in fields]
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE {StepRun._meta.db_table} SET {assignments} WHERE {where}",
-            [*params, *where_params],
-        )
-        return cursor.rowcount
+    """``UPDATE`` step runs ``WHERE <where>`` (written out: it runs after every transition)."""
+    return rows.update_where(StepRun, values=values, where=where, params=where_params)
 
 
 def _store(

@@ -1,0 +1,203 @@
+"""Written-out SQL for the statements every workflow transition runs.
+
+A transition reads its session, its workflow's steps and its runs, and writes the session,
+runs and events: a dozen small statements that the database answers in tens of microseconds
+each, and that the ORM takes several times as long to build (a filtered ``.first()`` on a
+session costs ~20x its SQL). On that path only, statements are written out through these
+helpers; everywhere else the ORM stays.
+
+They behave as the ORM would for the same rows: values are read back through the fields' and
+the backend's converters (a ``JSONField`` is decoded, a SQLite timestamp becomes an aware
+datetime), written through each field's ``pre_save`` and ``get_db_prep_save``, and instances
+come from ``Model.from_db`` (fields not selected are deferred and load on first access, as with
+``only()``). The SQL text of each shape is built once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.models import Field, Model
+
+M = TypeVar("M", bound=Model)
+
+_Converter = tuple[Any, Any]  # (converter, the column expression it is called with)
+
+
+def _concrete(model: type[Model], names: Iterable[str] | None) -> tuple[Field[Any, Any], ...]:
+    """The model's concrete fields named by ``names`` (attnames or names), in model order."""
+    fields = model._meta.concrete_fields
+    if names is None:
+        return tuple(fields)
+    wanted = set(names)
+    picked = tuple(f for f in fields if f.attname in wanted or f.name in wanted)
+    unknown = wanted - {f.attname for f in picked} - {f.name for f in picked}
+    if unknown:
+        raise ValueError(f"{model.__name__} has no concrete field {sorted(unknown)}")
+    return picked
+
+
+@functools.cache
+def _select(
+    alias: str,
+    model: type[Model],
+    names: tuple[str, ...] | None,
+    where: str,
+    order_by: str,
+    limit: int | None,
+) -> tuple[str, tuple[str, ...], tuple[tuple[_Converter, ...], ...]]:
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    fields = _concrete(model, names)
+    table = quote(model._meta.db_table)
+    sql = f"SELECT {', '.join(quote(f.column) for f in fields)} FROM {table} WHERE {where}"
+    if order_by:
+        sql += f" ORDER BY {order_by}"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    converters = []
+    for field in fields:
+        column = field.get_col(model._meta.db_table)
+        found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+        converters.append(tuple((convert, column) for convert in found))
+    return sql, tuple(f.attname for f in fields), tuple(converters)
+
+
+def select_models(
+    model: type[M],
+    *,
+    where: str,
+    params: Sequence[Any],
+    fields: Iterable[str] | None = None,
+    order_by: str = "",
+    limit: int | None = None,
+    using: str = DEFAULT_DB_ALIAS,
+) -> list[M]:
+    """Instances of ``model`` for ``SELECT <fields> FROM <table> WHERE <where>``.
+
+    ``where`` and ``order_by`` name columns and hold ``%s`` placeholders; they must be literal
+    text (the statement is built once per shape), never built from values. ``fields`` defaults
+    to every concrete field; the others are deferred.
+    """
+    names = None if fields is None else tuple(fields)
+    sql, attnames, converters = _select(using, model, names, where, order_by, limit)
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, list(params))
+        rows = cursor.fetchall()
+    found = []
+    for row in rows:
+        values = list(row)
+        for i, column_converters in enumerate(converters):
+            for convert, column in column_converters:
+                values[i] = convert(values[i], column, connection)
+        found.append(model.from_db(using, attnames, values))
+    return found
+
+
+def select_model(
+    model: type[M],
+    *,
+    where: str,
+    params: Sequence[Any],
+    fields: Iterable[str] | None = None,
+    order_by: str = "",
+    using: str = DEFAULT_DB_ALIAS,
+) -> M | None:
+    """The first instance ``select_models`` finds, or None."""
+    found = select_models(
+        model,
+        where=where,
+        params=params,
+        fields=fields,
+        order_by=order_by,
+        limit=1,
+        using=using,
+    )
+    return found[0] if found else None
+
+
+@functools.cache
+def _insert(alias: str, model: type[Model], rows: int) -> tuple[str, tuple[Field[Any, Any], ...]]:
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    fields = tuple(f for f in model._meta.concrete_fields if not f.primary_key)
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    pk = model._meta.pk
+    assert pk is not None
+    sql = (
+        f"INSERT INTO {quote(model._meta.db_table)} "
+        f"({', '.join(quote(f.column) for f in fields)}) VALUES {', '.join([one] * rows)} "
+        f"RETURNING {quote(pk.column)}"
+    )
+    return sql, fields
+
+
+def insert_models(objs: Sequence[M], *, using: str = DEFAULT_DB_ALIAS) -> None:
+    """Insert new instances of one model and give each its primary key, as ``bulk_create``
+    does (no signals; every field's default and ``pre_save`` apply), in as few statements as
+    the backend's parameter limit allows."""
+    if not objs:
+        return
+    model = type(objs[0])
+    connection = connections[using]
+    fields = _insert(using, model, 1)[1]
+    size = max(1, connection.ops.bulk_batch_size(list(fields), list(objs)))
+    for start in range(0, len(objs), size):
+        batch = objs[start : start + size]
+        sql, _ = _insert(using, model, len(batch))
+        params: list[Any] = []
+        for obj in batch:
+            params.extend(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            ids = cursor.fetchall()
+        # Both backends return a multi-row INSERT's rows in VALUES order (bulk_create relies
+        # on it too).
+        for obj, (pk,) in zip(batch, ids, strict=True):
+            obj.pk = pk
+            obj._state.adding = False
+            obj._state.db = using
+
+
+@functools.cache
+def _update(
+    alias: str, model: type[Model], names: tuple[str, ...], where: str, extra: str
+) -> tuple[str, tuple[Field[Any, Any], ...]]:
+    connection = connections[alias]
+    quote = connection.ops.quote_name
+    fields = tuple(model._meta.get_field(name) for name in names)
+    assignments = [f"{quote(f.column)} = %s" for f in fields]  # type: ignore[union-attr]
+    if extra:
+        assignments.insert(0, extra)
+    sql = f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} WHERE {where}"
+    return sql, fields  # type: ignore[return-value]  # a model's own columns, never relations
+
+
+def update_where(
+    model: type[Model],
+    *,
+    values: Mapping[str, Any],
+    where: str,
+    params: Sequence[Any],
+    extra: str = "",
+    using: str = DEFAULT_DB_ALIAS,
+) -> int:
+    """``UPDATE <table> SET <values> WHERE <where>``; the number of rows it changed.
+
+    ``values`` are plain values for the model's own columns, prepared by their fields as
+    ``QuerySet.update`` would; ``extra`` is a literal assignment put first (e.g.
+    ``revision = revision + 1``). Compare-and-set lives in ``where``.
+    """
+    connection = connections[using]
+    sql, fields = _update(using, model, tuple(values), where, extra)
+    prepared = [
+        field.get_db_prep_save(value, connection)
+        for field, value in zip(fields, values.values(), strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*prepared, *params])
+        return int(cursor.rowcount)
