@@ -10,7 +10,8 @@ They behave as the ORM would for the same rows: values are read back through the
 the backend's converters (a ``JSONField`` is decoded, a SQLite timestamp becomes an aware
 datetime), written through each field's ``pre_save`` and ``get_db_prep_save``, and instances
 come from ``Model.from_db`` (fields not selected are deferred and load on first access, as with
-``only()``). The SQL text of each shape is built once per process.
+``only()``). The SQL text of each shape, and its columns' converters, are built once per process
+(converters depend on the backend and the settings, never on one connection's state).
 """
 
 from __future__ import annotations
@@ -120,6 +121,33 @@ def select_model(
     return found[0] if found else None
 
 
+# Fields whose prepared value is the value itself when it already has this type (what
+# ``get_db_prep_save`` does for them, without its calls): most of a row's columns.
+_AS_IS: dict[str, type] = {
+    "CharField": str,
+    "TextField": str,
+    "SlugField": str,
+    "BooleanField": bool,
+    "IntegerField": int,
+    "BigIntegerField": int,
+    "SmallIntegerField": int,
+    "PositiveIntegerField": int,
+    "PositiveBigIntegerField": int,
+    "PositiveSmallIntegerField": int,
+    "ForeignKey": int,
+}
+
+
+def _prepared(field: Field[Any, Any], value: Any, connection: Any) -> Any:
+    """``value`` as ``field.get_db_prep_save`` would hand it to the database."""
+    if value is None:
+        return None
+    kind = _AS_IS.get(field.get_internal_type())
+    if kind is not None and (type(value) is kind or (kind is str and isinstance(value, str))):
+        return value
+    return field.get_db_prep_save(value, connection)
+
+
 @functools.cache
 def _insert(alias: str, model: type[Model], rows: int) -> tuple[str, tuple[Field[Any, Any], ...]]:
     connection = connections[alias]
@@ -136,6 +164,15 @@ def _insert(alias: str, model: type[Model], rows: int) -> tuple[str, tuple[Field
     return sql, fields
 
 
+@functools.cache
+def _batch_size(alias: str, model: type[Model]) -> int:
+    """Rows per INSERT within the backend's parameter limit (at most 1000: a backend without
+    one answers with the number of rows it is shown)."""
+    connection = connections[alias]
+    fields = list(_insert(alias, model, 1)[1])
+    return max(1, connection.ops.bulk_batch_size(fields, [None] * 1000))
+
+
 def insert_models(objs: Sequence[M], *, using: str = DEFAULT_DB_ALIAS) -> None:
     """Insert new instances of one model and give each its primary key, as ``bulk_create``
     does (no signals; every field's default and ``pre_save`` apply), in as few statements as
@@ -144,14 +181,13 @@ def insert_models(objs: Sequence[M], *, using: str = DEFAULT_DB_ALIAS) -> None:
         return
     model = type(objs[0])
     connection = connections[using]
-    fields = _insert(using, model, 1)[1]
-    size = max(1, connection.ops.bulk_batch_size(list(fields), list(objs)))
+    size = _batch_size(using, model) if len(objs) > 1 else 1
     for start in range(0, len(objs), size):
         batch = objs[start : start + size]
-        sql, _ = _insert(using, model, len(batch))
-        params: list[Any] = []
-        for obj in batch:
-            params.extend(f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields)
+        sql, fields = _insert(using, model, len(batch))
+        params: list[Any] = [
+            _prepared(f, f.pre_save(obj, True), connection) for obj in batch for f in fields
+        ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             ids = cursor.fetchall()
@@ -195,7 +231,7 @@ def update_where(
     connection = connections[using]
     sql, fields = _update(using, model, tuple(values), where, extra)
     prepared = [
-        field.get_db_prep_save(value, connection)
+        _prepared(field, value, connection)
         for field, value in zip(fields, values.values(), strict=True)
     ]
     with connection.cursor() as cursor:
