@@ -367,11 +367,8 @@ def _look(job: _Job) -> None:
             found[run.pk] = outcome
     if began and after is None:
         after = changes.snapshot_take(root=job.root)
-    # Writes always go in a transaction: on SQLite that takes the write lock up front
-    # (IMMEDIATE) and waits for it, where a lone statement could fail at once on contention.
-    overlaps = _db(lambda: _overlap_warnings(project_id, agent_id, ended)) if ended else {}
     owners = (Project(pk=project_id), WorkflowSession(pk=job.session_pk), Agent(pk=agent_id))
-    _db(retrying_when_busy(lambda: _store(owners, ended, found, overlaps, began, after)))
+    _db(retrying_when_busy(lambda: _store(owners, ended, found, began, after)))
 
 
 def _compare(
@@ -461,11 +458,16 @@ def _store(
     owners: tuple[Project, WorkflowSession, Agent],
     ended: list[_Run],
     found: Mapping[int, RunFiles],
-    overlaps: Mapping[int, str],
     began: list[int],
     after: changes.Snapshot | None,
 ) -> None:
+    """Write the look's findings: the finished runs' records (with a warning naming other
+    agents' work in the same window) and the begun runs' start snapshot, in one trip to the
+    database. Writes always go in a transaction: on SQLite that takes the write lock up front
+    (IMMEDIATE) and waits for it, where a lone statement could fail at once on contention."""
+    project, _, agent = owners
     with transaction.atomic():
+        overlaps = _overlap_warnings(project.pk, agent.pk, ended) if ended else {}
         recorded = []
         for run in ended:
             outcome = found[run.pk]
