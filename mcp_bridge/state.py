@@ -14,7 +14,7 @@ from reviews.gate import ClaudeReviewer, CommandReviewer
 from reviews.services import REVIEW_TIMEOUT_SECONDS, GateConfig
 from workflows.models import Agent, Project
 from workflows.services import agents as agent_services
-from workflows.services.catalog import Catalog
+from workflows.services.catalog import Catalog, CatalogView
 from workflows.services.projects import project_ensure
 
 logger = logging.getLogger("deepwork.mcp")
@@ -80,6 +80,13 @@ class ServerState:
         self.project()
         assert self._catalog is not None
         return self._catalog
+
+    def catalog_if_unchanged(self) -> CatalogView | None:
+        """The catalog view last served, while the job files are as it saw them (no database
+        read: a tool may answer from it on the event loop); None before the first view or
+        once a sync is due."""
+        catalog = self._catalog
+        return None if catalog is None else catalog.view_if_unchanged()
 
     def agent(self) -> Agent:
         project = self.project()

@@ -632,7 +632,7 @@ class Catalog:
         self._view: CatalogView | None = None
 
     def view(self) -> CatalogView:
-        files = catalog_scan(project_root=Path(self.project.root_path), generation=self.generation)
+        files = self._scan()
         with self._lock:
             if files == self._signature and self._view is not None:
                 return self._view
@@ -640,6 +640,16 @@ class Catalog:
         with self._lock:
             self._signature, self._view = files, view
         return view
+
+    def view_if_unchanged(self) -> CatalogView | None:
+        """The last view, if the job files are still as it saw them; None when a sync is due.
+        Reads only the folders, never the database."""
+        files = self._scan()
+        with self._lock:
+            return self._view if files == self._signature else None
+
+    def _scan(self) -> tuple[JobFile, ...]:
+        return catalog_scan(project_root=Path(self.project.root_path), generation=self.generation)
 
 
 # One Catalog per project and folder in this process: each remembers its last scan. Keyed by

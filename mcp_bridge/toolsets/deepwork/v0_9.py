@@ -114,6 +114,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         """List every available job and its workflows. Call this first, before starting any
         workflow, to learn the exact job and workflow names. Jobs whose job.yml fails to load
         are listed under `errors` with the reason."""
+        # While no job file changed, the answer already built is the answer: no trip to the
+        # database thread.
+        view = state.catalog_if_unchanged()
+        if view is not None and listed and listed[0][0] is view:
+            log_call(state, f"{prefix}get_workflows", {})
+            return listed[0][1]
         return await call(state, f"{prefix}get_workflows", {}, workflows, stack=_stack)
 
     @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
