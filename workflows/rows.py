@@ -49,12 +49,17 @@ def _select(
     where: str,
     order_by: str,
     limit: int | None,
+    join: str,
+    annotate: tuple[tuple[str, str], ...],
 ) -> tuple[str, tuple[str, ...], tuple[tuple[_Converter, ...], ...]]:
     connection = connections[alias]
     quote = connection.ops.quote_name
     fields = _concrete(model, names)
     table = quote(model._meta.db_table)
-    sql = f"SELECT {', '.join(quote(f.column) for f in fields)} FROM {table} WHERE {where}"
+    # The model's columns are named with their table, so ``join`` may bring in others.
+    columns = [f"{table}.{quote(f.column)}" for f in fields]
+    columns += [expression for _, expression in annotate]
+    sql = f"SELECT {', '.join(columns)} FROM {table} {join} WHERE {where}"
     if order_by:
         sql += f" ORDER BY {order_by}"
     if limit is not None:
@@ -62,7 +67,8 @@ def _select(
     converters = []
     for field in fields:
         column = field.get_col(model._meta.db_table)
-        found = connection.ops.get_db_converters(column) + field.get_db_converters(connection)
+        # The backend's converters, then the field's: what the ORM's compiler applies.
+        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
         converters.append(tuple((convert, column) for convert in found))
     return sql, tuple(f.attname for f in fields), tuple(converters)
 
@@ -75,27 +81,36 @@ def select_models(
     fields: Iterable[str] | None = None,
     order_by: str = "",
     limit: int | None = None,
+    join: str = "",
+    annotate: Mapping[str, str] | None = None,
     using: str = DEFAULT_DB_ALIAS,
 ) -> list[M]:
-    """Instances of ``model`` for ``SELECT <fields> FROM <table> WHERE <where>``.
+    """Instances of ``model`` for ``SELECT <fields> FROM <table> <join> WHERE <where>``.
 
-    ``where`` and ``order_by`` name columns and hold ``%s`` placeholders; they must be literal
-    text (the statement is built once per shape), never built from values. ``fields`` defaults
-    to every concrete field; the others are deferred.
+    ``where``, ``order_by``, ``join`` and ``annotate``'s expressions are literal SQL with
+    ``%s`` placeholders (the statement is built once per shape), never built from values.
+    ``fields`` defaults to every concrete field; the others are deferred. ``annotate`` maps
+    attribute names to expressions (e.g. a joined table's column), set on each instance as
+    read, as ``QuerySet.annotate`` does.
     """
     names = None if fields is None else tuple(fields)
-    sql, attnames, converters = _select(using, model, names, where, order_by, limit)
+    extra = tuple((annotate or {}).items())
+    sql, attnames, converters = _select(using, model, names, where, order_by, limit, join, extra)
     connection = connections[using]
     with connection.cursor() as cursor:
         cursor.execute(sql, list(params))
         rows = cursor.fetchall()
     found = []
+    width = len(attnames)
     for row in rows:
-        values = list(row)
+        values = list(row[:width])
         for i, column_converters in enumerate(converters):
             for convert, column in column_converters:
                 values[i] = convert(values[i], column, connection)
-        found.append(model.from_db(using, attnames, values))
+        instance = model.from_db(using, attnames, values)
+        for (name, _), value in zip(extra, row[width:], strict=True):
+            setattr(instance, name, value)
+        found.append(instance)
     return found
 
 
@@ -205,12 +220,19 @@ def _update(
 ) -> tuple[str, tuple[Field[Any, Any], ...]]:
     connection = connections[alias]
     quote = connection.ops.quote_name
-    fields = tuple(model._meta.get_field(name) for name in names)
-    assignments = [f"{quote(f.column)} = %s" for f in fields]  # type: ignore[union-attr]
+    fields = tuple(_own_column(model, name) for name in names)
+    assignments = [f"{quote(f.column)} = %s" for f in fields]
     if extra:
         assignments.insert(0, extra)
     sql = f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} WHERE {where}"
-    return sql, fields  # type: ignore[return-value]  # a model's own columns, never relations
+    return sql, fields
+
+
+def _own_column(model: type[Model], name: str) -> Field[Any, Any]:
+    field = model._meta.get_field(name)
+    if not isinstance(field, Field) or not field.concrete:
+        raise ValueError(f"{model.__name__}.{name} is not a column of its own")
+    return field
 
 
 def update_where(

@@ -457,3 +457,68 @@ def test_a_step_finished_before_its_start_look_ran_is_still_compared(
     step_finish(project=project, agent=agent, outputs={"a.md": "a.md", "b.md": "b.md"})
     settle()
     assert files_of(runs("part_a")[0])["modified"] == ["a.md"]
+
+
+def test_a_step_sent_back_before_its_finish_look_ran_gets_no_record(
+    project, agent, demo_project, monkeypatch
+):
+    import threading
+
+    start(project, agent)
+    settle()  # the start look is done: the finish reads the runs its look needs itself
+    held = threading.Event()
+    look = step_changes._look
+
+    def after_the_way_back(job):
+        assert held.wait(30)
+        look(job)
+
+    monkeypatch.setattr(step_changes, "_look", after_the_way_back)
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    deepwork.go_to_step(project=project, agent=agent, step_id="gather")
+    held.set()
+    settle()
+
+    sent_back, again = runs("gather")
+    part_a, *_ = runs("part_a")
+    assert (sent_back.status, again.status, part_a.status) == ("invalidated", "active", "invalidated")
+    # Neither the sent-back run's record nor the discarded entry's start was written.
+    assert files_of(sent_back)["status"] == "unknown"
+    assert part_a.files_snapshot is None
+    assert not Event.objects.filter(kind=Event.Kind.STEP_FILES_RECORDED).exists()
+    # The step begun again starts from the way back's own look.
+    again.refresh_from_db()
+    assert again.files_snapshot is not None
+
+
+class CountingDatabaseThread:
+    """Stands in for the stdio server's database thread: counts the worker's trips to it."""
+
+    def __init__(self) -> None:
+        self.trips = 0
+
+    def call(self, fn):
+        self.trips += 1
+        return fn()
+
+    def wait(self, event, timeout):
+        return event.wait(timeout)
+
+
+def test_a_look_after_a_transition_takes_one_trip_to_the_database_thread(
+    project, agent, demo_project, monkeypatch
+):
+    database = CountingDatabaseThread()
+    monkeypatch.setattr(step_changes, "_database_thread", database)
+
+    start(project, agent)
+    settle()
+    after_start = database.trips
+    write(demo_project, "fresh.md", "gathered\n")
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    settle()
+
+    # The transition read the runs; the look only writes (and reads other agents' work there).
+    assert (after_start, database.trips) == (1, 2)
+    (gather,) = runs("gather")
+    assert files_of(gather)["added"] == ["fresh.md"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from django.db.models import Prefetch, QuerySet
 
@@ -35,10 +36,18 @@ def project_not_found(project_id: int) -> str:
     return f"Project {project_id} not found"
 
 
-def entries_of(nodes: Iterable[WorkflowStep]) -> list[list[WorkflowStep]]:
-    """A workflow's nodes, in entry order, grouped into its entries: a concurrent entry holds
-    several nodes. Every reader that lays out a workflow groups through this."""
-    entries: list[list[WorkflowStep]] = []
+class _Placed(Protocol):
+    entry_index: int
+
+
+P = TypeVar("P", bound=_Placed)
+
+
+def entries_of(nodes: Iterable[P]) -> list[list[P]]:
+    """A workflow's nodes (or steps read with their node's ``entry_index``), in entry order,
+    grouped into its entries: a concurrent entry holds several nodes. Every reader that lays
+    out a workflow groups through this."""
+    entries: list[list[P]] = []
     for node in nodes:
         while len(entries) <= node.entry_index:
             entries.append([])
@@ -68,26 +77,17 @@ _NODES = WorkflowStep._meta.db_table
 def workflow_entries(*, workflow: Workflow) -> list[list[Step]]:
     """The workflow's ordered entries of whole steps (what a transition needs of them).
 
-    Read on every transition, so written out (``workflows.rows``): its nodes, then its steps.
+    Read on every transition, so written out (``workflows.rows``): one query.
     """
-    nodes = rows.select_models(
-        WorkflowStep,
-        fields=("step_id", "entry_index", "position_in_entry"),
-        where="workflow_id = %s",
+    steps = rows.select_models(
+        Step,
+        join=f"JOIN {_NODES} node ON node.step_id = {Step._meta.db_table}.id",
+        where="node.workflow_id = %s",
         params=[workflow.pk],
-        order_by="entry_index, position_in_entry",
+        order_by="node.entry_index, node.position_in_entry",
+        annotate={"entry_index": "node.entry_index"},
     )
-    steps = {
-        step.pk: step
-        for step in rows.select_models(
-            Step,
-            where=f"id IN (SELECT step_id FROM {_NODES} WHERE workflow_id = %s)",
-            params=[workflow.pk],
-        )
-    }
-    for node in nodes:
-        node.step = steps[node.step_id]
-    return [[node.step for node in entry] for entry in entries_of(nodes)]
+    return entries_of(steps)  # type: ignore[type-var]  # each step carries its entry_index
 
 
 def workflow_nodes(*, workflow_id: int) -> list[WorkflowStep]:

@@ -154,6 +154,7 @@ class _Job:
     carry: changes.Snapshot | None = None  # the end snapshot of a reviewed hand-in
     done: threading.Event = field(default_factory=threading.Event)
     marker: bool = False  # no look: ``done`` tells that every job queued before it ran
+    pending: list[Any] | None = None  # the session's pending runs, read by the transition
 
 
 _jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
@@ -236,13 +237,25 @@ def session_moved(
     if not enabled():
         return
     session_pk = session.pk
-    transaction.on_commit(lambda: _queue(session_pk, root, finished_entry, began_entry))
+    # When no earlier look at this session is still to run, nothing but this session's own
+    # later transitions touches its runs' file columns before this look does: the runs it
+    # needs are read now, with the transition's own statements, rather than on another trip
+    # to the database thread. (The look's writes re-check the runs' status, so a later
+    # transition that sent a run back or aborted it wins as it did.)
+    previous = _latest.get(session_pk)
+    pending = _pending_rows(session_pk) if previous is None or previous.done.is_set() else None
+    transaction.on_commit(lambda: _queue(session_pk, root, finished_entry, began_entry, pending))
 
 
 def _queue(
-    session_pk: int, root: Path, finished_entry: int | None, began_entry: int | None
+    session_pk: int,
+    root: Path,
+    finished_entry: int | None,
+    began_entry: int | None,
+    pending: list[Any] | None = None,
 ) -> None:
     job = _Job(
+        pending=pending,
         session_pk=session_pk,
         root=root,
         finished_entry=finished_entry,
@@ -329,7 +342,9 @@ def _pending_rows(session_pk: int) -> list[Any]:
 
 
 def _look(job: _Job) -> None:
-    pending = _db(lambda: _pending_rows(job.session_pk))
+    pending = job.pending
+    if pending is None:
+        pending = _db(lambda: _pending_rows(job.session_pk))
     if not pending:
         return
     project_id, agent_id = pending[0][7], pending[0][8]
@@ -473,7 +488,7 @@ def _store(
             outcome = found[run.pk]
             warnings = [*outcome.warnings, *([overlaps[run.pk]] if run.pk in overlaps else [])]
             # Only a run still waiting for its record gets it: a second look never overwrites.
-            if _write_record(run.pk, outcome, warnings):
+            if _write_record(run.pk, outcome, warnings, finished=True):
                 recorded.append((run.step_id, outcome, warnings))
         if began and after is not None:
             _write_start(began, after)
@@ -481,17 +496,34 @@ def _store(
             _announce(*owners, recorded)
 
 
+_STARTED = (StepRun.Status.ACTIVE.value, StepRun.Status.COMPLETED.value)
+
+
 def _write_start(began: list[int], after: changes.Snapshot) -> None:
-    """The snapshot the runs that began start from; never replaces one already stored."""
+    """The snapshot the runs that began start from; never replaces one already stored, and
+    skips a run sent back or aborted before the look."""
     marks = ", ".join(["%s"] * len(began))
-    _update(f"id IN ({marks}) AND files_snapshot IS NULL", began, files_snapshot=after.to_json())
+    _update(
+        f"id IN ({marks}) AND files_snapshot IS NULL AND status IN (%s, %s)",
+        [*began, *_STARTED],
+        files_snapshot=after.to_json(),
+    )
 
 
-def _write_record(run_pk: int, outcome: RunFiles, warnings: list[str]) -> bool:
+def _write_record(
+    run_pk: int, outcome: RunFiles, warnings: list[str], *, finished: bool = False
+) -> bool:
+    """Store a run's files changed, unless it already has them; with ``finished``, only while
+    the run is still the completed run the look compared (not sent back since)."""
+    where = "id = %s AND files_status = %s"
+    params: list[Any] = [run_pk, StepRun.FilesStatus.PENDING.value]
+    if finished:
+        where += " AND status = %s"
+        params.append(StepRun.Status.COMPLETED.value)
     return bool(
         _update(
-            "id = %s AND files_status = %s",
-            [run_pk, StepRun.FilesStatus.PENDING.value],
+            where,
+            params,
             files_status=outcome.status,
             files_changed=(
                 {
