@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -41,6 +42,36 @@ def _concrete(model: type[Model], names: Iterable[str] | None) -> tuple[Field[An
     return picked
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One model's columns in a SELECT: the main model's, or a joined relation's."""
+
+    model: type[Model]
+    attnames: tuple[str, ...]
+    converters: tuple[tuple[_Converter, ...], ...]
+    relation: str  # the foreign key it is set on ("" for the main model)
+
+
+def _part(
+    connection: Any,
+    model: type[Model],
+    fields: tuple[Field[Any, Any], ...],
+    table: str,
+    relation: str,
+) -> _Part:
+    converters = []
+    for field in fields:
+        column = field.get_col(table)
+        # The backend's converters, then the field's: what the ORM's compiler applies.
+        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+        converters.append(tuple((convert, column) for convert in found))
+    return _Part(model, tuple(f.attname for f in fields), tuple(converters), relation)
+
+
+def _is_model(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, Model)
+
+
 @functools.cache
 def _select(
     alias: str,
@@ -51,26 +82,39 @@ def _select(
     limit: int | None,
     join: str,
     annotate: tuple[tuple[str, str], ...],
-) -> tuple[str, tuple[str, ...], tuple[tuple[_Converter, ...], ...]]:
+    related: tuple[tuple[str, tuple[str, ...] | None], ...],
+) -> tuple[str, tuple[_Part, ...]]:
     connection = connections[alias]
     quote = connection.ops.quote_name
     fields = _concrete(model, names)
     table = quote(model._meta.db_table)
-    # The model's columns are named with their table, so ``join`` may bring in others.
+    # Columns are named with their table, so ``join`` may bring in others.
     columns = [f"{table}.{quote(f.column)}" for f in fields]
+    parts = [_part(connection, model, fields, model._meta.db_table, "")]
+    joins = []
+    for relation, related_names in related:
+        key = model._meta.get_field(relation)
+        target = key.related_model
+        if not isinstance(key, Field) or key.null or not _is_model(target):
+            raise ValueError(f"{model.__name__}.{relation} is not a required foreign key")
+        assert isinstance(target, type)
+        assert issubclass(target, Model)
+        other = f"rel_{relation}"
+        target_fields = _concrete(target, related_names)
+        columns += [f"{other}.{quote(f.column)}" for f in target_fields]
+        assert target._meta.pk is not None
+        joins.append(
+            f"JOIN {quote(target._meta.db_table)} {other} "
+            f"ON {other}.{quote(target._meta.pk.column)} = {table}.{quote(key.column)}"
+        )
+        parts.append(_part(connection, target, target_fields, other, relation))
     columns += [expression for _, expression in annotate]
-    sql = f"SELECT {', '.join(columns)} FROM {table} {join} WHERE {where}"
+    sql = f"SELECT {', '.join(columns)} FROM {table} {' '.join([*joins, join])} WHERE {where}"
     if order_by:
         sql += f" ORDER BY {order_by}"
     if limit is not None:
         sql += f" LIMIT {int(limit)}"
-    converters = []
-    for field in fields:
-        column = field.get_col(model._meta.db_table)
-        # The backend's converters, then the field's: what the ORM's compiler applies.
-        found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-        converters.append(tuple((convert, column) for convert in found))
-    return sql, tuple(f.attname for f in fields), tuple(converters)
+    return sql, tuple(parts)
 
 
 def select_models(
@@ -83,6 +127,7 @@ def select_models(
     limit: int | None = None,
     join: str = "",
     annotate: Mapping[str, str] | None = None,
+    related: Mapping[str, Iterable[str] | None] | None = None,
     using: str = DEFAULT_DB_ALIAS,
 ) -> list[M]:
     """Instances of ``model`` for ``SELECT <fields> FROM <table> <join> WHERE <where>``.
@@ -91,24 +136,37 @@ def select_models(
     ``%s`` placeholders (the statement is built once per shape), never built from values.
     ``fields`` defaults to every concrete field; the others are deferred. ``annotate`` maps
     attribute names to expressions (e.g. a joined table's column), set on each instance as
-    read, as ``QuerySet.annotate`` does.
+    read, as ``QuerySet.annotate`` does. ``related`` names required foreign keys whose rows
+    come in the same query (with those of their fields, all if None), as ``select_related``
+    does; a joined table is named ``rel_<foreign key>`` in ``where``.
     """
     names = None if fields is None else tuple(fields)
     extra = tuple((annotate or {}).items())
-    sql, attnames, converters = _select(using, model, names, where, order_by, limit, join, extra)
+    joined = tuple(
+        (relation, None if wanted is None else tuple(wanted))
+        for relation, wanted in (related or {}).items()
+    )
+    sql, parts = _select(using, model, names, where, order_by, limit, join, extra, joined)
     connection = connections[using]
     with connection.cursor() as cursor:
         cursor.execute(sql, list(params))
         rows = cursor.fetchall()
     found = []
-    width = len(attnames)
     for row in rows:
-        values = list(row[:width])
-        for i, column_converters in enumerate(converters):
-            for convert, column in column_converters:
-                values[i] = convert(values[i], column, connection)
-        instance = model.from_db(using, attnames, values)
-        for (name, _), value in zip(extra, row[width:], strict=True):
+        start = 0
+        instance: Any = None
+        for part in parts:
+            values = list(row[start : start + len(part.attnames)])
+            start += len(part.attnames)
+            for i, column_converters in enumerate(part.converters):
+                for convert, column in column_converters:
+                    values[i] = convert(values[i], column, connection)
+            read = part.model.from_db(using, part.attnames, values)
+            if part.relation:
+                setattr(instance, part.relation, read)
+            else:
+                instance = read
+        for (name, _), value in zip(extra, row[start:], strict=True):
             setattr(instance, name, value)
         found.append(instance)
     return found
@@ -121,6 +179,7 @@ def select_model(
     params: Sequence[Any],
     fields: Iterable[str] | None = None,
     order_by: str = "",
+    related: Mapping[str, Iterable[str] | None] | None = None,
     using: str = DEFAULT_DB_ALIAS,
 ) -> M | None:
     """The first instance ``select_models`` finds, or None."""
@@ -131,6 +190,7 @@ def select_model(
         fields=fields,
         order_by=order_by,
         limit=1,
+        related=related,
         using=using,
     )
     return found[0] if found else None

@@ -73,14 +73,20 @@ WORKFLOW_NAME = "main"
 STEPS = ("gather", "draft", "publish")
 MANY_JOBS = 200
 
-# Targets from the issue: metric -> (ratio bound on ours/theirs p50, strict "<" or "<=").
+# Targets: metric -> (bound on ours/theirs p50, strict "<" or "<="). Server CPU per call has
+# the same bound as the call's latency: a server that is only fast on an idle machine is not.
 TARGETS: dict[str, tuple[float, str]] = {
-    "cold_start": (1.0, "<="),
-    "get_workflows": (1.0, "<="),
-    "start_workflow": (1.0, "<="),
-    "finished_step": (1.0, "<="),
-    "abort_workflow": (1.0, "<="),
-    "get_workflows_200_jobs": (0.02, "<"),
+    "cold_start": (0.85, "<="),
+    "cold_start_cpu": (0.85, "<="),
+    "get_workflows": (0.1, "<="),
+    "get_workflows_cpu": (0.1, "<="),
+    "start_workflow": (0.6, "<="),
+    "start_workflow_cpu": (0.6, "<="),
+    "finished_step": (0.6, "<="),
+    "finished_step_cpu": (0.6, "<="),
+    "abort_workflow": (0.75, "<="),
+    "abort_workflow_cpu": (0.75, "<="),
+    "get_workflows_200_jobs": (0.02, "<="),
 }
 LABELS = {
     "cold_start": "cold start (spawn -> tools/list)",
@@ -304,12 +310,17 @@ class Server:
         return Client(transport, mode=mode, timeout=CALL_TIMEOUT, cache=False)
 
 
-def make_servers(base: Path, ours_root: Path = ROOT) -> dict[str, Server]:
+def make_servers(
+    base: Path, ours_root: Path = ROOT, database_url: str | None = None
+) -> dict[str, Server]:
     our_python = OUR_PYTHON if OUR_PYTHON.exists() else Path(sys.executable)
     var_dir = base / "ours-var"
     var_dir.mkdir()
     our_env = {"DEEPWORK_VAR_DIR": str(var_dir)}
-    log("ours: migrating a throwaway SQLite database ...")
+    if database_url:
+        our_env["DATABASE_URL"] = database_url
+    which = "the --database-url" if database_url else "a throwaway SQLite"
+    log(f"ours: migrating {which} database ...")
     proc = subprocess.run(
         [str(our_python), str(ours_root / "manage.py"), "migrate", "--noinput", "-v0"],
         env={**_clean_env(), **our_env},
@@ -930,6 +941,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "and both, on a 0.14-format job), or both peers (default)",
     )
     parser.add_argument(
+        "--database-url",
+        default=None,
+        metavar="URL",
+        help="ours on this database (e.g. postgres://postgres@127.0.0.1:5432/deepwork_bench, "
+        "an existing database) instead of a throwaway SQLite one",
+    )
+    parser.add_argument(
         "--ours-root",
         type=Path,
         default=ROOT,
@@ -949,7 +967,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 async def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     """Each asked-for peer's measurements: ``{"0.9.1": ..., "0.14": ...}``."""
-    servers = make_servers(base, args.ours_root.resolve())
+    servers = make_servers(base, args.ours_root.resolve(), args.database_url)
     out: dict[str, Any] = {}
     if args.peer in ("all", "0.9.1"):
         out["0.9.1"] = await run091(args, base, servers)

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from workflows import rows
 from workflows.models import Event, Job, Step, StepRun, WorkflowSession
-from workflows.selectors import workflow_entries
+from workflows.selectors import session_resolve, workflow_entries
 from workflows.services import sessions
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +46,8 @@ def test_a_selected_row_reads_as_the_orm_reads_it(project, agent, catalog):
     # Converted as the ORM converts: an aware datetime, a real boolean.
     assert timezone.is_aware(found.started_at)
     assert found.abort_untold is True
-    assert found._state.db == "default" and not found._state.adding
+    assert found._state.db == "default"
+    assert not found._state.adding
 
 
 def test_json_columns_come_back_decoded(project, agent, catalog):
@@ -82,7 +83,8 @@ def test_order_limit_and_no_match(project, agent, catalog):
     )
     nothing = rows.select_model(WorkflowSession, where="session_id = %s", params=["nope"])
 
-    assert newest is not None and newest.pk == second.pk != first.pk
+    assert newest is not None
+    assert newest.pk == second.pk != first.pk
     assert nothing is None
 
 
@@ -129,7 +131,8 @@ def test_inserted_rows_equal_what_the_orm_would_write(project, agent, catalog):
     rows.insert_models([mine])
     theirs.save(force_insert=True)
 
-    assert mine.pk is not None and mine.pk != theirs.pk
+    assert mine.pk is not None
+    assert mine.pk != theirs.pk
     assert not mine._state.adding
     stored_mine, stored_theirs = Event.objects.get(pk=mine.pk), Event.objects.get(pk=theirs.pk)
     assert model_to_dict(stored_mine, exclude=["id"]) == model_to_dict(
@@ -178,3 +181,39 @@ def test_an_update_prepares_values_and_compares_and_sets(project, agent, catalog
         StepRun, values={"outputs": {"x": ["y.md"]}}, where="id = %s", params=[run.pk]
     )
     assert StepRun.objects.get(pk=run.pk).outputs == {"x": ["y.md"]}
+
+
+def test_related_rows_come_in_the_same_query(project, agent, catalog):
+    session = started(project, agent, catalog)
+    created = Job.objects.get(pk=session.job_id).created_at
+
+    with CaptureQueriesContext(connection) as queries:
+        found = rows.select_model(
+            WorkflowSession,
+            where="workflows_workflowsession.id = %s",
+            params=[session.pk],
+            related={"job": ("id", "name", "job_dir", "created_at"), "workflow": None},
+        )
+        assert found is not None
+        assert (found.job.name, found.workflow.name) == ("demo", "main")
+        assert as_stored(found.workflow) == as_stored(session.workflow)
+        assert found.job.created_at == created
+    assert len(queries) == 1
+    assert "definition" in found.job.get_deferred_fields()
+    with pytest.raises(ValueError, match="not a required foreign key"):
+        rows.select_models(WorkflowSession, where="1 = 1", params=[], related={"parent": None})
+
+
+def test_resolving_a_hand_in_reads_the_session_with_its_job_and_workflow_at_once(
+    project, agent, catalog
+):
+    started(project, agent, catalog)
+
+    with CaptureQueriesContext(connection) as queries:
+        session = session_resolve(project=project, agent=agent, session_id=None)
+        assert (session.job.job_dir, session.workflow.name, session.agent) == (
+            session.job.job_dir,
+            "main",
+            agent,
+        )
+    assert len(queries) == 1

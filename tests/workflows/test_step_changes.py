@@ -481,7 +481,11 @@ def test_a_step_sent_back_before_its_finish_look_ran_gets_no_record(
 
     sent_back, again = runs("gather")
     part_a, *_ = runs("part_a")
-    assert (sent_back.status, again.status, part_a.status) == ("invalidated", "active", "invalidated")
+    assert (sent_back.status, again.status, part_a.status) == (
+        "invalidated",
+        "active",
+        "invalidated",
+    )
     # Neither the sent-back run's record nor the discarded entry's start was written.
     assert files_of(sent_back)["status"] == "unknown"
     assert part_a.files_snapshot is None

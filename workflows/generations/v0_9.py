@@ -147,7 +147,7 @@ class FirstGeneration:
         return {"session_id": new_session_id(), "instance_id": instance_id}
 
     def entries(self, job: Job, workflow: Workflow) -> list[list[Step]]:
-        return workflow_entries(workflow=workflow)
+        return workflow_entries(workflow=workflow, job=job)
 
     def current_entry(self, session: WorkflowSession, entries: Sequence[Any]) -> list[Step]:
         if session.current_entry_index >= len(entries):

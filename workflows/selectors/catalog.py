@@ -3,9 +3,11 @@ them. Each costs a fixed number of queries whatever the catalog's size."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from django.db.models import Prefetch, QuerySet
 
@@ -72,13 +74,30 @@ _NODE_FIELDS = (
 
 
 _NODES = WorkflowStep._meta.db_table
+# Workflow layouts kept per process (``workflow_entries``), least recently used first out.
+LAYOUTS_KEPT = 512
+_layouts: OrderedDict[tuple[Any, ...], tuple[tuple[Step, ...], ...]] = OrderedDict()
+_layouts_lock = threading.Lock()
 
 
-def workflow_entries(*, workflow: Workflow) -> list[list[Step]]:
+def workflow_entries(*, workflow: Workflow, job: Job | None = None) -> list[list[Step]]:
     """The workflow's ordered entries of whole steps (what a transition needs of them).
 
-    Read on every transition, so written out (``workflows.rows``): one query.
+    Read on every transition, so written out (``workflows.rows``): one query. Given the
+    workflow's ``job`` (its ``created_at`` loaded), the layout is kept in this process: a job
+    revision's steps and their places are written once and never change, and the key holds
+    the revision's creation time, so a primary key used again after a rollback is never
+    mistaken for the revision it once named. The lists are fresh; the steps are shared and
+    must not be changed.
     """
+    key = None
+    if job is not None and "created_at" in job.__dict__:
+        key = (workflow.pk, workflow.job_id, job.pk, job.created_at)
+        with _layouts_lock:
+            cached = _layouts.get(key)
+            if cached is not None:
+                _layouts.move_to_end(key)
+                return [list(entry) for entry in cached]
     steps = rows.select_models(
         Step,
         join=f"JOIN {_NODES} node ON node.step_id = {Step._meta.db_table}.id",
@@ -87,7 +106,13 @@ def workflow_entries(*, workflow: Workflow) -> list[list[Step]]:
         order_by="node.entry_index, node.position_in_entry",
         annotate={"entry_index": "node.entry_index"},
     )
-    return entries_of(steps)  # type: ignore[type-var]  # each step carries its entry_index
+    entries = entries_of(steps)  # type: ignore[type-var]  # each step carries its entry_index
+    if key is not None and entries:
+        with _layouts_lock:
+            _layouts[key] = tuple(tuple(entry) for entry in entries)
+            while len(_layouts) > LAYOUTS_KEPT:
+                _layouts.popitem(last=False)
+    return entries
 
 
 def workflow_nodes(*, workflow_id: int) -> list[WorkflowStep]:

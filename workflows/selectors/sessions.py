@@ -16,7 +16,6 @@ from workflows.models import (
     Job,
     Project,
     StepRun,
-    Workflow,
     WorkflowSession,
     WorkflowStep,
 )
@@ -53,9 +52,13 @@ _HEAD = (
 # A session's job without its parsed definition, a large JSON document no 0.9 transition reads
 # (it loads on first access, as a deferred field does).
 JOB_FIELDS = tuple(f.attname for f in Job._meta.concrete_fields if f.name not in ("definition",))
-_TOP = "agent_id = %s AND status = %s"
-_TOP_OR_UNTOLD = "agent_id = %s AND (status = %s OR abort_untold = %s)"
-_BY_ID = "project_id = %s AND session_id = %s"
+# Named with the table: ``session_resolve`` joins the job's and the workflow's.
+_TOP = f"{_SESSIONS}.agent_id = %s AND {_SESSIONS}.status = %s"
+_TOP_OR_UNTOLD = (
+    f"{_SESSIONS}.agent_id = %s AND ({_SESSIONS}.status = %s OR {_SESSIONS}.abort_untold = %s)"
+)
+_BY_ID = f"{_SESSIONS}.project_id = %s AND {_SESSIONS}.session_id = %s"
+_NEWEST = f"{_SESSIONS}.id DESC"
 
 
 def _known(session: WorkflowSession, project: Project, agent: Agent) -> WorkflowSession:
@@ -113,7 +116,7 @@ def session_head(*, project: Project, agent: Agent, session_id: str | None) -> W
     else:
         where, params = _BY_ID, [project.pk, session_id]
     session = rows.select_model(
-        WorkflowSession, where=where, params=params, fields=_HEAD, order_by="id DESC"
+        WorkflowSession, where=where, params=params, fields=_HEAD, order_by=_NEWEST
     )
     return _known(_check_targetable(session, session_id), project, agent)
 
@@ -130,7 +133,14 @@ def session_resolve(
         where, params = _TOP_OR_UNTOLD, [agent.pk, _ACTIVE, True]
     else:
         where, params = _TOP, [agent.pk, _ACTIVE]
-    found = rows.select_model(WorkflowSession, where=where, params=params, order_by="id DESC")
+    # The session with its job (without the definition) and workflow: one query.
+    found = rows.select_model(
+        WorkflowSession,
+        where=where,
+        params=params,
+        order_by=_NEWEST,
+        related={"job": JOB_FIELDS, "workflow": None},
+    )
     session = _check_targetable(found, session_id, untold_aborts=untold_aborts)
     if session.generation == WorkflowSession.Generation.DEEPWORK_014:
         # A 0.14 session walks 0.14's rules (typed outputs, inputs, its reviews): its steps
@@ -139,12 +149,6 @@ def session_resolve(
             f"Session '{session_id}' was started by a DeepWork 0.14 client; hand in and move "
             "its steps with that client's session_id (its conversation id)"
         )
-    job = rows.select_model(Job, where="id = %s", params=[session.job_id], fields=JOB_FIELDS)
-    workflow = rows.select_model(Workflow, where="id = %s", params=[session.workflow_id])
-    # The session's foreign keys (PROTECT) keep both rows.
-    assert job is not None
-    assert workflow is not None
-    session.job, session.workflow = job, workflow
     return _known(session, project, agent)
 
 
