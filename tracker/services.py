@@ -40,7 +40,7 @@ from django.utils import timezone
 from tracker import scope
 from tracker.ids import not_found, wire_pk
 from tracker.models import Decision, Issue, Milestone, Phase, Task, TrackedWorkflow
-from workflows import changes, events, limits
+from workflows import changes, events, limits, rows
 from workflows.errors import Conflict, InvalidInput, NotFound
 from workflows.models import Agent, Event, Project
 
@@ -795,7 +795,7 @@ def _log_insert(
         value = given[column.name] if column.name in given else column.get_default()
         if isinstance(value, models.Model):
             value = value.pk
-        params.append(column.get_db_prep_save(value, connection))
+        params.append(rows.prepared_value(column, value, connection))
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, pk, project.pk])
         inserted = cursor.fetchone()

@@ -213,8 +213,9 @@ _AS_IS: dict[str, type] = {
 }
 
 
-def _prepared(field: Field[Any, Any], value: Any, connection: Any) -> Any:
-    """``value`` as ``field.get_db_prep_save`` would hand it to the database."""
+def prepared_value(field: Field[Any, Any], value: Any, connection: Any) -> Any:
+    """``value`` as ``field.get_db_prep_save`` would hand it to the database (for a statement
+    written out elsewhere, e.g. an ``INSERT ... SELECT``)."""
     if value is None:
         return None
     kind = _AS_IS.get(field.get_internal_type())
@@ -261,7 +262,7 @@ def insert_models(objs: Sequence[M], *, using: str = DEFAULT_DB_ALIAS) -> None:
         batch = objs[start : start + size]
         sql, fields = _insert(using, model, len(batch))
         params: list[Any] = [
-            _prepared(f, f.pre_save(obj, True), connection) for obj in batch for f in fields
+            prepared_value(f, f.pre_save(obj, True), connection) for obj in batch for f in fields
         ]
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
@@ -313,7 +314,7 @@ def update_where(
     connection = connections[using]
     sql, fields = _update(using, model, tuple(values), where, extra)
     prepared = [
-        _prepared(field, value, connection)
+        prepared_value(field, value, connection)
         for field, value in zip(fields, values.values(), strict=True)
     ]
     with connection.cursor() as cursor:
