@@ -14,7 +14,7 @@ from mcp_bridge.state import ServerConfig, ServerState
 from workflows.errors import InvalidInput
 from workflows.models import Agent, Project
 from workflows.selectors.sessions import session_agent_id
-from workflows.services.catalog import Catalog
+from workflows.services.catalog import Catalog, CatalogView
 
 # DeepWork 0.14's stack ids are at most this long (``generations.v0_14.stack_id_clean``).
 MAX_CONVERSATION_ID = 100
@@ -33,6 +33,10 @@ class HostedState(ServerState):
 
     def catalog(self) -> Catalog:
         return self._hosted_catalog
+
+    def catalog_if_unchanged(self) -> CatalogView | None:
+        # One event loop serves every request here: the folder scan stays on the threads.
+        return None
 
     def agent(self) -> Agent:
         return current_identity().agent

@@ -307,3 +307,53 @@ async def test_review_tools_over_deepreview_rules(server, demo_project, monkeypa
         assert text.startswith("Review error: Only files inside the project can be reviewed")
         _, text = await call(client, "mark_review_as_passed", {"review_id": "../x"})
         assert text.startswith("Validation error: ")
+
+
+async def test_get_workflows_answers_unchanged_job_files_without_the_database(
+    demo_project, monkeypatch
+):
+    from mcp_bridge.toolsets import calls
+    from tests.support.factories import write_job
+
+    trips = []
+    real = calls.db_tool_call
+
+    async def counted(state, tool, *args, **kwargs):
+        trips.append(tool)
+        return await real(state, tool, *args, **kwargs)
+
+    monkeypatch.setattr("mcp_bridge.toolsets.deepwork.common.db_tool_call", counted)
+    async with Client(create_server(demo_project)) as client:
+        _, first = await call(client, "get_workflows")
+        _, again = await call(client, "get_workflows")
+        assert again == first
+        assert trips == ["get_workflows"]
+
+        write_job(demo_project, "later", LATER_JOB, ["only"])
+        _, changed = await call(client, "get_workflows")
+
+    assert trips == ["get_workflows", "get_workflows"]
+    assert "later" in {job["name"] for job in json.loads(changed)["jobs"]}
+
+
+LATER_JOB = """\
+name: later
+version: "1.0.0"
+summary: "Added while the server runs"
+common_job_info_provided_to_all_steps_at_runtime: "x"
+workflows:
+  - name: main
+    summary: "Main"
+    steps: [only]
+steps:
+  - id: only
+    name: "Only"
+    description: "Only"
+    instructions_file: steps/only.md
+    outputs:
+      out.md:
+        type: file
+        description: "Out"
+        required: true
+    reviews: []
+"""
