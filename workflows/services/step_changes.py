@@ -24,6 +24,12 @@ A process that exits with a look still queued waits a few seconds for it, then g
 is in the database, so a run whose start snapshot was never stored reads "unknown" when it
 finishes, and a finished run whose comparison never ran reads "unknown" after
 ``STALE_AFTER``.
+
+Why one module of some 600 lines: what a run shows, the worker that looks after a transition
+and the inline look before a review must agree on one order of snapshots and records (each
+change lands in exactly one step), and that order is easiest to check read in one place. The
+file comparison itself is ``workflows.changes``; the first part to move out would be the
+worker and its queue.
 """
 
 from __future__ import annotations
