@@ -347,6 +347,13 @@ class WorkflowSession(models.Model):
             # Insights: the sessions open during a date range, whatever their outcome (time
             # per step joins only those to the step runs completed in the range).
             models.Index(fields=["completed_at"], name="wf_session_done_at_idx"),
+            # A hand-in's target when a person aborted the top of the agent's stack and the
+            # agent has not been told yet: rare rows, found without reading the agent's history.
+            models.Index(
+                fields=["agent", "id"],
+                condition=Q(abort_untold=True),
+                name="wf_session_untold_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -464,6 +471,13 @@ class StepRun(models.Model):
                 fields=["completed_at"],
                 condition=Q(ready_at__isnull=False),
                 name="wf_steprun_dag_done_idx",
+            ),
+            # Other agents' runs that ended during a step (the warning with its files changed):
+            # read by time, so a look costs the same however long the project's history.
+            models.Index(
+                fields=["completed_at"],
+                condition=Q(completed_at__isnull=False),
+                name="wf_steprun_ended_at_idx",
             ),
         ]
 

@@ -372,6 +372,29 @@ def test_another_agents_step_at_the_same_time_is_named_in_a_warning(project, age
     ]
 
 
+def test_a_step_another_agent_finished_meanwhile_is_named_and_one_before_is_not(project, agent):
+    from workflows.services.agents import agent_ensure
+
+    other = agent_ensure(project=project, agent_id="helper")
+    before = start(project, other, job="nested", workflow="only").begin_step.session_id
+    step_finish(project=project, agent=other, outputs={"first.md": "first.md"}, session_id=before)
+    sessions.session_abort(project=project, agent=other, explanation="done", session_id=before)
+    start(project, agent)  # the step starts after `before` ended: that work is not named
+    meanwhile = start(project, other, job="nested", workflow="only").begin_step.session_id
+    step_finish(
+        project=project, agent=other, outputs={"first.md": "first.md"}, session_id=meanwhile
+    )
+    sessions.session_abort(project=project, agent=other, explanation="done", session_id=meanwhile)
+    settle()
+    step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+    settle()
+    gather = [run for run in runs("gather") if run.session.agent_id == agent.pk]
+    assert files_of(gather[0])["warnings"] == [
+        "other agents worked in this project at the same time, so some of these changes may be "
+        f"theirs: helper: {meanwhile}/first, helper: {meanwhile}/second"
+    ]
+
+
 def test_runs_that_ended_or_never_began_are_not_named(project, agent):
     """Runs sent back by go_to_step, sessions aborted before the step began and DAG steps that
     never reached an agent have no end time, yet no one is working on them."""

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from django.db.models import Q
 
 from workflows.errors import InvalidInput, JobBroken, NotFound
 from workflows.files import read_regular_text
@@ -34,7 +33,7 @@ from workflows.jobdefs.parse import runtime_workflow
 from workflows.models import Agent, Job, Project, SessionJob, Step, Workflow, WorkflowSession
 from workflows.outputs import check_output_path
 from workflows.results import Stack
-from workflows.selectors import stack_for_agent
+from workflows.selectors import session_top, stack_for_agent
 from workflows.services.agents import agent_ensure
 
 NO_ACTIVE_FINISH = (
@@ -92,15 +91,7 @@ def conversation_stack_agent(
 def top_session(agent: Agent | None, *, untold_aborts: bool = False) -> WorkflowSession | None:
     if agent is None:
         return None
-    live = Q(status=WorkflowSession.Status.ACTIVE)
-    if untold_aborts:
-        live |= Q(abort_untold=True)
-    return (
-        WorkflowSession.objects.select_related("job", "workflow")
-        .filter(live, agent=agent)
-        .order_by("-id")
-        .first()
-    )
+    return session_top(agent=agent, untold_aborts=untold_aborts)
 
 
 def conversation_stack(

@@ -12,6 +12,7 @@ from workflows.selectors.sessions import (
     NO_ACTIVE_SESSION,
     session_head,
     session_resolve,
+    session_top,
     stack_for_agent,
 )
 
@@ -20,6 +21,7 @@ __all__ = [
     "NO_ACTIVE_SESSION",
     "session_head",
     "session_resolve",
+    "session_top",
     "stack_for_agent",
     "workflow_entries",
 ]

@@ -54,8 +54,13 @@ _HEAD = (
 JOB_FIELDS = tuple(f.attname for f in Job._meta.concrete_fields if f.name not in ("definition",))
 # Named with the table: ``session_resolve`` joins the job's and the workflow's.
 _TOP = f"{_SESSIONS}.agent_id = %s AND {_SESSIONS}.status = %s"
+# The newer of the two: an OR over both columns would read every session the agent ever had
+# (each branch here is one index: wf_session_stack_idx and the partial wf_session_untold_idx,
+# whose condition the bare column repeats so the planner can use it).
 _TOP_OR_UNTOLD = (
-    f"{_SESSIONS}.agent_id = %s AND ({_SESSIONS}.status = %s OR {_SESSIONS}.abort_untold = %s)"
+    f"{_SESSIONS}.id = (SELECT MAX(u.id) FROM ("
+    f"SELECT id FROM {_SESSIONS} WHERE agent_id = %s AND status = %s "
+    f"UNION ALL SELECT id FROM {_SESSIONS} WHERE agent_id = %s AND abort_untold) u)"
 )
 _BY_ID = f"{_SESSIONS}.project_id = %s AND {_SESSIONS}.session_id = %s"
 _NEWEST = f"{_SESSIONS}.id DESC"
@@ -121,26 +126,44 @@ def session_head(*, project: Project, agent: Agent, session_id: str | None) -> W
     return _known(_check_targetable(session, session_id), project, agent)
 
 
+def session_top(
+    *, agent: Agent, untold_aborts: bool = False, job_fields: tuple[str, ...] | None = None
+) -> WorkflowSession | None:
+    """The top of ``agent``'s stack with its job and workflow, in one query; with
+    ``untold_aborts``, a session a person aborted there that the agent has not been told of
+    counts as the top. ``job_fields`` limits the job's columns read (the rest load on first
+    use); None reads them all."""
+    where, params = (
+        (_TOP_OR_UNTOLD, [agent.pk, _ACTIVE, agent.pk])
+        if untold_aborts
+        else (_TOP, [agent.pk, _ACTIVE])
+    )
+    return _with_job(where, params, job_fields)
+
+
+def _with_job(
+    where: str, params: list[object], job_fields: tuple[str, ...] | None
+) -> WorkflowSession | None:
+    return rows.select_model(
+        WorkflowSession,
+        where=where,
+        params=params,
+        order_by=_NEWEST,
+        related={"job": job_fields, "workflow": None},
+    )
+
+
 def session_resolve(
     *, project: Project, agent: Agent, session_id: str | None, untold_aborts: bool = False
 ) -> WorkflowSession:
     """The session a call targets: ``session_id`` anywhere in the project, else the top of
     the caller's own stack. With ``untold_aborts``, a session a person aborted on top of that
     stack, which its agent has not been told of, is answered as it is (not active)."""
-    if session_id is not None:
-        where, params = _BY_ID, [project.pk, session_id]
-    elif untold_aborts:
-        where, params = _TOP_OR_UNTOLD, [agent.pk, _ACTIVE, True]
-    else:
-        where, params = _TOP, [agent.pk, _ACTIVE]
     # The session with its job (without the definition) and workflow: one query.
-    found = rows.select_model(
-        WorkflowSession,
-        where=where,
-        params=params,
-        order_by=_NEWEST,
-        related={"job": JOB_FIELDS, "workflow": None},
-    )
+    if session_id is not None:
+        found = _with_job(_BY_ID, [project.pk, session_id], JOB_FIELDS)
+    else:
+        found = session_top(agent=agent, untold_aborts=untold_aborts, job_fields=JOB_FIELDS)
     session = _check_targetable(found, session_id, untold_aborts=untold_aborts)
     if session.generation == WorkflowSession.Generation.DEEPWORK_014:
         # A 0.14 session walks 0.14's rules (typed outputs, inputs, its reviews): its steps

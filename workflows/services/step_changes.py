@@ -426,6 +426,12 @@ def _recorded(result: changes.FilesChanged) -> RunFiles:
 # (assignment, else its start) until it ended. A run with no end counts only while it is really
 # live: active or assigned in a session still going. Runs sent back by go_to_step, DAG steps
 # that never reached an agent, and runs of sessions that ended long ago are no one's work now.
+#
+# Two branches, each read through an index bounded by the window rather than by the project's
+# history: runs that ended after the window opened (wf_steprun_ended_at_idx), and live runs of
+# sessions still going (no end: wf_session_done_at_idx, as a session's end and its status go
+# together by constraint). The unary plus keeps the planner off the project's session index,
+# which would read every session the project ever had.
 _ENDED = ", ".join(
     f"'{status}'"
     for status in (
@@ -437,17 +443,22 @@ _ENDED = ", ".join(
 )
 _HELD = f"'{StepRun.Status.ACTIVE}', '{StepRun.Status.ASSIGNED}'"
 _GOING = f"'{WorkflowSession.Status.ACTIVE}', '{WorkflowSession.Status.RUNNING}'"
+_RUNS, _SESSIONS = StepRun._meta.db_table, WorkflowSession._meta.db_table
+_OTHERS_IN_WINDOW = (
+    "+s.project_id = %s AND COALESCE(r.assigned_agent_id, s.agent_id) <> %s "
+    "AND COALESCE(r.assigned_at, r.started_at) < %s"
+)
 _OVERLAP_SQL = (
-    "SELECT a.agent_id, s.session_id, r.step_id "
-    f"FROM {StepRun._meta.db_table} r "
-    f"JOIN {WorkflowSession._meta.db_table} s ON r.session_id = s.id "
-    f"JOIN {Agent._meta.db_table} a ON a.id = COALESCE(r.assigned_agent_id, s.agent_id) "
-    "WHERE s.project_id = %s AND COALESCE(r.assigned_agent_id, s.agent_id) <> %s "
-    "AND COALESCE(r.assigned_at, r.started_at) < %s "
-    "AND ((r.completed_at IS NOT NULL AND r.completed_at > %s "
-    f"AND r.status IN ({_ENDED})) "
-    f"OR (r.completed_at IS NULL AND r.status IN ({_HELD}) AND s.status IN ({_GOING}))) "
-    "ORDER BY r.id LIMIT 10"
+    "SELECT a.agent_id, u.session_id, u.step_id FROM ("
+    "SELECT r.id, r.step_id, s.session_id, COALESCE(r.assigned_agent_id, s.agent_id) AS holder "
+    f"FROM {_RUNS} r JOIN {_SESSIONS} s ON s.id = r.session_id "
+    f"WHERE r.completed_at > %s AND r.status IN ({_ENDED}) AND {_OTHERS_IN_WINDOW} "
+    "UNION ALL "
+    "SELECT r.id, r.step_id, s.session_id, COALESCE(r.assigned_agent_id, s.agent_id) "
+    f"FROM {_SESSIONS} s JOIN {_RUNS} r ON r.session_id = s.id "
+    f"WHERE s.completed_at IS NULL AND s.status IN ({_GOING}) AND r.completed_at IS NULL "
+    f"AND r.status IN ({_HELD}) AND {_OTHERS_IN_WINDOW}"
+    f") u JOIN {Agent._meta.db_table} a ON a.id = u.holder ORDER BY u.id LIMIT 10"
 )
 
 
@@ -459,7 +470,8 @@ def _overlap_warnings(project_id: int, agent_id: int, ended: list[_Run]) -> dict
     first = min(run.started_at for run in ended)
     last = max(now if run.completed_at is None else run.completed_at for run in ended)
     with connection.cursor() as cursor:
-        cursor.execute(_OVERLAP_SQL, [project_id, agent_id, last, first])
+        window = [project_id, agent_id, last]
+        cursor.execute(_OVERLAP_SQL, [first, *window, *window])
         names = [f"{agent}: {session}/{step}" for agent, session, step in cursor.fetchall()]
     if not names:
         return {}
