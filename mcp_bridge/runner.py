@@ -26,6 +26,8 @@ from typing import Any, TypeVar
 import anyio
 from fastmcp import FastMCP
 
+from workflows.db import database_thread_for
+
 logger = logging.getLogger("deepwork.mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -295,8 +297,10 @@ async def _on_database_thread(
         return
     from asgiref.sync import ThreadSensitiveContext
 
-    async with ThreadSensitiveContext(executor=executor):
-        await serve(mcp)
+    # Both: our calls go to the thread directly, anything else through asgiref to the same one.
+    with database_thread_for(executor):
+        async with ThreadSensitiveContext(executor=executor):
+            await serve(mcp)
 
 
 def run_stdio(mcp: FastMCP, database: Executor | None = None) -> None:

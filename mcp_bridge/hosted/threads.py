@@ -10,6 +10,7 @@ from asgiref.sync import ThreadSensitiveContext
 from django.conf import settings
 
 from mcp_bridge.hosted.config import setting
+from workflows.db import database_thread_for
 
 
 class DatabaseThreads:
@@ -40,9 +41,11 @@ class DatabaseThreads:
             self._start()
         chosen = min(range(len(self._busy)), key=self._busy.__getitem__)
         self._busy[chosen] += 1
+        executor = self._executors[chosen]
         try:
-            async with ThreadSensitiveContext(executor=self._executors[chosen]):
-                yield
+            with database_thread_for(executor):
+                async with ThreadSensitiveContext(executor=executor):
+                    yield
         finally:
             self._busy[chosen] -= 1
 
