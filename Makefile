@@ -60,10 +60,12 @@ format: $(STAMP)
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
 
-## Compare per-call latency with deepwork 0.9.1 on the same fixture, time the quality gate,
-## then the dashboard and API with 100k sessions and 1M events, and live latency to a browser.
+## Compare per-call latency with deepwork 0.9.1 on the same fixture, check that a transition
+## costs the same after 20,000 sessions of history, time the quality gate, then the dashboard
+## and API with 100k sessions and 1M events, and live latency to a browser.
 bench: $(STAMP) browser
 	$(PY) tests/bench/run_bench.py
+	$(PY) tests/bench/history_bench.py
 	$(PY) tests/bench/gate_bench.py
 	$(PY) tests/bench/files_bench.py
 	$(PY) tests/bench/dashboard_bench.py
