@@ -24,10 +24,10 @@ from workflows.services.agents import ProcessHolder, agent_claim
 
 pytestmark = pytest.mark.django_db
 
-# The top of the stack, then the transaction (a savepoint inside the test's own transaction):
-# the compare-and-set, the step runs, the event, the two insight tallies it counts into, the
-# stack as the abort leaves it.
-ABORT_QUERIES = 1 + 1 + 4 + 2 + 1
+# The transaction (a savepoint inside the test's own transaction), in it the stack with its top
+# (one read: the top is the session, the rest the stack the abort leaves), the compare-and-set,
+# the step runs, the event and the two insight tallies it counts into.
+ABORT_QUERIES = 1 + 1 + 4 + 2
 
 
 def start(project, agent, catalog, job="demo", workflow="main") -> str:

@@ -14,6 +14,8 @@ from workflows.selectors.sessions import (
     session_resolve,
     session_top,
     stack_for_agent,
+    stack_of,
+    stack_sessions,
 )
 
 __all__ = [
@@ -23,5 +25,7 @@ __all__ = [
     "session_resolve",
     "session_top",
     "stack_for_agent",
+    "stack_of",
+    "stack_sessions",
     "workflow_entries",
 ]

@@ -84,6 +84,27 @@ def stack_for_agent(*, agent: Agent) -> Stack:
     return tuple(StackItem(job_name=job, workflow_name=wf, step_id=step) for job, wf, step in rows)
 
 
+def stack_sessions(*, project: Project, agent: Agent) -> list[WorkflowSession]:
+    """The agent's active sessions, bottom to top, each with what a transition of its own row
+    needs (the fields ``session_head`` reads): the stack and its top in one read."""
+    found = rows.select_models(
+        WorkflowSession,
+        where=_TOP,
+        params=[agent.pk, _ACTIVE],
+        fields=_HEAD,
+        order_by=f"{_SESSIONS}.id",
+    )
+    return [_known(session, project, agent) for session in found]
+
+
+def stack_of(sessions: list[WorkflowSession]) -> Stack:
+    """What ``stack_for_agent`` answers, from sessions already read."""
+    return tuple(
+        StackItem(job_name=s.job_name, workflow_name=s.workflow_name, step_id=s.current_step_id)
+        for s in sessions
+    )
+
+
 def _check_targetable(
     session: WorkflowSession | None, session_id: str | None, *, untold_aborts: bool = False
 ) -> WorkflowSession:

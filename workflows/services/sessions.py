@@ -46,7 +46,13 @@ from workflows.models import (
     Workflow,
     WorkflowSession,
 )
-from workflows.selectors import session_head, session_resolve
+from workflows.selectors import (
+    NO_ACTIVE_SESSION,
+    session_head,
+    session_resolve,
+    stack_of,
+    stack_sessions,
+)
 from workflows.services import step_changes
 from workflows.services.agents import agent_ensure, agent_id_clean
 from workflows.services.catalog import CatalogView
@@ -542,17 +548,28 @@ def session_abort(
         raise InvalidInput("A reason is required so the agent and the team know why")
     if conversation is not None:
         _check_stack_names(conversation)
-    session = _target(
-        generation,
-        project=project,
-        agent=agent,
-        conversation=conversation,
-        session_id=session_id,
-        head_only=True,
-    )
-    aborted_step = session.current_step_id
+    # An agent aborting the top of its own stack (the usual abort) reads that stack once, in
+    # the transaction: its top is the session, the rest is the stack the answer shows.
+    own_top = conversation is None and session_id is None and agent is not None
+    below: list[WorkflowSession] = []
+    if not own_top:
+        session = _target(
+            generation,
+            project=project,
+            agent=agent,
+            conversation=conversation,
+            session_id=session_id,
+            head_only=True,
+        )
     now = timezone.now()
     with transaction.atomic():
+        if own_top:
+            assert agent is not None
+            below = stack_sessions(project=project, agent=agent)
+            if not below:
+                raise NotFound(NO_ACTIVE_SESSION)
+            session = below.pop()
+        aborted_step = session.current_step_id
         # The agent is told of a person's abort only when its next hand-in would have acted on
         # the session: when it is the top of the agent's stack (nothing nested above it).
         untold = bool(by_person) and not (
@@ -582,13 +599,19 @@ def session_abort(
             by=by,
             payload=events.SessionAborted(step_id=aborted_step, explanation=explanation),
         )
-        # Read before the commit: on SQLite the write lock is still held, so this is the stack
-        # exactly as the commit leaves it; elsewhere it is as fresh as a read after it would be.
-        stack = generation.stack(
-            project=project,
-            agent=agent if conversation is None else session.agent,  # type: ignore[arg-type]
-            conversation=conversation,
-        )
+        if own_top:
+            # Read under this transaction's write lock (SQLite) or in it: what the commit
+            # leaves, as a read after the claim would have found it.
+            stack = stack_of(below)
+        else:
+            # Read before the commit: on SQLite the write lock is still held, so this is the
+            # stack exactly as the commit leaves it; elsewhere it is as fresh as a read after
+            # it would be.
+            stack = generation.stack(
+                project=project,
+                agent=agent if conversation is None else session.agent,  # type: ignore[arg-type]
+                conversation=conversation,
+            )
     return generation.aborted(session, explanation, aborted_step, stack)
 
 
