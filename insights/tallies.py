@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from django.db.models.functions import TruncDate
 from insights import histograms
 from insights.models import AgentTally, SessionTally, StepTimeTally
 from workflows.models import Event, StepRun, WorkflowSession
+
+logger = logging.getLogger(__name__)
 
 SESSION_TALLY_KEY = ("day", "project_id", "generation", "job_id", "job_name", "workflow_name")
 AGENT_TALLY_KEY = (
@@ -200,47 +203,38 @@ def insight_tally_events(*, events: Sequence[Event], session: WorkflowSession | 
         _add(using, agent_table, AGENT_TALLY_KEY, {key: {"sessions_aborted": 1} for key in keys})
         _add(using, session_table, SESSION_TALLY_KEY, {_session_key(session): {"aborted": 1}})
     elif kind == Event.Kind.STEP_FINISHED:
-        step_ids = {str(e.payload.get("step_id")) for e in events}
-        # The run each event finished: the step's newest completed run in this session.
-        newest: dict[str, tuple[str, int, dt.datetime, dt.datetime]] = {}
-        for step_id, entry_index, started_at, completed_at in _finished_runs(
-            using, session.pk, sorted(step_ids)
-        ):
-            if step_id not in newest or completed_at > newest[step_id][3]:
-                newest[step_id] = (step_id, entry_index, started_at, completed_at)
+        # Each event names the run it finished (its entry, start and end): counted from there,
+        # so this context never reads the workflow engine's runs.
+        finished = [_finished_run(e) for e in events]
         _add(
             using,
             StepTimeTally._meta.db_table,
             STEP_TIME_TALLY_KEY,
-            _step_rows(session, newest.values()),
+            _step_rows(session, [run for run in finished if run is not None]),
         )
 
 
-def _finished_runs(
-    using: str, session_pk: int, step_ids: list[str]
-) -> list[tuple[str, int, dt.datetime, dt.datetime]]:
-    """The session's completed runs of these steps: written out, as this runs on every
-    finished step (the same rows as the ORM's ``StepRun`` filter on these four fields)."""
-    connection = connections[using]
-    runs = connection.ops.quote_name(StepRun._meta.db_table)
-    sql = (
-        f"SELECT step_id, entry_index, started_at, completed_at FROM {runs} "
-        "WHERE session_id = %s AND status = %s AND completed_at IS NOT NULL "
-        f"AND step_id IN ({', '.join(['%s'] * len(step_ids))})"
+def _finished_run(event: Event) -> tuple[str, int, dt.datetime, dt.datetime] | None:
+    payload = event.payload
+    entry_index, started_at, completed_at = (
+        payload.get("entry_index"),
+        payload.get("started_at"),
+        payload.get("completed_at"),
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [session_pk, StepRun.Status.COMPLETED.value, *step_ids])
-        rows = cursor.fetchall()
-    return [
-        (step_id, entry_index, _moment(started_at), _moment(completed_at))
-        for step_id, entry_index, started_at, completed_at in rows
-    ]
+    if entry_index is None or started_at is None or completed_at is None:
+        # Only an event from before runs were named in it; the one writer always names them.
+        logger.warning(
+            "step_finished event %s names no run: its step time is not counted", event.pk
+        )
+        return None
+    return (str(payload["step_id"]), int(entry_index), _moment(started_at), _moment(completed_at))
 
 
 def _moment(value: dt.datetime | str) -> dt.datetime:
-    # SQLite hands timestamps back as the UTC text Django stored; PostgreSQL as datetimes.
+    # A payload holds its times as ISO text (with their offset), or a datetime once parsed.
     if isinstance(value, str):
-        return dt.datetime.fromisoformat(value).replace(tzinfo=dt.UTC)
+        moment = dt.datetime.fromisoformat(value)
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
     return value
 
 

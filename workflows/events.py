@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import router, transaction
@@ -52,6 +53,11 @@ class StepFinished(Payload):
     step_id: str
     outputs: dict[str, str | list[str]]
     notes: str | None
+    # The run it finished (None in events written before these were recorded): listeners
+    # such as the insight tallies count it from here, without reading the runs.
+    entry_index: int | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
 
 
 class StepReopened(Payload):

@@ -277,8 +277,13 @@ def insert_models(objs: Sequence[M], *, using: str = DEFAULT_DB_ALIAS) -> None:
 
 @functools.cache
 def _update(
-    alias: str, model: type[Model], names: tuple[str, ...], where: str, extra: str
-) -> tuple[str, tuple[Field[Any, Any], ...]]:
+    alias: str,
+    model: type[Model],
+    names: tuple[str, ...],
+    where: str,
+    extra: str,
+    returning: tuple[str, ...] = (),
+) -> tuple[str, tuple[Field[Any, Any], ...], _Part | None]:
     connection = connections[alias]
     quote = connection.ops.quote_name
     fields = tuple(_own_column(model, name) for name in names)
@@ -286,7 +291,11 @@ def _update(
     if extra:
         assignments.insert(0, extra)
     sql = f"UPDATE {quote(model._meta.db_table)} SET {', '.join(assignments)} WHERE {where}"
-    return sql, fields
+    if not returning:
+        return sql, fields, None
+    back = _concrete(model, returning)
+    sql += f" RETURNING {', '.join(quote(f.column) for f in back)}"
+    return sql, fields, _part(connection, model, back, model._meta.db_table, "")
 
 
 def _own_column(model: type[Model], name: str) -> Field[Any, Any]:
@@ -294,6 +303,36 @@ def _own_column(model: type[Model], name: str) -> Field[Any, Any]:
     if not isinstance(field, Field) or not field.concrete:
         raise ValueError(f"{model.__name__}.{name} is not a column of its own")
     return field
+
+
+def _execute_update(
+    model: type[Model],
+    values: Mapping[str, Any],
+    where: str,
+    params: Sequence[Any],
+    extra: str,
+    returning: tuple[str, ...],
+    using: str,
+) -> tuple[int, list[dict[str, Any]]]:
+    connection = connections[using]
+    sql, fields, back = _update(using, model, tuple(values), where, extra, returning)
+    prepared = [
+        prepared_value(field, value, connection)
+        for field, value in zip(fields, values.values(), strict=True)
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*prepared, *params])
+        if back is None:
+            return int(cursor.rowcount), []
+        found = cursor.fetchall()
+    rows = []
+    for row in found:
+        read = list(row)
+        for i, column_converters in enumerate(back.converters):
+            for convert, column in column_converters:
+                read[i] = convert(read[i], column, connection)
+        rows.append(dict(zip(back.attnames, read, strict=True)))
+    return len(rows), rows
 
 
 def update_where(
@@ -311,12 +350,18 @@ def update_where(
     ``QuerySet.update`` would; ``extra`` is a literal assignment put first (e.g.
     ``revision = revision + 1``). Compare-and-set lives in ``where``.
     """
-    connection = connections[using]
-    sql, fields = _update(using, model, tuple(values), where, extra)
-    prepared = [
-        prepared_value(field, value, connection)
-        for field, value in zip(fields, values.values(), strict=True)
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*prepared, *params])
-        return int(cursor.rowcount)
+    return _execute_update(model, values, where, params, extra, (), using)[0]
+
+
+def update_returning(
+    model: type[Model],
+    *,
+    values: Mapping[str, Any],
+    where: str,
+    params: Sequence[Any],
+    returning: Sequence[str],
+    using: str = DEFAULT_DB_ALIAS,
+) -> list[dict[str, Any]]:
+    """``update_where`` that answers with the changed rows' ``returning`` fields (attname ->
+    value, read back through the fields' converters as a query would), in one statement."""
+    return _execute_update(model, values, where, params, "", tuple(returning), using)[1]

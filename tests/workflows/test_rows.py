@@ -183,6 +183,43 @@ def test_an_update_prepares_values_and_compares_and_sets(project, agent, catalog
     assert StepRun.objects.get(pk=run.pk).outputs == {"x": ["y.md"]}
 
 
+def test_an_update_answers_with_the_changed_rows_read_as_the_orm_reads_them(
+    project, agent, catalog
+):
+    session = started(project, agent, catalog)
+    run = StepRun.objects.get(session=session)
+    done = timezone.now() + timedelta(minutes=1)
+
+    with CaptureQueriesContext(connection) as statements:
+        found = rows.update_returning(
+            StepRun,
+            values={"status": "completed", "completed_at": done, "outputs": {"a": "a.md"}},
+            where="session_id = %s AND status = %s",
+            params=[session.pk, "active"],
+            returning=("entry_index", "started_at", "completed_at", "outputs"),
+        )
+    again = rows.update_returning(
+        StepRun,
+        values={"status": "completed"},
+        where="session_id = %s AND status = %s",
+        params=[session.pk, "active"],
+        returning=("entry_index",),
+    )
+
+    stored = StepRun.objects.get(pk=run.pk)
+    assert len(statements) == 1
+    assert found == [
+        {
+            "entry_index": stored.entry_index,
+            "started_at": stored.started_at,  # an aware datetime on SQLite too
+            "completed_at": done,
+            "outputs": {"a": "a.md"},  # decoded, as the field reads it
+        }
+    ]
+    assert found[0]["started_at"].tzinfo is not None
+    assert again == []
+
+
 def test_related_rows_come_in_the_same_query(project, agent, catalog):
     session = started(project, agent, catalog)
     created = Job.objects.get(pk=session.job_id).created_at

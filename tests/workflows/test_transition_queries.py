@@ -28,6 +28,12 @@ pytestmark = pytest.mark.django_db
 # (one read: the top is the session, the rest the stack the abort leaves), the compare-and-set,
 # the step runs, the event and the two insight tallies it counts into.
 ABORT_QUERIES = 1 + 1 + 4 + 2
+# A hand-in of a step without reviews, file tracking off: the session with its job and
+# workflow, then in the transaction (a savepoint here) the compare-and-set, the run completed
+# (answering with its entry and times), `step_finished`, its agent tally and its step-time
+# tally (counted from the event, not from a read of the runs), the next run, `step_started`,
+# then the stack.
+FINISH_QUERIES = 1 + 2 + 5 + 2 + 1
 
 
 def start(project, agent, catalog, job="demo", workflow="main") -> str:
@@ -39,6 +45,22 @@ def start(project, agent, catalog, job="demo", workflow="main") -> str:
         workflow_name=workflow,
         goal="queries",
     ).begun.session.session_id
+
+
+def test_a_hand_in_without_reviews_sends_a_fixed_set_of_statements(
+    project, agent, catalog, settings, django_assert_num_queries
+):
+    settings.DEEPWORK_STEP_FILES = "off"
+    start(project, agent, catalog)
+
+    with django_assert_num_queries(FINISH_QUERIES):
+        step_finish(project=project, agent=agent, outputs={"notes.md": "notes.md"})
+
+    finished = Event.objects.get(kind=Event.Kind.STEP_FINISHED)
+    run = StepRun.objects.get(step_id="gather")
+    assert finished.payload["entry_index"] == run.entry_index == 0
+    assert finished.payload["started_at"] == run.started_at.isoformat().replace("+00:00", "Z")
+    assert finished.payload["completed_at"] == run.completed_at.isoformat().replace("+00:00", "Z")
 
 
 @pytest.mark.parametrize("depth", [1, 6])

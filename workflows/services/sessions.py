@@ -450,9 +450,9 @@ def step_advance(
             )
         if on_claimed is not None:
             on_claimed()
-        keys = generation.entry_keys(entry)
-        for key in keys:
-            rows.update_where(
+        finished = []
+        for key in generation.entry_keys(entry):
+            for run in rows.update_returning(
                 StepRun,
                 values={
                     "status": StepRun.Status.COMPLETED.value,
@@ -462,16 +462,18 @@ def step_advance(
                 },
                 where="session_id = %s AND step_id = %s AND status = %s",
                 params=[session.pk, key, StepRun.Status.ACTIVE.value],
-            )
+                returning=("entry_index", "started_at", "completed_at"),
+            ):
+                finished.append(
+                    events.StepFinished(step_id=key, outputs=outputs, notes=notes, **run)
+                )
         events.event_record_many(
             kind=Event.Kind.STEP_FINISHED,
             project=project,
             session=session,
             agent=session.agent,
             by=checkpoint.by,
-            payloads=(
-                events.StepFinished(step_id=key, outputs=outputs, notes=notes) for key in keys
-            ),
+            payloads=finished,
         )
         if next_entry is None:
             events.event_record(
