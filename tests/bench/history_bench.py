@@ -49,56 +49,18 @@ def fill(sessions: int) -> str:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deepwork_site.settings")
     django.setup()
-    from datetime import timedelta
+    from django.db import connection
 
-    from django.utils import timezone
-
+    from tests.support.history import add_ended_sessions
     from workflows.models import Agent, StepRun, WorkflowSession
     from workflows.services.agents import agent_ensure
 
     template = WorkflowSession.objects.order_by("id").first()
     if template is None:
         raise SystemExit("no session to copy: run some cycles first")
-    first_run = template.runs.order_by("id").first()
-    assert first_run is not None
     agent_ensure(project=template.project, agent_id="history-helper")
-    long_ago = timezone.now() - timedelta(days=3)
     for agent in Agent.objects.filter(project_id=template.project_id):
-        made = WorkflowSession.objects.bulk_create(
-            (
-                WorkflowSession(
-                    session_id=f"history-{agent.pk}-{i}",
-                    project_id=template.project_id,
-                    agent=agent,
-                    job_id=template.job_id,
-                    workflow_id=template.workflow_id,
-                    job_name=template.job_name,
-                    workflow_name=template.workflow_name,
-                    status=WorkflowSession.Status.ABORTED,
-                    started_at=long_ago,
-                    completed_at=long_ago,
-                )
-                for i in range(sessions)
-            ),
-            batch_size=500,
-        )
-        StepRun.objects.bulk_create(
-            (
-                StepRun(
-                    session=session,
-                    step_def_id=first_run.step_def_id,
-                    step_id=first_run.step_id,
-                    entry_index=0,
-                    status=StepRun.Status.COMPLETED,
-                    started_at=long_ago,
-                    completed_at=long_ago,
-                )
-                for session in made
-            ),
-            batch_size=500,
-        )
-    from django.db import connection
-
+        add_ended_sessions(template=template, agent=agent, count=sessions, days=3)
     if connection.vendor == "postgresql":
         # What autovacuum does within a minute of such a load: the planner then knows how
         # many rows the tables hold (SQLite's plans do not depend on statistics here).

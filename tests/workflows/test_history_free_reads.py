@@ -7,14 +7,13 @@ land in the tables; a read through the project's or the agent's whole history gr
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.db import connection
 from django.utils import timezone
 
+from tests.support.history import add_ended_sessions
 from workflows.dialects import deepwork
-from workflows.models import Agent, StepRun, WorkflowSession
+from workflows.models import Agent, WorkflowSession
 from workflows.selectors import session_top
 from workflows.services import step_changes
 from workflows.services.agents import agent_ensure
@@ -42,38 +41,8 @@ def start(project, agent: Agent) -> WorkflowSession:
     return WorkflowSession.objects.get(session_id=answer.begin_step.session_id)
 
 
-def add_history(template: WorkflowSession, agent: Agent, n: int = OLD_SESSIONS) -> None:
-    """``n`` sessions of ``agent`` that ended two days ago (aborted, as a person's abort the
-    agent was told of), each with a run that ended then."""
-    long_ago = timezone.now() - timedelta(days=2)
-    first = template.runs.get()
-    made = WorkflowSession.objects.bulk_create(
-        WorkflowSession(
-            session_id=f"old-{agent.agent_id}-{i}",
-            project_id=template.project_id,
-            agent=agent,
-            job_id=template.job_id,
-            workflow_id=template.workflow_id,
-            job_name=template.job_name,
-            workflow_name=template.workflow_name,
-            status=WorkflowSession.Status.ABORTED,
-            started_at=long_ago,
-            completed_at=long_ago,
-        )
-        for i in range(n)
-    )
-    StepRun.objects.bulk_create(
-        StepRun(
-            session=session,
-            step_def_id=first.step_def_id,
-            step_id=first.step_id,
-            entry_index=0,
-            status=StepRun.Status.COMPLETED,
-            started_at=long_ago,
-            completed_at=long_ago,
-        )
-        for session in made
-    )
+def add_history(template: WorkflowSession, agent: Agent) -> None:
+    add_ended_sessions(template=template, agent=agent, count=OLD_SESSIONS)
 
 
 def steps_of(read) -> int:
