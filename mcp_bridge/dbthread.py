@@ -116,6 +116,11 @@ class DatabaseThread:
             self._handed.wait(min(remaining, 0.01))
             self._handed.clear()
 
+    def wake(self) -> None:
+        """Have a database thread waiting in ``wait`` look at its event now rather than at its
+        next poll: call it after setting that event from another thread."""
+        self._handed.set()
+
     def _serve_pending(self) -> None:
         while True:
             try:

@@ -531,6 +531,9 @@ class CountingDatabaseThread:
     def wait(self, event, timeout):
         return event.wait(timeout)
 
+    def wake(self):
+        pass
+
 
 def test_a_look_after_a_transition_takes_one_trip_to_the_database_thread(
     project, agent, demo_project, monkeypatch

@@ -4,16 +4,21 @@ The rules are the tracker's (``workflows.changes``): commits, staged, unstaged a
 files, renames as a delete plus an add, files already dirty at the start and left alone not
 reported, a content comparison outside git, warnings instead of errors.
 
-Looking at the project costs milliseconds to tens of milliseconds (a ``git status`` of the whole
-work tree), more than a transition itself, so it stays off the answer path:
+Looking at the project costs a millisecond to tens of milliseconds (a ``git status`` of the
+whole work tree), and git in trouble can take far longer, so the look runs outside the
+transaction, on a thread of its own, and an answer waits for it only briefly:
 
 * a transition commits first; its ``on_commit`` hands the session to one worker thread per
   process (``session_moved``), which, for that session, compares each step run that just
   finished with its start snapshot and, from the same look at the project
   (``changes_and_snapshot``), stores the start snapshot of the step runs that just began. What
   one step's comparison ends on is where the next step starts, so every change lands in exactly
-  one step; a change made in the milliseconds between the transition's commit and the worker's
-  look counts for the step that finished, not the one that began;
+  one step;
+* the transition's answer waits for that look up to ``ANSWER_WAITS_SECONDS``: a look done by
+  then leaves no gap between the answer and the look (a change the agent makes after reading
+  the answer counts for the step that began), and its work stays out of the next call's way. A
+  slower look goes on alone: a change made between the answer and the look counts for the step
+  that finished, and the project's next answers do not wait while its looks stay that slow;
 * when a step's hand-in is reviewed anyway (reviews take seconds, and the reviewer is given the
   list), the comparison runs inline before the reviews (``changes_for_review``); if they pass,
   it is the step's record and its end snapshot starts the next step (``record_reviewed``);
@@ -40,6 +45,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -222,12 +228,16 @@ def _work_forever() -> None:
 
 
 def _run(job: _Job) -> None:
+    began = time.monotonic()
     try:
         _look(job)
     except Exception:  # neither the worker nor a committed transition may fail because of it
         logger.exception("Recording the files changed in session %s failed", job.session_pk)
     finally:
+        _look_seconds[job.root] = time.monotonic() - began
         job.done.set()
+        if _database_thread is not None:
+            _database_thread.wake()
 
 
 def session_moved(
@@ -274,6 +284,30 @@ def _queue(
     _latest[session_pk] = job
     _ensure_worker()
     _jobs.put(job)
+    _settle(job)
+
+
+# How long a transition's answer waits for the look it queued. A look that is done by then
+# leaves no gap between the answer and the look, so a change the agent makes after reading the
+# answer always counts for the step that began; a slower look (a big repository, git in
+# trouble) goes on alone and the answer leaves at this deadline.
+ANSWER_WAITS_SECONDS = 0.1
+# How long the latest look at each project root took: where it took longer than an answer
+# waits, the next answers do not wait at all, so a project whose looks are slow costs each
+# transition nothing rather than the whole wait.
+_look_seconds: dict[Path, float] = {}
+
+
+def _settle(job: _Job) -> None:
+    """Wait (briefly, see ``ANSWER_WAITS_SECONDS``) for ``job``'s look before the transition
+    answers: it then also stays out of the next call's way."""
+    if _look_seconds.get(job.root, 0.0) > ANSWER_WAITS_SECONDS:
+        return
+    if _database_thread is None:
+        job.done.wait(ANSWER_WAITS_SECONDS)
+    else:
+        # The database thread waiting here serves the look's queries meanwhile.
+        _database_thread.wait(job.done, ANSWER_WAITS_SECONDS)
 
 
 def drain(timeout: float | None = None) -> bool:
