@@ -178,6 +178,10 @@ SQLITE_OPTIONS = {
 }
 
 
+# Django's SQLite backend, keeping each statement's rewritten placeholders (see its module).
+SQLITE_ENGINE = "deepwork_site.sqlite_backend"
+
+
 def _database() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
     config: dict[str, Any]
@@ -193,7 +197,8 @@ def _database() -> dict[str, Any]:
     # WAL settings and checkpoints on close): keep connections open, checked before reuse.
     config["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", None)
     config["CONN_HEALTH_CHECKS"] = True
-    if config["ENGINE"] == "django.db.backends.sqlite3":
+    if config["ENGINE"] in ("django.db.backends.sqlite3", SQLITE_ENGINE):
+        config["ENGINE"] = SQLITE_ENGINE
         config["OPTIONS"] = {**SQLITE_OPTIONS, **config.get("OPTIONS", {})}
         # A file, not ":memory:", so that an mcpserve subprocess started by a test sees the
         # same test database as the test itself; one per test run, so two runs never collide.

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 
 from asgiref.sync import ThreadSensitiveContext
-from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
 
 from mcp_bridge.hosted.config import setting
 from workflows.db import database_thread_for
@@ -27,7 +27,7 @@ class DatabaseThreads:
         self._busy: list[int] = []
 
     def _start(self) -> None:
-        default = "1" if settings.DATABASES["default"]["ENGINE"].endswith("sqlite3") else "16"
+        default = "1" if connections[DEFAULT_DB_ALIAS].vendor == "sqlite" else "16"
         count = max(1, int(setting("DEEPWORK_MCP_DB_THREADS", default)))
         self._executors = [
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="deepwork-mcp-db")

@@ -1,0 +1,1 @@
+"""Django's SQLite backend, with the one change ``base`` describes."""
