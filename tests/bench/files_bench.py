@@ -9,7 +9,8 @@ repository:
 - the tracker's ``start_task`` + ``complete_task`` services (database included, a throwaway
   SQLite database), whose p50 must be within 3x of ``git status --porcelain``;
 - a DeepWork step's ``changes_and_snapshot`` (the finished step's changes and the next step's
-  start snapshot from one look at the repository), run off the answer path.
+  start snapshot from one look at the repository), which a transition's answer waits for
+  up to 100 ms.
 
 Usage: .venv/bin/python tests/bench/files_bench.py [--runs N] [--files N] [--changed N]
 Missed targets are reported, not failed (this is a measurement); exit 1 only if the harness

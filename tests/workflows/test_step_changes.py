@@ -1,5 +1,5 @@
 """Files changed per DeepWork step run, on real databases and in real temporary git repositories
-and plain folders: snapshots at each step's start, comparisons at its end, off the answer path.
+and plain folders: snapshots at each step's start, comparisons at its end, on the worker thread.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def _on_the_worker(monkeypatch):
-    """The production mode: every look runs on the worker thread, after the call returned."""
+    """The production mode: every look runs on the worker thread, after the commit."""
     monkeypatch.setenv("DEEPWORK_STEP_FILES", "on")
 
 
