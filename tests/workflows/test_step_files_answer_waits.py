@@ -18,6 +18,7 @@ from workflows import changes
 from workflows.dialects import deepwork
 from workflows.models import StepRun
 from workflows.services import step_changes
+from workflows.services.agents import ProcessHolder, agent_claim
 from workflows.services.catalog import Catalog
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -140,3 +141,28 @@ def test_a_look_slower_than_the_wait_goes_on_after_the_answer_and_later_answers_
     # Late, and as exact: the record is the same one an answer that waited would have seen.
     assert step_changes.run_files(run_of("gather")).added == ("during_gather.md",)
     assert held.begun == 2
+
+
+def test_an_answer_does_not_wait_behind_another_sessions_look(
+    project, agent, demo_project: Path, monkeypatch
+):
+    monkeypatch.setattr(step_changes, "ANSWER_WAITS_SECONDS", 0.05)
+    database = WaitingDatabaseThread()
+    monkeypatch.setattr(step_changes, "_database_thread", database)
+    other = agent_claim(project=project, holder=ProcessHolder.for_this_process(), agent_id="b")
+    held = HeldLooks(monkeypatch)
+    try:
+        start(project, agent)
+        assert database.waits == [0.05]
+        # The first look is still held on the worker: the second session's answer, queued
+        # behind it, leaves without waiting for either.
+        start(project, other)
+        assert database.waits == [0.05]
+        assert held.begun == 1
+    finally:
+        held.release()
+    settle()
+    assert held.begun == 2
+    snapshots = [run.files_snapshot for run in StepRun.objects.filter(step_id="gather")]
+    assert len(snapshots) == 2
+    assert None not in snapshots

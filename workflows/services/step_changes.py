@@ -30,11 +30,11 @@ is in the database, so a run whose start snapshot was never stored reads "unknow
 finishes, and a finished run whose comparison never ran reads "unknown" after
 ``STALE_AFTER``.
 
-Why one module of some 600 lines: what a run shows, the worker that looks after a transition
-and the inline look before a review must agree on one order of snapshots and records (each
-change lands in exactly one step), and that order is easiest to check read in one place. The
-file comparison itself is ``workflows.changes``; the first part to move out would be the
-worker and its queue.
+Why one module of some 700 lines: what a run shows, the worker that looks after a transition
+(and how long an answer waits for it) and the inline look before a review must agree on one
+order of snapshots and records (each change lands in exactly one step), and that order is
+easiest to check read in one place. The file comparison itself is ``workflows.changes``; the
+first part to move out would be the worker, its queue and the answer's wait.
 """
 
 from __future__ import annotations
@@ -167,6 +167,7 @@ class _Job:
     done: threading.Event = field(default_factory=threading.Event)
     marker: bool = False  # no look: ``done`` tells that every job queued before it ran
     pending: list[Any] | None = None  # the session's pending runs, read by the transition
+    queued: bool = False  # on the worker's queue (counted in ``_unfinished``), not inline
 
 
 _jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
@@ -235,6 +236,8 @@ def _run(job: _Job) -> None:
         logger.exception("Recording the files changed in session %s failed", job.session_pk)
     finally:
         _look_seconds[job.root] = time.monotonic() - began
+        if job.queued:
+            _finished_one()
         job.done.set()
         if _database_thread is not None:
             _database_thread.wake()
@@ -270,6 +273,7 @@ def _queue(
     began_entry: int | None,
     pending: list[Any] | None = None,
 ) -> None:
+    inline = mode() == "inline"
     job = _Job(
         pending=pending,
         session_pk=session_pk,
@@ -277,21 +281,45 @@ def _queue(
         finished_entry=finished_entry,
         began_entry=began_entry,
         carry=_carried.pop(session_pk, None),
+        queued=not inline,
     )
-    if mode() == "inline":
+    if inline:
         _run(job)
         return
     _latest[session_pk] = job
     _ensure_worker()
+    alone = _queued_one()
     _jobs.put(job)
-    _settle(job)
+    if alone:
+        _settle(job)
 
 
 # How long a transition's answer waits for the look it queued. A look that is done by then
 # leaves no gap between the answer and the look, so a change the agent makes after reading the
 # answer always counts for the step that began; a slower look (a big repository, git in
-# trouble) goes on alone and the answer leaves at this deadline.
+# trouble) goes on alone and the answer leaves at this deadline. An answer waits only when its
+# look is the worker's only one: behind other sessions' looks (many agents at once, a hosted
+# server) it would wait for theirs, so it goes at once, as it always did.
 ANSWER_WAITS_SECONDS = 0.1
+# Looks queued or running on the worker.
+_unfinished = 0
+_unfinished_lock = threading.Lock()
+
+
+def _queued_one() -> bool:
+    """Count a look handed to the worker; True when it is the only one there."""
+    global _unfinished
+    with _unfinished_lock:
+        _unfinished += 1
+        return _unfinished == 1
+
+
+def _finished_one() -> None:
+    global _unfinished
+    with _unfinished_lock:
+        _unfinished -= 1
+
+
 # How long the latest look at each project root took: where it took longer than an answer
 # waits, the next answers do not wait at all, so a project whose looks are slow costs each
 # transition nothing rather than the whole wait.
