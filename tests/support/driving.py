@@ -1,4 +1,5 @@
-"""Finishing a step synchronously, without the quality gate: how tests drive sessions along.
+"""Starting a workflow and finishing a step synchronously, without the quality gate: how tests
+drive sessions along.
 
 Answers as the ``finished_step`` tool does, in the DeepWork dialect's wire model.
 
@@ -14,11 +15,27 @@ from typing import Any
 from reviews.services import step_finish_gated
 from workflows.dialects import deepwork
 from workflows.models import Agent, Project
-from workflows.schemas import FinishedStepResponse
+from workflows.schemas import FinishedStepResponse, StartWorkflowResponse
+from workflows.services.catalog import Catalog
 from workflows.services.sessions import StepCheckpoint, step_advance, step_checkpoint
 
 # Judges the checkpoint: None lets it pass, an answer stops it (e.g. ``needs_work``).
 QualityGate = Callable[[StepCheckpoint], FinishedStepResponse | None]
+
+
+def workflow_start(
+    project: Project, agent: Agent, job: str = "demo", workflow: str = "main"
+) -> StartWorkflowResponse:
+    """``start_workflow`` of ``job``'s ``workflow`` (the demo project's by default), as the tool
+    answers it."""
+    return deepwork.start_workflow(
+        project=project,
+        agent=agent,
+        catalog=Catalog(project).view(),
+        job_name=job,
+        workflow_name=workflow,
+        goal="g",
+    )
 
 
 def step_finish(

@@ -11,13 +11,12 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
+from tests.support.driving import workflow_start
 from tests.support.history import add_ended_sessions
-from workflows.dialects import deepwork
 from workflows.models import Agent, WorkflowSession
 from workflows.selectors import session_top
 from workflows.services import step_changes
 from workflows.services.agents import agent_ensure
-from workflows.services.catalog import Catalog
 
 pytestmark = [
     pytest.mark.django_db,
@@ -30,14 +29,7 @@ OLD_SESSIONS = 300
 
 
 def start(project, agent: Agent) -> WorkflowSession:
-    answer = deepwork.start_workflow(
-        project=project,
-        agent=agent,
-        catalog=Catalog(project).view(),
-        job_name="demo",
-        workflow_name="main",
-        goal="g",
-    )
+    answer = workflow_start(project, agent)
     return WorkflowSession.objects.get(session_id=answer.begin_step.session_id)
 
 

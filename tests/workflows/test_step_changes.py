@@ -15,13 +15,13 @@ from django.utils import timezone
 from reviews.services import GateConfig
 from tests.reviews.test_gate import GATE_JOB, calls, command_gate
 from tests.support.driving import finished_step, step_finish
+from tests.support.driving import workflow_start as start
 from tests.support.factories import write_job
 from tests.support.step_files import git, settle, write
 from workflows.dialects import deepwork
 from workflows.models import Event, StepRun
 from workflows.services import sessions, step_changes
 from workflows.services.agents import ProcessHolder, agent_claim
-from workflows.services.catalog import Catalog
 from workflows.services.projects import project_ensure
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,17 +37,6 @@ needs_git = pytest.mark.skipif(
     subprocess.run(["git", "--version"], capture_output=True).returncode != 0,
     reason="git is not installed",
 )
-
-
-def start(project, agent, job="demo", workflow="main"):
-    return deepwork.start_workflow(
-        project=project,
-        agent=agent,
-        catalog=Catalog(project).view(),
-        job_name=job,
-        workflow_name=workflow,
-        goal="g",
-    )
 
 
 def runs(step_id: str) -> list[StepRun]:

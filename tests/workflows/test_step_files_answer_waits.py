@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.support.driving import step_finish
+from tests.support.driving import workflow_start as start
 from tests.support.step_files import settle, write
 from workflows import changes
-from workflows.dialects import deepwork
 from workflows.models import StepRun
 from workflows.services import step_changes
 from workflows.services.agents import ProcessHolder, agent_claim
-from workflows.services.catalog import Catalog
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,17 +26,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def _on_the_worker(monkeypatch):
     monkeypatch.setenv("DEEPWORK_STEP_FILES", "on")
-
-
-def start(project, agent):
-    return deepwork.start_workflow(
-        project=project,
-        agent=agent,
-        catalog=Catalog(project).view(),
-        job_name="demo",
-        workflow_name="main",
-        goal="g",
-    )
 
 
 def run_of(step_id: str) -> StepRun:
