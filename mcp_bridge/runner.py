@@ -18,10 +18,10 @@ import re
 import stat
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Executor
-from contextlib import asynccontextmanager, suppress
-from typing import Any, TypeVar
+from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import Any, TypeVar, get_type_hints
 
 import anyio
 from fastmcp import FastMCP
@@ -41,24 +41,37 @@ ALWAYS_LOAD_META = "anthropic/alwaysLoad"
 # An agent waits for `tools/list` at every start; these keep two libraries out of that wait.
 
 
-def tool(mcp: FastMCP, **options: Any) -> Callable[[F], F]:
-    """``@mcp.tool(**options)``, its description the function's docstring as written.
+@contextmanager
+def described(fn: Callable[..., Any]) -> Iterator[str | None]:
+    """``fn`` ready for FastMCP to read as a tool: yields its description, the docstring as
+    written (cleaned), with the docstring itself hidden meanwhile.
 
     FastMCP would hand each docstring to griffe (imported for it, and three parsers tried per
     tool) looking for Google/NumPy/Sphinx sections ours do not have; the text it ends up with
-    is the cleaned docstring, which is what this passes directly.
+    is the cleaned docstring, which is what callers pass directly.
+
+    The annotations are resolved once, here: our modules postpone them, so each is a string,
+    and FastMCP would evaluate every one of them again in each of the half-dozen places that
+    reads a tool's type hints.
     """
+    description = inspect.getdoc(fn)
+    fn.__annotations__ = get_type_hints(fn, include_extras=True)
+    fn.__doc__ = None
+    try:
+        yield description
+    finally:
+        fn.__doc__ = description
+
+
+def tool(mcp: FastMCP, **options: Any) -> Callable[[F], F]:
+    """``@mcp.tool(**options)``, the function ``described``."""
 
     if options.get("name") in getattr(mcp, "always_loaded", ()):
         options["meta"] = {**(options.get("meta") or {}), ALWAYS_LOAD_META: True}
 
     def register(fn: F) -> F:
-        description = inspect.getdoc(fn)
-        fn.__doc__ = None
-        try:
+        with described(fn) as description:
             mcp.tool(fn, description=description, **options)
-        finally:
-            fn.__doc__ = description
         return fn
 
     return register

@@ -16,7 +16,6 @@ schemas; each tool is a thin call into the DAG services.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import time
 from collections.abc import Callable
@@ -46,6 +45,7 @@ from dag.schemas import (
     DagWorkflowOut,
     DagWorkflowSummary,
 )
+from mcp_bridge.runner import described
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 from mcp_bridge.toolsets.specs import AGENTS_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
@@ -263,12 +263,8 @@ def _targeting(state: ServerState, steps: list[Any]) -> list[Any]:
 
 def _register(mcp: FastMCP, fn: Callable[..., Any], name: str, **options: Any) -> None:
     """Register ``fn`` as ``name`` with its docstring and its ``TOOL_SCHEMAS`` entry, if any."""
-    description = inspect.getdoc(fn)
-    fn.__doc__ = None
-    try:
+    with described(fn) as description:
         registered = FunctionTool.from_function(fn, name=name, description=description, **options)
-    finally:
-        fn.__doc__ = description
     schema = TOOL_SCHEMAS.get(fn.__name__)
     if schema is not None:
         registered.parameters = schema
