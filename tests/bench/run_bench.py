@@ -5,7 +5,8 @@ Both servers run as stdio subprocesses on identical fixture projects and are dri
 client code (this venv's FastMCP client, legacy initialize handshake: the 0.9.1 server on
 FastMCP 2.14.5 predates the 2026-07-28 protocol era). Measured, per server:
 
-- cold start: spawn to the first ``tools/list`` answer, a fresh process each run;
+- cold start: spawn to the first ``tools/list`` answer, a fresh process each run; and, for
+  information, spawn to the answer of the ``get_workflows`` call sent right after it;
 - per-call latency of ``get_workflows``, ``start_workflow``, ``finished_step`` and
   ``abort_workflow`` on a one-job project, in get -> start -> finish -> abort cycles;
 - ``get_workflows`` on a project with 200 jobs (steady state; plus, for information, the very
@@ -91,6 +92,7 @@ TARGETS: dict[str, tuple[float, str]] = {
 LABELS = {
     "cold_start": "cold start (spawn -> tools/list)",
     "cold_start_cpu": "cold start, server CPU",
+    "first_answer": "first answer (spawn -> get_workflows)",
     "get_workflows": "get_workflows (1 job)",
     "start_workflow": "start_workflow",
     "finished_step": "finished_step",
@@ -404,9 +406,13 @@ async def measure_cold_start(
                 # the wall time it hardly moves with the machine's load.
                 spawned = _children() - before
                 cpu = server_cpu(spawned.pop()) if len(spawned) == 1 else None
+                # What an agent waits for before it can act: the first answer to a call.
+                await timed_call(client, "get_workflows", {})
+                first_answer = time.perf_counter() - start
             if not any(t.name == "get_workflows" for t in tools):
                 raise HarnessError(f"{server.label}: tools/list has no get_workflows")
             samples[key].append(elapsed)
+            samples.setdefault(f"{key}:first_answer", []).append(first_answer)
             if cpu is not None:
                 samples.setdefault(f"{key}:cpu", []).append(cpu)
         log(f"  cold start {i + 1}/{runs}: " + _last({k: samples[k] for k in servers}))
@@ -989,6 +995,7 @@ async def run091(
     for key in servers:
         raw[key]["cold_start"] = cold[key]
         raw[key]["cold_start_cpu"] = cold.get(f"{key}:cpu", [])
+        raw[key]["first_answer"] = cold[f"{key}:first_answer"]
     if args.only == "cold-start":
         return _measured(raw, protocol, started, servers)
 
