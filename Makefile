@@ -34,13 +34,14 @@ browser:
 	    $$SUDO apt-get install -y --no-install-recommends chromium >/dev/null; } || \
 	  echo "Could not install chromium: the browser tests will be skipped"; }
 
-## Set up and run the whole suite (SQLite unless DATABASE_URL says otherwise).
+## Set up and run the whole suite (SQLite unless DATABASE_URL says otherwise). The slowest
+## tests are listed at the end, to keep the suite's time in view.
 test: $(STAMP) browser
 	$(PY) manage.py makemigrations --check --dry-run >/dev/null
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mkdocs build --strict --quiet -d var/site
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
 
 ## The documentation site from docs/ (MkDocs Material), into var/site; --strict turns a broken
 ## link, a missing page or an unknown anchor into a failure.
