@@ -10,7 +10,8 @@
 
 Everything but ``connect`` runs Django's management commands, so the command line and
 ``manage.py`` do the same work the same way. Django is imported only once the subcommand is
-known: the MCP server must tell the settings to load its lean app registry first.
+known: the MCP server must tell the settings to load its lean app registry first, and it sets
+Django up itself (after answering ``tools/list``, where it can: ``mcp_bridge.startup``).
 """
 
 from __future__ import annotations
@@ -60,15 +61,19 @@ def _django(argv: Sequence[str]) -> None:
     execute_from_command_line(list(argv))
 
 
-def _command(app: str, name: str, argv: Sequence[str], *, migrated: bool = False) -> None:
+def _command(
+    app: str, name: str, argv: Sequence[str], *, migrated: bool = False, setup: bool = True
+) -> None:
     """Run the management command ``name`` of ``app`` with ``argv[2:]``; ``argv[:2]`` name it in
     its help and errors, e.g. ``deepwork-server mcp``. ``migrated``: bring the database up to
-    date first, so that adding a project or a token is the first thing a fresh install can do."""
+    date first, so that adding a project or a token is the first thing a fresh install can do.
+    ``setup=False``: the command loads Django itself, when it needs it (``mcpserve``)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", SETTINGS_MODULE)
     import django
     from django.core.management import load_command_class
 
-    django.setup()
+    if setup:
+        django.setup()
     if migrated and not any(arg in ("-h", "--help") for arg in argv):
         from mcp_bridge.migrate import migrate_if_needed
 
@@ -81,6 +86,8 @@ def manage(argv: Sequence[str] | None = None) -> None:
     argv = list(sys.argv if argv is None else argv)
     if argv[1:2] == ["mcpserve"]:
         _start_mcp()
+        _command("mcp_bridge", "mcpserve", argv, setup=False)
+        return
     _django(argv)
 
 
@@ -175,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # and answers --help with every option it takes.
     if command == "mcp":
         _start_mcp()
-        _command("mcp_bridge", "mcpserve", [PROG, "mcp", *rest])
+        _command("mcp_bridge", "mcpserve", [PROG, "mcp", *rest], setup=False)
         return
     if command == "token":
         _command("accounts", "api_token", [PROG, "token", *rest], migrated=True)

@@ -17,7 +17,7 @@ from mcp_bridge.state import (
     server_version,
 )
 from mcp_bridge.toolsets import DEFAULT_TOOLSETS, plan_mounts
-from reviews.services import REVIEW_TIMEOUT_SECONDS
+from reviews.gate import REVIEW_TIMEOUT_SECONDS
 
 
 def create_server(

@@ -1,4 +1,9 @@
-"""What every toolset of one server shares: its configuration, project, catalog and agent."""
+"""What every toolset of one server shares: its configuration, project, catalog and agent.
+
+A stdio ``mcpserve`` builds its server, and answers ``tools/list``, before Django's app registry
+is ready; so this module imports the database-bound ones (models, services) where they are
+used, which is always after the registry is ready.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,15 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reviews.deepreview.precompute import RUN_COMMANDS, CommandPolicy, commands_not_allowed
-from reviews.gate import ClaudeReviewer, CommandReviewer
-from reviews.services import REVIEW_TIMEOUT_SECONDS, GateConfig
-from workflows.models import Agent, Project
-from workflows.services import agents as agent_services
-from workflows.services.catalog import Catalog, CatalogView
-from workflows.services.projects import project_ensure
+from reviews.gate import REVIEW_TIMEOUT_SECONDS, ClaudeReviewer, CommandReviewer, GateConfig
+from workflows.liveness import ProcessHolder
+
+if TYPE_CHECKING:
+    from workflows.models import Agent, Project
+    from workflows.services.catalog import Catalog, CatalogView
 
 logger = logging.getLogger("deepwork.mcp")
 
@@ -61,7 +66,7 @@ class ServerState:
         self.platform = config.platform
         self.gate = _gate_config(config)
         self.requested_agent_id = config.agent_id
-        self.holder = agent_services.ProcessHolder.for_this_process()
+        self.holder = ProcessHolder.for_this_process()
         self._lock = threading.Lock()
         self._project: Project | None = None
         self._catalog: Catalog | None = None
@@ -70,6 +75,9 @@ class ServerState:
         self.last_stack: list[Any] = []
 
     def project(self) -> Project:
+        from workflows.services.catalog import Catalog
+        from workflows.services.projects import project_ensure
+
         with self._lock:
             if self._project is None:
                 self._project = project_ensure(root_path=self.project_root)
@@ -89,10 +97,12 @@ class ServerState:
         return None if catalog is None else catalog.view_if_unchanged()
 
     def agent(self) -> Agent:
+        from workflows.services.agents import agent_claim
+
         project = self.project()
         with self._lock:
             if self._agent is None:
-                self._agent = agent_services.agent_claim(
+                self._agent = agent_claim(
                     project=project, holder=self.holder, agent_id=self.requested_agent_id
                 )
                 logger.info("Serving %s as agent %s", self.project_root, self._agent.agent_id)
@@ -107,6 +117,8 @@ class ServerState:
         database each time, so a change in the admin counts from the next call."""
         if self.config.review_commands == "run":
             return RUN_COMMANDS
+        from workflows.models import Project
+
         project = self.project()
         allowed = (
             Project.objects.filter(pk=project.pk)
@@ -129,7 +141,9 @@ class ServerState:
 
                 dag_agent_leave(agent=self._agent, holder=self.holder)
             else:
-                agent_services.agent_release(agent=self._agent, holder=self.holder)
+                from workflows.services.agents import agent_release
+
+                agent_release(agent=self._agent, holder=self.holder)
 
     # Tool arguments that name agents or stacks: a stdio server's client is trusted with its
     # project's whole database, so they mean what they say. ``HostedState`` scopes them under

@@ -26,10 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workflows.files import NotRegularFile, read_project_file
-from workflows.results import CriterionResult
 
 if TYPE_CHECKING:
+    from workflows.results import CriterionResult
     from workflows.services.step_changes import RunFiles
+
+# How long one review may take, in seconds, unless the server is told otherwise
+# (``mcpserve --quality-gate-timeout``, ``create_server(quality_gate_timeout=...)``).
+REVIEW_TIMEOUT_SECONDS = 240
 
 MARK = "=" * 20
 RULE = "-" * 20
@@ -650,3 +654,17 @@ class CommandReviewer:
             verdict.criteria_results,
             duration_ms=int((time.monotonic() - started) * 1000),
         )
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """How a server reviews: ``reviewer`` None means the agent reviews itself."""
+
+    reviewer: ClaudeReviewer | CommandReviewer | None = None
+    timeout: int = REVIEW_TIMEOUT_SECONDS
+    max_attempts: int = 3
+    concurrency: int = 4
+
+    @property
+    def max_inline_files(self) -> int:
+        return 0 if self.reviewer is None else 5

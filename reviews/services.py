@@ -33,8 +33,7 @@ from django.db import transaction
 from reviews import rulings
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
 from reviews.gate import (
-    ClaudeReviewer,
-    CommandReviewer,
+    GateConfig,
     ReviewerCouldNotRun,
     ReviewerError,
     ReviewTask,
@@ -65,9 +64,6 @@ logger = logging.getLogger(__name__)
 
 Progress = Callable[[float, float, str], Awaitable[None]]
 
-# How long one review may take, in seconds, unless the server is told otherwise
-# (``mcpserve --quality-gate-timeout``, ``create_server(quality_gate_timeout=...)``).
-REVIEW_TIMEOUT_SECONDS = 240
 
 SCHEMA_RUN_EACH = "json_schema"
 PASSED_FEEDBACK = "Marked as passed with mark_review_as_passed."
@@ -75,20 +71,6 @@ PASSED_FEEDBACK = "Marked as passed with mark_review_as_passed."
 
 class GateFailed(WorkflowError):
     """The reviews failed ``max_attempts`` times, or the reviewer itself broke."""
-
-
-@dataclass(frozen=True)
-class GateConfig:
-    """How a server reviews: ``reviewer`` None means the agent reviews itself."""
-
-    reviewer: ClaudeReviewer | CommandReviewer | None = None
-    timeout: int = REVIEW_TIMEOUT_SECONDS
-    max_attempts: int = 3
-    concurrency: int = 4
-
-    @property
-    def max_inline_files(self) -> int:
-        return 0 if self.reviewer is None else 5
 
 
 @dataclass

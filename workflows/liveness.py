@@ -8,6 +8,10 @@ reads them to choose who gets a step.
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -64,3 +68,38 @@ def liveness(*, lease_until: datetime | None, left_at: datetime | None, now: dat
     if is_responsive(lease_until, now):
         return "responsive"
     return "gone" if left_at is not None else "silent"
+
+
+def process_start_ticks(pid: int) -> str:
+    """The kernel's start time of ``pid``: tells a live holder from a recycled pid (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read().decode("ascii", "replace")
+    except OSError:
+        return ""
+    # Field 22 (starttime) follows the parenthesised command name, which may hold spaces.
+    return stat.rsplit(")", 1)[-1].split()[19]
+
+
+@dataclass(frozen=True)
+class ProcessHolder:
+    """The claim one running server puts on its agent."""
+
+    hostname: str
+    pid: int
+    start_ticks: str
+    token: str
+
+    @classmethod
+    def for_this_process(cls) -> ProcessHolder:
+        pid = os.getpid()
+        return cls(
+            hostname=socket.gethostname(),
+            pid=pid,
+            start_ticks=process_start_ticks(pid),
+            token=secrets.token_hex(4),
+        )
+
+    @property
+    def key(self) -> str:
+        return f"{self.hostname}:{self.pid}:{self.start_ticks}:{self.token}"

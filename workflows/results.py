@@ -5,9 +5,10 @@ these, and each dialect (``workflows.dialects``) renders them in its own wire fo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-from workflows.models import Job, Step, WorkflowSession
+if TYPE_CHECKING:
+    from workflows.models import Job, Step, WorkflowSession
 
 
 class CriterionResult(TypedDict):

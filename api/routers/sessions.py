@@ -39,11 +39,12 @@ from api.schemas import (
     SessionQuery,
     StartIn,
 )
+from reviews.gate import GateConfig
 from reviews.history import history_markdown, session_history
 from reviews.models import HumanDecision
 from reviews.rulings import review_override, review_request_changes
 from reviews.selectors import session_with_reviews
-from reviews.services import GateConfig, step_finish_gated
+from reviews.services import step_finish_gated
 from workflows.dialects import deepwork
 from workflows.models import WorkflowSession
 from workflows.schemas import (

@@ -27,9 +27,9 @@ from dag.services.base import (
 )
 from workflows import events, limits
 from workflows.errors import Conflict, Forbidden, InvalidInput, NotFound
-from workflows.liveness import responsive_q, responsive_seconds, unresponsive_q
+from workflows.liveness import ProcessHolder, responsive_q, responsive_seconds, unresponsive_q
 from workflows.models import Agent, Event, Job, Project, Step, StepRun, Workflow, WorkflowSession
-from workflows.services.agents import ProcessHolder, agent_ensure, agent_heartbeat, agent_release
+from workflows.services.agents import agent_ensure, agent_heartbeat, agent_release
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from mcp_bridge.toolsets import parse_toolsets
-from reviews.services import REVIEW_TIMEOUT_SECONDS
+from reviews.gate import REVIEW_TIMEOUT_SECONDS
 
 
 def setting(name: str, default: str) -> str:

@@ -27,8 +27,8 @@ from reviews.deepreview import get_configured_reviews, get_review_instructions
 from reviews.deepreview import mark_review_as_passed as mark_passed_tool
 from reviews.deepreview.config import MAX_RULES_FILE_BYTES
 from reviews.deepreview.instructions import HASH_BYTES, INSTRUCTIONS_DIR, STALE_AFTER
-from reviews.gate import MAX_INLINE_BYTES, ReviewTask, build_payload
-from reviews.services import GateConfig, review_plan
+from reviews.gate import MAX_INLINE_BYTES, GateConfig, ReviewTask, build_payload
+from reviews.services import review_plan
 from tests.dashboard.conftest import Driver, client_for
 from tests.reviews import commit_all, isolate_git, make_repo, rule, write, write_rules
 from tests.support.factories import make_user

@@ -26,9 +26,10 @@ from tests.conftest import DEMO_JOB, NESTED_JOB
 from tests.support.factories import make_user, write_job
 from workflows.jobdefs import base as jobdef
 from workflows.jobdefs import parse as jobdef_parse
+from workflows.liveness import ProcessHolder
 from workflows.models import Job, JobLoadError, WorkflowSession
 from workflows.services import catalog as catalog_service
-from workflows.services.agents import ProcessHolder, agent_claim
+from workflows.services.agents import agent_claim
 from workflows.services.catalog import Catalog, catalog_view
 from workflows.services.projects import project_ensure
 from workflows.services.sessions import session_start

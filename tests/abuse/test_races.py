@@ -25,8 +25,9 @@ from django.test import Client
 
 from accounts.services import api_token_create
 from reviews import services as review_services
+from reviews.gate import GateConfig
 from reviews.models import ReviewResult
-from reviews.services import GateConfig, step_finish_gated
+from reviews.services import step_finish_gated
 from tests.support.driving import finished_step
 from tests.support.factories import make_user
 from tests.workflows.test_races import start_demo

@@ -219,8 +219,8 @@ async def test_finished_step_with_200_kib_of_notes_is_reviewed_and_recorded(
     notes = BIG_NOTES
     from channels.db import database_sync_to_async
 
+    from reviews.gate import GateConfig
     from reviews.models import ReviewResult
-    from reviews.services import GateConfig
     from tests.reviews.test_gate import GATE_JOB, start_session
     from tests.support.driving import finished_step
     from tests.support.factories import write_job

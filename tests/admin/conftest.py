@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from reviews.gate import CommandReviewer, Verdict
+from reviews.gate import CommandReviewer, GateConfig, Verdict
 from reviews.models import ReviewResult
 from reviews.rulings import review_request_changes
-from reviews.services import GateConfig, review_conclude, review_plan
+from reviews.services import review_conclude, review_plan
 from tests.support.driving import step_finish
 from tests.support.factories import write_job
 from workflows.models import Agent, Project, StepRun, WorkflowSession

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from asgiref.sync import async_to_sync
 
-from reviews.gate import CommandReviewer
+from reviews.gate import CommandReviewer, GateConfig
 from reviews.rulings import review_override
-from reviews.services import GateConfig
 from tests.api.conftest import assert_error
 from tests.support.driving import finished_step, step_finish
 from tests.support.factories import write_job

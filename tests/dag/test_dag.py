@@ -557,7 +557,8 @@ def test_a_person_failing_a_human_step_fails_the_workflow(proj):
 
 
 def test_only_agents_that_joined_dag_work_get_steps(proj):
-    from workflows.services.agents import ProcessHolder, agent_claim
+    from workflows.liveness import ProcessHolder
+    from workflows.services.agents import agent_claim
 
     # A DeepWork-only server's agent heartbeats too, but never waits for steps.
     agent_claim(project=proj, holder=ProcessHolder.for_this_process(), agent_id="deepwork-only")

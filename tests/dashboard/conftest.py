@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from reviews.gate import CommandReviewer, Verdict
+from reviews.gate import CommandReviewer, GateConfig, Verdict
 from reviews.rulings import review_request_changes
-from reviews.services import GateConfig, review_conclude, review_plan
+from reviews.services import review_conclude, review_plan
 from tests.support.driving import step_finish
 from tests.support.factories import make_user
 from workflows.models import Agent, Project, StepRun, WorkflowSession

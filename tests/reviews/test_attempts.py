@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from reviews.gate import ReviewerCouldNotRun, Verdict
+from reviews.gate import GateConfig, ReviewerCouldNotRun, Verdict
 from reviews.models import ReviewResult
-from reviews.services import GateConfig, GateFailed
+from reviews.services import GateFailed
 from tests.reviews.test_gate import CONCURRENT_JOB, GATE_JOB, start_session
 from tests.support.driving import finished_step
 from tests.support.factories import write_job

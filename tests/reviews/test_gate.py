@@ -13,10 +13,10 @@ import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth.models import User
 
-from reviews.gate import ClaudeReviewer, CommandReviewer
+from reviews.gate import ClaudeReviewer, CommandReviewer, GateConfig
 from reviews.models import HumanDecision, ReviewResult
 from reviews.rulings import review_override, review_request_changes
-from reviews.services import GateConfig, GateFailed
+from reviews.services import GateFailed
 from tests.support.driving import finished_step as finish
 from tests.support.factories import make_user, write_job
 from workflows.errors import Conflict, InvalidInput
@@ -87,7 +87,8 @@ async def reviews_name_their_steps() -> bool:
 
 def start_session(project_dir: Path, job_name: str):
     """Register the project, claim an agent and start ``job_name``'s main workflow."""
-    from workflows.services.agents import ProcessHolder, agent_claim
+    from workflows.liveness import ProcessHolder
+    from workflows.services.agents import agent_claim
     from workflows.services.projects import project_ensure
 
     project = project_ensure(root_path=project_dir)

@@ -465,9 +465,10 @@ def test_an_override_is_consumed_with_its_event_and_the_advance_or_not_at_all(
 ):
     from asgiref.sync import async_to_sync
 
+    from reviews.gate import GateConfig
     from reviews.models import HumanDecision
     from reviews.rulings import review_override
-    from reviews.services import GateConfig, step_finish_gated
+    from reviews.services import step_finish_gated
     from workflows import events
 
     sid = start(project, agent, catalog).begin_step.session_id

@@ -12,7 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from reviews.services import GateConfig
+from reviews.gate import GateConfig
 from tests.reviews.test_gate import GATE_JOB, calls, command_gate
 from tests.support.driving import finished_step, step_finish
 from tests.support.driving import workflow_start as start

@@ -14,7 +14,7 @@ keyword arguments and answer on the wire. ``finished_step`` renders what
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from workflows.results import (
     FailedReview,
@@ -48,7 +48,9 @@ from workflows.schemas import (
     WorkflowInfo,
 )
 from workflows.services import sessions
-from workflows.services.catalog import CatalogView
+
+if TYPE_CHECKING:
+    from workflows.services.catalog import CatalogView
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -7,15 +7,16 @@ sentence, ``how_to_invoke``) is shaped here.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from workflows.generations.base import Value
-from workflows.generations.v0_14 import Aborted, Advanced, Begun, Completed, Started, WentToStep
-from workflows.jobdefs.base import RtArg
-from workflows.results import NeedsWork, Stack
-from workflows.services.catalog import CatalogView
+if TYPE_CHECKING:
+    from workflows.generations.base import Value
+    from workflows.generations.v0_14 import Aborted, Advanced, Begun, Completed, Started, WentToStep
+    from workflows.jobdefs.base import RtArg
+    from workflows.results import NeedsWork, Stack
+    from workflows.services.catalog import CatalogView
 
 IMPORTANT_NOTE = (
     "IMPORTANT: If, given the info on the workflow you now have, the user's request seems "
@@ -244,6 +245,10 @@ def started(result: Started) -> StartWorkflowResponse:
 
 
 def finished(result: Advanced | Completed) -> FinishedStepResponse:
+    # Imported here: the generation reads the database, and this module is imported before
+    # the app registry is ready (mcpserve lists its tools first).
+    from workflows.generations.v0_14 import Completed
+
     if isinstance(result, Completed):
         return FinishedStepResponse(
             status="workflow_complete",

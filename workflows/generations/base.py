@@ -24,10 +24,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from workflows.models import Agent, Job, Project, Step, Workflow, WorkflowSession
-from workflows.results import Stack
+if TYPE_CHECKING:
+    from workflows.models import Agent, Job, Project, Step, Workflow, WorkflowSession
+    from workflows.results import Stack
 
 Value = str | list[str]
 

@@ -18,7 +18,6 @@ import logging
 import os
 import secrets
 import socket
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,7 +27,13 @@ from django.utils import timezone
 
 from workflows import events, limits
 from workflows.errors import InvalidInput
-from workflows.liveness import is_responsive, lease_end, process_lease_seconds
+from workflows.liveness import (
+    ProcessHolder,
+    is_responsive,
+    lease_end,
+    process_lease_seconds,
+    process_start_ticks,
+)
 from workflows.models import Agent, Event, Project, WorkflowSession
 
 logger = logging.getLogger(__name__)
@@ -37,41 +42,6 @@ logger = logging.getLogger(__name__)
 RECONNECT_WINDOW = timedelta(minutes=10)
 # How many orphaned agents a starting process considers for adoption.
 ADOPTION_CANDIDATES = 20
-
-
-def _process_start_ticks(pid: int) -> str:
-    """The kernel's start time of ``pid``: tells a live holder from a recycled pid (Linux)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat = handle.read().decode("ascii", "replace")
-    except OSError:
-        return ""
-    # Field 22 (starttime) follows the parenthesised command name, which may hold spaces.
-    return stat.rsplit(")", 1)[-1].split()[19]
-
-
-@dataclass(frozen=True)
-class ProcessHolder:
-    """The claim one running server puts on its agent."""
-
-    hostname: str
-    pid: int
-    start_ticks: str
-    token: str
-
-    @classmethod
-    def for_this_process(cls) -> ProcessHolder:
-        pid = os.getpid()
-        return cls(
-            hostname=socket.gethostname(),
-            pid=pid,
-            start_ticks=_process_start_ticks(pid),
-            token=secrets.token_hex(4),
-        )
-
-    @property
-    def key(self) -> str:
-        return f"{self.hostname}:{self.pid}:{self.start_ticks}:{self.token}"
 
 
 def holder_is_alive(agent: Agent, *, now: datetime | None = None) -> bool:
@@ -86,7 +56,7 @@ def holder_is_alive(agent: Agent, *, now: datetime | None = None) -> bool:
             return False
         except PermissionError:
             return True
-        return not recorded_ticks or _process_start_ticks(agent.pid) == recorded_ticks
+        return not recorded_ticks or process_start_ticks(agent.pid) == recorded_ticks
     # On another machine: alive while the lease its heartbeat renews runs.
     return is_responsive(agent.lease_until, now)
 

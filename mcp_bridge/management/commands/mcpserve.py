@@ -1,6 +1,11 @@
 """``manage.py mcpserve --path <project>``: serve MCP toolsets to an agent.
 
 stdout carries the MCP protocol on the stdio transport: this command logs to stderr only.
+
+The entry points run this command before ``django.setup()`` (``deepwork_site.cli``): a stdio
+server of the deepwork toolset answers ``tools/list`` first and loads Django on its database
+thread meanwhile (``mcp_bridge.startup``), so this module imports nothing that needs the app
+registry.
 """
 
 from __future__ import annotations
@@ -19,15 +24,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 
+from mcp_bridge import startup
 from mcp_bridge.dbthread import DatabaseThread
 from mcp_bridge.migrate import migrate_if_needed
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets
 from mcp_bridge.toolsets.deepwork import DEFAULT_GENERATION, GENERATIONS
-from reviews.services import REVIEW_TIMEOUT_SECONDS
+from reviews.gate import REVIEW_TIMEOUT_SECONDS
 from workflows.files import project_makedirs
-from workflows.services import agents as agent_services
-from workflows.services import step_changes
 
 logger = logging.getLogger("deepwork.mcpserve")
 
@@ -81,7 +85,9 @@ def _beat(state: ServerState, agent: Any, dispatch: bool) -> None:
             agent=agent, lease_seconds=process_lease_seconds(), holder=state.holder
         )
     else:
-        renewed = agent_services.agent_heartbeat(
+        from workflows.services.agents import agent_heartbeat
+
+        renewed = agent_heartbeat(
             agent=agent, lease_seconds=process_lease_seconds(), holder=state.holder
         )
     if renewed is None:
@@ -115,6 +121,14 @@ def _join_agents(state: ServerState, agent_id: str, roles: str | None) -> None:
         )
     except WorkflowError as exc:
         raise CommandError(f"--roles: {exc.message}") from None
+
+
+def _collect_from_now_on() -> None:
+    """The entry point (``deepwork_site.cli``) kept the garbage collector off during start-up;
+    everything alive once the server has started lives for the whole process, so freeze it
+    out of future collections and turn collection back on."""
+    gc.freeze()
+    gc.enable()
 
 
 def _stop_on_sigterm() -> None:
@@ -276,15 +290,28 @@ class Command(BaseCommand):
         except OSError as exc:
             raise CommandError(f"Cannot create .deepwork/tmp in {root}: {exc}") from None
         transport = options["transport"]
+        # Django first, unless the tools can be listed before it (``mcp_bridge.startup``).
+        django_first = startup.needs_django_first(
+            toolsets=toolsets, generation=options["generation"], transport=transport
+        )
+        if django_first:
+            startup.django_setup()
         # On stdio, one thread does all the process's database work (one connection), from
         # the migration check on; an http/sse server keeps asgiref's thread for its tools.
         database = DatabaseThread() if transport == "stdio" else None
-        if database is None:
+
+        def prepare_database() -> None:
             migrate_if_needed()
-        else:
-            database.call(migrate_if_needed)
-            # The step-files worker's queries too (workflows.services.step_changes).
-            step_changes.use_database_thread(database)
+            if database is not None:
+                from workflows.services import step_changes
+
+                # The step-files worker's queries too.
+                step_changes.use_database_thread(database)
+
+        if database is None:
+            prepare_database()
+        elif django_first:
+            database.call(prepare_database)
 
         from mcp_bridge.server import create_server
 
@@ -332,20 +359,30 @@ class Command(BaseCommand):
             claim()
             # The database thread used by the tools opens its own connection.
             connection.close()
-        else:
+        elif django_first:
             database.call(claim)
             connection.close()  # in case building the server read anything on this thread
+        else:
+
+            def start() -> None:
+                try:
+                    startup.django_setup()
+                    prepare_database()
+                    claim()
+                finally:
+                    _collect_from_now_on()
+
+            mcp.add_middleware(
+                startup.StartupGate(mcp, start=start, submit=database.executor.submit)
+            )
         stop = threading.Event()
         threading.Thread(
             target=_heartbeat,
             args=(state, stop, "agents" in toolsets, database),
             daemon=True,
         ).start()
-        # The entry point (deepwork_site.cli) kept the collector off during start-up; everything
-        # alive now lives for the whole process, so freeze it out of future collections and
-        # turn collection back on.
-        gc.freeze()
-        gc.enable()
+        if django_first:
+            _collect_from_now_on()
         from mcp_bridge import runner
 
         _stop_on_sigterm()

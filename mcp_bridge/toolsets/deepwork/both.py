@@ -47,9 +47,10 @@ from mcp_bridge.toolsets.deepwork.common import (
 from workflows.db import db_sync_to_async
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput
-from workflows.generations import v0_14 as later_generation
-from workflows.selectors import generations
-from workflows.services import active
+
+# The selectors, services and the later generation read the database: they are imported inside
+# the calls, because ``mcpserve`` lists these tools before Django's app registry is ready and runs
+# no call until it is (``mcp_bridge.startup``).
 
 BOTH_NOTE = """\
 ## DeepWork 0.14 clients
@@ -68,6 +69,9 @@ TOOL_NAMES = v0_9.TOOL_NAMES + v0_14.SESSION_JOB_TOOLS + REBIND_TOOLS
 
 
 def check_no_conversation_stacks(state: ServerState) -> None:
+    from workflows.generations import v0_14 as later_generation
+    from workflows.selectors import generations
+
     project = state.project()
     generations.refuse_nesting_in_conversation_stacks(
         project=project,
@@ -84,10 +88,15 @@ def check_no_conversation_stacks(state: ServerState) -> None:
 
 
 def names_agent_session(state: ServerState, session_id: str | None) -> bool:
+    from workflows.selectors import generations
+
     return generations.names_agent_session(project=state.project(), session_id=session_id)
 
 
 def live_conversation(state: ServerState, session_id: str | None, agent_id: str | None) -> bool:
+    from workflows.generations import v0_14 as later_generation
+    from workflows.selectors import generations
+
     if not session_id:
         return False
     try:
@@ -105,6 +114,7 @@ def active_workflow(
     state: ServerState, *, session_id: str | None, agent_id: str | None
 ) -> dialect.ActiveWorkflowResponse:
     from workflows.dialects import deepwork as dialect091
+    from workflows.services import active
 
     if agent_id is None and names_agent_session(state, session_id):
         found = active.active_by_agent(
@@ -149,6 +159,8 @@ def validate_outputs(
     session_id: str | None,
     agent_id: str | None,
 ) -> dialect.ValidateStepOutputsResponse:
+    from workflows.services import active
+
     if agent_id is None and names_agent_session(state, session_id):
         result = active.validate_by_agent(
             project=state.project(), agent=state.agent(), outputs=outputs, session_id=session_id

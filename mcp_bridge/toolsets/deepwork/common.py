@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets.calls import Refusal, db_tool_call
-from workflows.generations import v0_14
 
 T = TypeVar("T")
 
@@ -64,7 +63,9 @@ def conversation(state: ServerState, session_id: str) -> str:
     stdio; over ``/mcp`` under the request's token, so two tokens using the same
     ``session_id`` never share a stack (the raw id is checked first, so errors name it)."""
     if state.conversation_scope():
-        v0_14.stack_id_clean("session_id", session_id)
+        from workflows.generations.v0_14 import stack_id_clean
+
+        stack_id_clean("session_id", session_id)
     return state.conversation_id(session_id)
 
 

@@ -41,9 +41,10 @@ from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.generations import Conversation
 from workflows.results import NeedsWork
-from workflows.selectors import generations
-from workflows.selectors.deepschemas import named_schemas
-from workflows.services import session_jobs, sessions
+
+# The session services and the selectors read the database: they are imported inside the calls,
+# because ``mcpserve`` lists these tools before Django's app registry is ready and runs no call
+# until it is (``mcp_bridge.startup``).
 
 TOOL_NAMES = (
     "get_workflows",
@@ -163,6 +164,9 @@ def start_call(
     agent_id: str | None,
     mixed_check: bool,
 ) -> dialect.StartWorkflowResponse:
+    from workflows.selectors import generations
+    from workflows.services import sessions
+
     view = state.catalog().view()
     if not session_id:
         # The job is looked up first, as 0.14 does: an unknown job says so either way.
@@ -197,6 +201,7 @@ def finish_call(
     override_reason: str | None,
 ) -> dialect.FinishedStepResponse:
     from reviews import services
+    from workflows.services import sessions
 
     checkpoint = sessions.step_checkpoint(
         project=state.project(),
@@ -219,6 +224,8 @@ def finish_call(
 def abort_call(
     state: ServerState, *, session_id: str, agent_id: str | None, explanation: str
 ) -> dialect.AbortWorkflowResponse:
+    from workflows.services import sessions
+
     return dialect.aborted(
         sessions.session_abort(
             project=state.project(),
@@ -231,6 +238,8 @@ def abort_call(
 def go_to_step_call(
     state: ServerState, *, session_id: str, agent_id: str | None, step_id: str
 ) -> dialect.GoToStepResponse:
+    from workflows.services import sessions
+
     return shown(
         state,
         dialect.went_to_step(
@@ -246,6 +255,8 @@ def go_to_step_call(
 def register_session_job_call(
     state: ServerState, *, session_id: str, job_name: str, yaml_text: str
 ) -> dict[str, Any]:
+    from workflows.services import session_jobs
+
     try:
         registered = session_jobs.session_job_register(
             project=state.project(),
@@ -266,6 +277,8 @@ def register_session_job_call(
 
 
 def get_session_job_call(state: ServerState, *, session_id: str, job_name: str) -> dict[str, Any]:
+    from workflows.services import session_jobs
+
     try:
         text = session_jobs.session_job_text(
             project=state.project(),
@@ -336,6 +349,8 @@ def register_session_tools(
     async def get_named_schemas() -> list[dict[str, Any]]:
         """List the project's named DeepSchemas (.deepwork/schemas/<name>/deepschema.yml):
         name, summary and the file patterns each applies to."""
+        from workflows.selectors.deepschemas import named_schemas
+
         answer = named_schemas(project_root=state.project_root)
         log_call(state, f"{prefix}get_named_schemas", {})
         return answer
@@ -352,6 +367,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     def workflows() -> dialect.GetWorkflowsResponse:
         """The get_workflows answer for the catalog as it is, built once per catalog view."""
+        from workflows.selectors import generations
+
         view = state.catalog().view()
         if not listed or listed[0][0] is not view:
             agents = generations.workflow_agents(job_pks=[job.pk for job in view.jobs])

@@ -3,6 +3,10 @@
 Tools are thin: parse, call the session service or the finish pipeline on the database thread
 (``common.call``), and answer with what the DeepWork dialect (``workflows.dialects.deepwork``)
 renders from its domain result.
+
+The dialect and the finish pipeline read the database, so they are imported inside the tools:
+``mcpserve`` lists these tools before Django's app registry is ready, and no call runs until it
+is (``mcp_bridge.startup``).
 """
 
 from __future__ import annotations
@@ -24,9 +28,7 @@ from mcp_bridge.toolsets.deepwork.common import (
     call,
     fail,
 )
-from reviews.services import step_finish_gated
 from workflows.db import BUSY_MESSAGE, db_sync_to_async, is_busy
-from workflows.dialects import deepwork
 from workflows.errors import WorkflowError
 from workflows.schemas import (
     AbortWorkflowResponse,
@@ -95,6 +97,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
     def workflows() -> GetWorkflowsResponse:
         """The get_workflows answer for the catalog as it is, built once per catalog view."""
+        from workflows.dialects import deepwork
+
         view = state.catalog().view()
         if not listed or listed[0][0] is not view:
             listed[:] = [(view, deepwork.workflows(view))]
@@ -136,6 +140,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         value syntax `finished_step` wants for each) and the reviews it must pass. Starting
         while another workflow is active nests the new one on top of the stack; finishing it
         resumes the one below."""
+        from workflows.dialects import deepwork
+
         params = {"job_name": job_name, "workflow_name": workflow_name, "instance_id": instance_id}
         return await call(
             state,
@@ -185,6 +191,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         """Report that the current step is done and hand in its outputs. The answer's
         `status` says what next: `needs_work` (fix what `feedback` says and call again),
         `next_step` (follow `begin_step`) or `workflow_complete` (done; see `all_outputs`)."""
+        from reviews.services import step_finish_gated
+        from workflows.dialects import deepwork
+
         tool = f"{prefix}finished_step"
         params = {"outputs": outputs, "session_id": session_id}
 
@@ -231,6 +240,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     ) -> AbortWorkflowResponse:
         """Abort a workflow that cannot be completed. The session is marked aborted with your
         explanation and the workflow below it on the stack, if any, resumes."""
+        from workflows.dialects import deepwork
+
         return await call(
             state,
             f"{prefix}abort_workflow",
@@ -250,6 +261,8 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         """Return the active workflow to an earlier step (or restart the current one) to redo
         work. Progress from that step on is discarded (files are kept) and the step's
         instructions are returned; you cannot skip forward."""
+        from workflows.dialects import deepwork
+
         return await call(
             state,
             f"{prefix}go_to_step",

@@ -1,0 +1,97 @@
+"""Serving before Django: a stdio ``mcpserve`` answers ``initialize`` and ``tools/list`` while
+Django and the engine load.
+
+An agent's client starts its servers and waits for their tool lists; the first tool call comes
+later, once the model has read them. So the tool modules import only what declares the tools
+(names, parameters, answer models), nothing that needs Django's app registry, and everything
+the calls need is loaded after the server is up, as the database thread's first work item:
+``django.setup()``, the migration check and the claim of the agent. The thread runs its work in
+order, so every call's database work comes after that item; ``StartupGate`` holds each tool
+call until the item is done, because the tools' bodies import the engine too.
+
+A server whose toolsets need the database to list their tools (one tool per published
+workflow), whose instructions read the project (``--generation 0.14``), or that serves over
+HTTP starts the old way: Django first (``needs_django_first``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from fastmcp.exceptions import ToolError
+from fastmcp.server.middleware import Middleware
+
+logger = logging.getLogger("deepwork.mcpserve")
+
+# Toolsets whose tools are listed without the database.
+LISTED_WITHOUT_DATABASE = frozenset({"deepwork", "deepreview"})
+
+
+def needs_django_first(*, toolsets: Sequence[str], generation: str, transport: str) -> bool:
+    """Whether this server must load Django before it can answer ``tools/list``."""
+    return (
+        transport != "stdio"
+        or generation == "0.14"
+        or not LISTED_WITHOUT_DATABASE.issuperset(toolsets)
+    )
+
+
+def django_setup() -> None:
+    """``django.setup()``: the settings, logging and the app registry (idempotent)."""
+    import django
+
+    django.setup()
+
+
+class StartupGate(Middleware):
+    """Starts the server in the background (``start``, run by ``submit``: the database thread)
+    and holds every tool call until that is done; then takes itself off the server, so that
+    from then on a call pays nothing for it.
+
+    A failed start-up is logged with its traceback; the calls waiting for it are refused with
+    the reason, and the next call starts it again (a database that was down may be back).
+    """
+
+    def __init__(
+        self,
+        server: Any,
+        *,
+        start: Callable[[], None],
+        submit: Callable[[Callable[[], None]], Future[None]],
+    ) -> None:
+        self._server = server
+        self._start = start
+        self._submit = submit
+        self._started = self._begin()
+
+    def _begin(self) -> Future[None]:
+        def logged() -> None:
+            try:
+                self._start()
+            except Exception:
+                logger.exception("The server could not start; the next tool call tries again")
+                raise
+
+        return self._submit(logged)
+
+    async def __call__(self, context: Any, call_next: Callable[[Any], Any]) -> Any:
+        if context.method == "tools/call":
+            await self.wait()
+        return await call_next(context)
+
+    async def wait(self) -> None:
+        if self._started.done() and self._started.exception() is not None:
+            self._started = self._begin()
+        try:
+            await asyncio.wrap_future(self._started)
+        except Exception as exc:
+            raise ToolError(
+                f"The deepwork server could not start: {exc}. Its log (stderr) has the details; "
+                "the next call tries again."
+            ) from None
+        if self in self._server.middleware:
+            self._server.middleware.remove(self)
