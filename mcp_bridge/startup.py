@@ -40,6 +40,16 @@ def needs_django_first(*, toolsets: Sequence[str], generation: str, transport: s
     )
 
 
+def configure_logging() -> None:
+    """The settings' logging (stderr), for what the server logs before ``django.setup()``
+    applies it again: without it, Python's last-resort handler would print bare messages."""
+    import logging.config
+
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+
+
 def django_setup() -> None:
     """``django.setup()``: the settings, logging and the app registry (idempotent)."""
     import django

@@ -296,6 +296,8 @@ class Command(BaseCommand):
         )
         if django_first:
             startup.django_setup()
+        else:
+            startup.configure_logging()
         # On stdio, one thread does all the process's database work (one connection), from
         # the migration check on; an http/sse server keeps asgiref's thread for its tools.
         database = DatabaseThread() if transport == "stdio" else None
