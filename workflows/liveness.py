@@ -13,10 +13,15 @@ import secrets
 import socket
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
+
+if TYPE_CHECKING:
+    # The ORM is imported where a filter is built: mcpserve reads this module (its holder, the
+    # lease) before it loads Django.
+    from django.db.models import Q
 
 DEFAULT_RESPONSIVE_SECONDS = 300.0
 DEFAULT_LEASE_SECONDS = 30.0
@@ -54,11 +59,15 @@ def is_responsive(lease_until: datetime | None, now: datetime | None = None) -> 
 def responsive_q(now: datetime, prefix: str = "") -> Q:
     """``is_responsive`` as a filter on agents (``prefix``: the path to the agent, e.g.
     ``"assigned_agent__"``)."""
+    from django.db.models import Q
+
     return Q(**{f"{prefix}lease_until__gt": now})
 
 
 def unresponsive_q(now: datetime, prefix: str = "") -> Q:
     """The agents ``responsive_q`` leaves out (a lease that ran out, or none)."""
+    from django.db.models import Q
+
     return Q(**{f"{prefix}lease_until__isnull": True}) | Q(**{f"{prefix}lease_until__lte": now})
 
 
