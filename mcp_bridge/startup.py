@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
+from importlib import import_module
 from typing import Any
 
 from fastmcp.exceptions import ToolError
@@ -55,6 +56,13 @@ def django_setup() -> None:
     import django
 
     django.setup()
+
+
+def load_modules(names: Iterable[str]) -> None:
+    """Import ``names`` (after ``django_setup``): what the served tools import in their
+    bodies, loaded before the first call needs it."""
+    for name in names:
+        import_module(name)
 
 
 class StartupGate(Middleware):

@@ -38,6 +38,10 @@ class Toolset:
     schema_refs: bool = False
     # Its tools a client that defers tools behind a search must have at hand from the start.
     always_loaded: tuple[str, ...] = ()
+    # The modules its tools' bodies import where they are used (they need Django's app
+    # registry): a stdio server loads them as part of its start-up, after the listing
+    # (``mcp_bridge.startup``), so that the first call does not wait for them.
+    engine_modules: tuple[str, ...] = ()
 
 
 # The workflow tools of the generation the server was asked for (deepwork.register).
@@ -50,8 +54,10 @@ DEEPWORK = Toolset(
     # The generic path to every workflow (find it, start it, step through it), in every
     # generation; the one-tool-per-workflow tools may stay deferred behind their search hints.
     always_loaded=deepwork.v0_9.TOOL_NAMES,
+    engine_modules=deepwork.ENGINE_MODULES,
 )
 # 0.14's review texts under --generation 0.14 (deepwork.register_reviews).
+# Its .deepreview pipeline (jsonschema, wcmatch) stays unloaded until a review tool needs it.
 DEEPREVIEW = Toolset("deepreview", deepreview.TOOL_NAMES, deepwork.register_reviews)
 
 

@@ -7,6 +7,8 @@ of a tool module fails it. The others drive real processes.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import sqlite3
 import subprocess
@@ -18,6 +20,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from mcp_bridge.toolsets import deepwork
 from mcp_bridge.toolsets.deepwork import both, deepreview, v0_9
 from tests.support.processes import (
     INITIALIZED,
@@ -165,3 +168,41 @@ def test_a_failed_start_refuses_calls_with_its_reason_and_the_next_call_starts_a
     result = answered["result"]
     assert not result.get("isError"), (result, stderr[-3000:])
     assert "demo" in [job["name"] for job in result["structuredContent"]["jobs"]]
+
+
+# Imported inside functions, but not by a tool's call: the review tools' .deepreview pipeline
+# (loaded by the first review call) and 0.14's start-up scan (under --generation 0.14, which
+# loads Django before the listing).
+NOT_ENGINE = ("reviews.deepreview", "workflows.services.catalog")
+
+
+def _imported_in_functions(source: Path) -> set[str]:
+    found = set()
+    for function in ast.walk(ast.parse(source.read_text())):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if not node.module.startswith(("workflows", "reviews")):
+                    continue
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    found.add(submodule if _is_module(submodule) else node.module)
+    return found
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_the_start_up_loads_every_module_the_deepwork_tools_import_in_their_bodies():
+    folder = Path(settings.BASE_DIR) / "mcp_bridge" / "toolsets" / "deepwork"
+    imported = set().union(*(_imported_in_functions(path) for path in folder.glob("*.py")))
+    assert "workflows.dialects.deepwork" in imported  # the scan finds what it looks for
+    engine = {name for name in imported if not name.startswith(NOT_ENGINE)}
+    assert engine <= set(deepwork.ENGINE_MODULES)
+    for name in deepwork.ENGINE_MODULES:
+        assert _is_module(name), name

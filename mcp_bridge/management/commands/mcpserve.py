@@ -28,7 +28,7 @@ from mcp_bridge import startup
 from mcp_bridge.dbthread import DatabaseThread
 from mcp_bridge.migrate import migrate_if_needed
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets
+from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets, plan_mounts
 from mcp_bridge.toolsets.deepwork import DEFAULT_GENERATION, GENERATIONS
 from reviews.gate import REVIEW_TIMEOUT_SECONDS
 from workflows.files import project_makedirs
@@ -365,12 +365,16 @@ class Command(BaseCommand):
             database.call(claim)
             connection.close()  # in case building the server read anything on this thread
         else:
+            engine = [
+                name for mount in plan_mounts(toolsets) for name in mount.toolset.engine_modules
+            ]
 
             def start() -> None:
                 try:
                     startup.django_setup()
                     prepare_database()
                     claim()
+                    startup.load_modules(engine)
                 finally:
                     _collect_from_now_on()
 

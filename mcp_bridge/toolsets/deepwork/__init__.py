@@ -26,6 +26,19 @@ DEFAULT_GENERATION = "both"
 # Every tool a `deepwork` toolset may serve (the union tools' names hold the other two's).
 TOOL_NAMES = both.TOOL_NAMES
 INSTRUCTIONS = v0_9.INSTRUCTIONS
+# What the tools import inside their bodies: the session service, the finish pipeline, the
+# dialects' renderers, the selectors (``Toolset.engine_modules``).
+ENGINE_MODULES = (
+    "workflows.generations.v0_9",
+    "workflows.generations.v0_14",
+    "workflows.services.sessions",
+    "workflows.services.session_jobs",
+    "workflows.services.active",
+    "workflows.selectors.generations",
+    "workflows.selectors.deepschemas",
+    "workflows.dialects.deepwork",
+    "reviews.services",
+)
 
 
 def _generation(state: ServerState) -> str:
