@@ -5,13 +5,15 @@ An agent's client starts its servers and waits for their tool lists; the first t
 later, once the model has read them. So the tool modules import only what declares the tools
 (names, parameters, answer models), nothing that needs Django's app registry, and everything
 the calls need is loaded after the server is up, as the database thread's first work item:
-``django.setup()``, the migration check and the claim of the agent. The thread runs its work in
+``django.setup()``, the migration check, the claim of the agent and the modules the tools
+import in their bodies (``Toolset.engine_modules``). The thread runs its work in
 order, so every call's database work comes after that item; ``StartupGate`` holds each tool
 call until the item is done, because the tools' bodies import the engine too.
 
 A server whose toolsets need the database to list their tools (one tool per published
-workflow), whose instructions read the project (``--generation 0.14``), or that serves over
-HTTP starts the old way: Django first (``needs_django_first``).
+workflow) or import models where they declare them (the tracker, the agents), whose
+instructions read the project (``--generation 0.14``), or that serves over HTTP starts the old
+way: Django first (``needs_django_first``).
 """
 
 from __future__ import annotations
