@@ -196,16 +196,17 @@ def _gate_config(config: ServerConfig) -> GateConfig | None:
 def log_call(
     state: ServerState, tool: str, params: dict[str, Any], stack: list[Any] | None = None
 ) -> None:
-    """Log one tool call with the caller's stack, as it stands after the call.
+    """Log one tool call with the caller's stack, as it stands after the call, at DEBUG.
 
     The stack comes from the tool's own answer (or the last one seen), so logging costs no
-    query.
+    query. Not at INFO: every transition is an event already (the dashboard's live view, the
+    REST API), and on a busy 2-core machine the line cost 0.3 ms of each call's 3-7 ms.
     """
     if stack is not None:
         state.last_stack = stack
-    if not logger.isEnabledFor(logging.INFO):
+    if not logger.isEnabledFor(logging.DEBUG):
         return
-    logger.info(
+    logger.debug(
         "tool=%s params=%s stack=%s depth=%d",
         tool,
         params,

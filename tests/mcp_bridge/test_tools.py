@@ -246,17 +246,21 @@ async def test_abort_and_go_to_step(server, mode):
     assert kinds[-1] == "session_aborted"
 
 
-async def test_each_call_is_logged_with_the_stack(server, caplog):
-    caplog.set_level("INFO", logger="deepwork.mcp")
+async def test_each_call_is_logged_with_the_stack_at_debug(server, caplog):
+    caplog.set_level("DEBUG", logger="deepwork.mcp")
     async with Client(server, mode="legacy") as client:
         await call(
             client, "start_workflow", {"goal": "g", "job_name": "demo", "workflow_name": "main"}
         )
         await call(client, "get_workflows")
-    lines = [r.getMessage() for r in caplog.records if r.name == "deepwork.mcp"]
+    calls = [
+        r for r in caplog.records if r.name == "deepwork.mcp" and r.getMessage().startswith("tool=")
+    ]
     assert any(
-        line.startswith("tool=get_workflows") and "demo/main:gather" in line for line in lines
+        r.getMessage().startswith("tool=get_workflows") and "demo/main:gather" in r.getMessage()
+        for r in calls
     )
+    assert {r.levelname for r in calls} == {"DEBUG"}
 
 
 async def test_review_tools_over_deepreview_rules(server, demo_project, monkeypatch, tmp_path):
