@@ -99,6 +99,7 @@ def server_for_state(
     mcp.always_loaded = frozenset(
         mount.prefix + name for mount in mounts for name in mount.toolset.always_loaded
     )
+    mcp.tools_fixed = all(mount.toolset.tools_fixed for mount in mounts)
     for mount in mounts:
         mount.toolset.register(mcp, state, mount.prefix)
     mcp.deepwork_state = state  # type: ignore[attr-defined]  # for mcpserve and tests

@@ -42,6 +42,8 @@ class Toolset:
     # registry): a stdio server loads them as part of its start-up, after the listing
     # (``mcp_bridge.startup``), so that the first call does not wait for them.
     engine_modules: tuple[str, ...] = ()
+    # Whether its tools stay as registered while the server runs (``Server.tools_fixed``).
+    tools_fixed: bool = True
 
 
 # The workflow tools of the generation the server was asked for (deepwork.register).
@@ -84,6 +86,8 @@ WORKFLOW_TOOLS = Toolset(
     instructions=specs.WORKFLOW_TOOLS_INSTRUCTIONS,
     cache_ttl=specs.workflow_tools_cache_ttl,
     schema_refs=True,
+    # One tool per published workflow: added and removed as workflows are published.
+    tools_fixed=False,
 )
 AGENTS = Toolset(
     "agents",

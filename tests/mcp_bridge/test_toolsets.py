@@ -146,3 +146,10 @@ async def test_only_servers_with_schema_refs_inline_them(demo_project, name):
             schemas = json.dumps([tool.input_schema, tool.output_schema])
             assert "$ref" not in schemas, tool.name
             assert "$defs" not in schemas, tool.name
+
+
+def test_a_server_keeps_its_tools_by_name_unless_a_toolset_changes_them(demo_project):
+    assert create_server(demo_project).tools_fixed
+    assert create_server(demo_project, toolsets=["deepwork", "tracker", "agents"]).tools_fixed
+    # Published workflows come and go as tools.
+    assert not create_server(demo_project, toolsets=["deepwork", "workflow-tools"]).tools_fixed

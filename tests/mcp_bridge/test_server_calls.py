@@ -1,0 +1,62 @@
+"""``runner.Server``'s tool calls: the middleware chain only when there is one, and a tool kept
+by name on a server whose tools are fixed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastmcp.server.middleware import Middleware
+
+from mcp_bridge.runner import Server
+
+
+async def echo(text: str) -> str:
+    return text
+
+
+class Recording(Middleware):
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        self.seen.append(context.message.name)
+        return await call_next(context)
+
+
+def text_of(result: Any) -> str:
+    return result.content[0].text
+
+
+def test_a_call_runs_the_middleware_there_is_and_skips_a_chain_of_none():
+    mcp = Server("calls")
+    mcp.tool(echo, name="echo")
+    assert text_of(asyncio.run(mcp.call_tool("echo", {"text": "plain"}))) == "plain"
+
+    recording = Recording()
+    mcp.add_middleware(recording)
+    assert text_of(asyncio.run(mcp.call_tool("echo", {"text": "watched"}))) == "watched"
+    assert recording.seen == ["echo"]
+
+
+def test_a_server_with_fixed_tools_finds_a_tool_once():
+    async def calls(mcp: Server) -> list[str]:
+        first = await mcp.call_tool("echo", {"text": "one"})
+        mcp.local_provider.remove_tool("echo")
+        try:
+            second = text_of(await mcp.call_tool("echo", {"text": "two"}))
+        except Exception as exc:  # FastMCP's "Unknown tool" for a server that looks again
+            second = type(exc).__name__
+        return [text_of(first), second]
+
+    changing = Server("changing")
+    changing.tool(echo, name="echo")
+    assert asyncio.run(calls(changing)) == ["one", "NotFoundError"]
+
+    # Removing a tool breaks the promise a fixed server makes; the kept tool shows it was
+    # not looked up again.
+    fixed = Server("fixed")
+    fixed.tools_fixed = True
+    fixed.tool(echo, name="echo")
+    assert asyncio.run(calls(fixed)) == ["one", "two"]
+    assert asyncio.run(fixed.get_tool("missing")) is None
