@@ -34,6 +34,11 @@ logger = logging.getLogger("deepwork.mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# The output schema of a tool whose answer is any JSON object: DeepWork 0.9.1 advertises this
+# loose schema for its dict-returning tools, and clients that validate structured content
+# against a detailed schema would pay for that on every call.
+LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
+
 # The key of a tool's `_meta` that tells Claude Code, which otherwise defers MCP tools behind
 # its tool search, to keep the tool's schema in the model's context from the first turn.
 ALWAYS_LOAD_META = "anthropic/alwaysLoad"

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_json
 
-from mcp_bridge.runner import tool
+from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 from mcp_bridge.toolsets.specs import TRACKER_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
@@ -33,9 +33,6 @@ from tracker import selectors, services
 from workflows.errors import Conflict, InvalidInput, NotFound, WorkflowError
 
 logger = logging.getLogger("deepwork.mcp")
-
-
-LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
 
 
 def _code(exc: WorkflowError) -> str:

@@ -12,7 +12,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.tools import ToolResult
 from pydantic import BaseModel, ConfigDict, Field
 
-from mcp_bridge.runner import described, serialized_once, tool
+from mcp_bridge.runner import LOOSE_OBJECT, described, serialized_once, tool
 
 Label = Annotated[str, Field(description="A label for the run.")]
 
@@ -60,8 +60,6 @@ def test_a_tool_lists_the_same_schema_from_resolved_annotations():
 
 
 # --- serialized_once: the answer FastMCP would make, from one serialization --------------------
-
-LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
 
 
 class Entry(BaseModel):

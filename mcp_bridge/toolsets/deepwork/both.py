@@ -23,11 +23,10 @@ from fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_bridge.runner import tool
+from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets.deepwork import v0_9, v0_14
 from mcp_bridge.toolsets.deepwork.common import (
-    LOOSE_OBJECT,
     AgentId,
     Capture,
     Goal,

@@ -17,11 +17,6 @@ from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 T = TypeVar("T")
 
 
-# DeepWork 0.9.1 advertises this loose schema for its dict-returning tools; clients that
-# validate structured content against a detailed schema pay for it on every call.
-LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
-
-
 def fail(tool: str, message: object) -> ToolError:
     # DeepWork's clients see this exact prefix on every tool error.
     return ToolError(f"Error calling tool '{tool}': {message}")

@@ -18,11 +18,10 @@ from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from mcp_bridge.runner import tool
+from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.deepwork import deepreview
 from mcp_bridge.toolsets.deepwork.common import (
-    LOOSE_OBJECT,
     AgentId,
     Capture,
     Inputs,

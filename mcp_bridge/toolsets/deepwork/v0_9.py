@@ -18,10 +18,9 @@ from fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from mcp_bridge.runner import tool
+from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.deepwork.common import (
-    LOOSE_OBJECT,
     Goal,
     JobName,
     WorkflowName,

@@ -12,13 +12,12 @@ from fastmcp import Context, FastMCP
 from mcp.types import ToolAnnotations, ToolListChangedNotification
 from pydantic import Field
 
-from mcp_bridge.runner import tool
+from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets.workflow_tools.listing import ListingMiddleware
 from mcp_bridge.toolsets.workflow_tools.provider import WorkflowToolsProvider
 from mcp_bridge.toolsets.workflow_tools.runs import status_call
 from mcp_bridge.toolsets.workflow_tools.settings import (
-    LOOSE_OBJECT,
     Settings,
     remote_sources_from_env,
 )

@@ -35,13 +35,12 @@ from fastmcp.utilities.versions import VersionSpec
 from mcp.types import ToolAnnotations
 from mcp_types.methods import serialize_server_result
 
-from mcp_bridge.runner import client_connection
+from mcp_bridge.runner import LOOSE_OBJECT, client_connection
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.workflow_tools.runs import source_call
 from mcp_bridge.toolsets.workflow_tools.settings import (
     EXCLUDE_ENV,
     INCLUDE_ENV,
-    LOOSE_OBJECT,
     MANY_WORKFLOW_TOOLS,
     Settings,
 )

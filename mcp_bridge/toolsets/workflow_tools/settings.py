@@ -13,8 +13,6 @@ from workflow_tools.selectors import FilterRule, env_filters
 logger = logging.getLogger("deepwork.workflow_tools")
 
 
-LOOSE_OBJECT = {"additionalProperties": True, "type": "object"}
-
 ENABLED_ENV = "DEEPWORK_WORKFLOW_TOOLS_ENABLED"
 POLL_ENV = "DEEPWORK_WORKFLOW_TOOLS_POLL_SECONDS"
 TIMEOUT_ENV = "DEEPWORK_WORKFLOW_TOOLS_TIMEOUT"
