@@ -203,8 +203,9 @@ class Server(FastMCP):
 
         FastMCP asks every provider again on each call (transforms, visibility, versions, auth
         checks, all async): 0.2 ms of each call in ``make bench``'s cycle, for the same
-        answer every time when nothing about the tools can change. A tool not found is not
-        kept, and a call for a given version is always looked up.
+        answer every time when nothing about the tools can change. A tool not found, or with
+        an auth check of its own, is not kept, and a call for a given version is always
+        looked up.
         """
         if not self.tools_fixed or version is not None:
             return await super().get_tool(name, version)
@@ -212,7 +213,9 @@ class Server(FastMCP):
         tool = found.get(name)
         if tool is None:
             tool = await super().get_tool(name)
-            if tool is not None:
+            # A tool with an auth check of its own may be found for one caller and not for
+            # another (our tools have none; the server's token check happens before this).
+            if tool is not None and getattr(tool, "auth", None) is None:
                 found[name] = tool
         return tool
 

@@ -60,3 +60,17 @@ def test_a_server_with_fixed_tools_finds_a_tool_once():
     fixed.tool(echo, name="echo")
     assert asyncio.run(calls(fixed)) == ["one", "two"]
     assert asyncio.run(fixed.get_tool("missing")) is None
+
+
+def test_a_tool_with_an_auth_check_of_its_own_is_looked_up_each_call():
+    allowed = [True]
+
+    def check(context: Any) -> bool:
+        return allowed[0]
+
+    fixed = Server("fixed")
+    fixed.tools_fixed = True
+    fixed.tool(echo, name="echo", auth=check)
+    assert asyncio.run(fixed.get_tool("echo")) is not None
+    allowed[0] = False
+    assert asyncio.run(fixed.get_tool("echo")) is None
