@@ -236,7 +236,8 @@ class Server(FastMCP):
         FastMCP's either way. The start-up gate is a middleware, so calls it holds take the
         whole chain until it removes itself.
         """
-        if run_middleware and not self.middleware and not self._extensions:
+        # An unknown FastMCP without ``_extensions`` takes the whole chain.
+        if run_middleware and not self.middleware and not getattr(self, "_extensions", True):
             run_middleware = False
         return await super().call_tool(
             name, arguments, version=version, run_middleware=run_middleware

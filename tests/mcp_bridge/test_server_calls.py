@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from fastmcp import FastMCP
 from fastmcp.server.middleware import Middleware
 
 from mcp_bridge.runner import Server
@@ -28,15 +29,26 @@ def text_of(result: Any) -> str:
     return result.content[0].text
 
 
-def test_a_call_runs_the_middleware_there_is_and_skips_a_chain_of_none():
-    mcp = Server("calls")
+def test_a_call_runs_the_middleware_there_is_and_skips_a_chain_of_none(monkeypatch):
+    mcp = Server("calls", dereference_schemas=False)  # FastMCP's one default middleware
+    assert not mcp.middleware
     mcp.tool(echo, name="echo")
+    chain = FastMCP._dispatch_component_middleware
+    built: list[str] = []
+
+    async def dispatch(self: FastMCP, *, context: Any, call_next: Any) -> Any:
+        built.append(context.message.name)
+        return await chain(self, context=context, call_next=call_next)
+
+    monkeypatch.setattr(FastMCP, "_dispatch_component_middleware", dispatch)
     assert text_of(asyncio.run(mcp.call_tool("echo", {"text": "plain"}))) == "plain"
+    assert built == []  # no chain of nothing (fails if FastMCP renames what this relies on)
 
     recording = Recording()
     mcp.add_middleware(recording)
     assert text_of(asyncio.run(mcp.call_tool("echo", {"text": "watched"}))) == "watched"
     assert recording.seen == ["echo"]
+    assert built == ["echo"]
 
 
 def test_a_server_with_fixed_tools_finds_a_tool_once():
