@@ -1,6 +1,7 @@
 """Building and serving a FastMCP server: the one module that touches FastMCP and MCP SDK
 internals (``_lifespan_manager``, ``_mcp_server.run``, the SDK's message streams, the session
-state store, docstring parsing).
+state store, docstring parsing, the tool call's middleware chain and lookup, the conversion of
+an answer into a tool result).
 
 On pipes, stdin and stdout are read and written by the event loop itself, and each line is
 decoded here rather than in the SDK's transport, so that a line the SDK cannot decode still gets
