@@ -18,8 +18,18 @@ class ReviewResult(CopiedFromSession):
         EXTERNAL = "external", "External reviewer"
         HUMAN = "human", "Human"
 
-    step_run = models.ForeignKey(StepRun, on_delete=models.CASCADE, related_name="reviews")
-    session = models.ForeignKey(WorkflowSession, on_delete=models.CASCADE, related_name="reviews")
+    step_run = models.ForeignKey(
+        StepRun,
+        on_delete=models.CASCADE,
+        related_name="reviews",
+        db_index=False,  # rv_result_steprun_idx leads with it
+    )
+    session = models.ForeignKey(
+        WorkflowSession,
+        on_delete=models.CASCADE,
+        related_name="reviews",
+        db_index=False,  # rv_result_session_idx leads with it
+    )
     # The step run's ``step_id`` (which never changes), kept here so that the insights group
     # verdicts by step without joining every review to the large step-run table.
     step_id = models.CharField(max_length=255)

@@ -38,7 +38,12 @@ class TrackedWorkflow(models.Model):
         STANDARD = "STANDARD", "Standard"
         COMPLEX = "COMPLEX", "Complex"
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tracked_workflows")
+    project = models.ForeignKey(
+        Project,
+        on_delete=models.CASCADE,
+        related_name="tracked_workflows",
+        db_index=False,  # wf_tracked_project_idx leads with it
+    )
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="tracked_workflows")
     name = models.CharField(max_length=200)
     objective = models.TextField(blank=True, default="")
@@ -104,7 +109,12 @@ class Phase(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="phases")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="phases")
-    workflow = models.ForeignKey(TrackedWorkflow, on_delete=models.CASCADE, related_name="phases")
+    workflow = models.ForeignKey(
+        TrackedWorkflow,
+        on_delete=models.CASCADE,
+        related_name="phases",
+        db_index=False,  # wf_phase_unique_number_per_workflow leads with it
+    )
     number = models.IntegerField()
     name = models.CharField(max_length=200)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.IN_PROGRESS)
@@ -147,12 +157,22 @@ class Task(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tracked_tasks")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="tracked_tasks")
-    workflow = models.ForeignKey(TrackedWorkflow, on_delete=models.CASCADE, related_name="tasks")
+    workflow = models.ForeignKey(
+        TrackedWorkflow,
+        on_delete=models.CASCADE,
+        related_name="tasks",
+        db_index=False,  # wf_task_workflow_idx leads with it
+    )
     phase = models.ForeignKey(
         Phase, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks"
     )
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="subtasks"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="subtasks",
+        db_index=False,  # wf_task_subtasks_idx leads with it
     )
     name = models.CharField(max_length=200)
     goal = models.TextField()
@@ -244,7 +264,10 @@ class Decision(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="decisions")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="decisions")
     workflow = models.ForeignKey(
-        TrackedWorkflow, on_delete=models.CASCADE, related_name="decisions"
+        TrackedWorkflow,
+        on_delete=models.CASCADE,
+        related_name="decisions",
+        db_index=False,  # wf_decision_workflow_idx leads with it
     )
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="decisions")
     category = models.CharField(max_length=16, choices=Category.choices)
@@ -290,7 +313,12 @@ class Issue(models.Model):
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="issues")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="issues")
-    workflow = models.ForeignKey(TrackedWorkflow, on_delete=models.CASCADE, related_name="issues")
+    workflow = models.ForeignKey(
+        TrackedWorkflow,
+        on_delete=models.CASCADE,
+        related_name="issues",
+        db_index=False,  # wf_issue_workflow_idx leads with it
+    )
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="issues")
     type = models.CharField(max_length=24, choices=Type.choices)
     description = models.TextField()
@@ -346,7 +374,10 @@ class Milestone(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="milestones")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="milestones")
     workflow = models.ForeignKey(
-        TrackedWorkflow, on_delete=models.CASCADE, related_name="milestones"
+        TrackedWorkflow,
+        on_delete=models.CASCADE,
+        related_name="milestones",
+        db_index=False,  # wf_milestone_workflow_idx leads with it
     )
     task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="milestones")
     message = models.CharField(max_length=500)

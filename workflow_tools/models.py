@@ -29,7 +29,10 @@ class WorkflowToolName(models.Model):
     """
 
     project = models.ForeignKey(
-        "workflows.Project", on_delete=models.CASCADE, related_name="workflow_tool_names"
+        "workflows.Project",
+        on_delete=models.CASCADE,
+        related_name="workflow_tool_names",
+        db_index=False,  # wf_toolname_unique_key leads with it
     )
     workflow_key = models.CharField(max_length=512)
     tool_name = models.CharField(max_length=64)

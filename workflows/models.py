@@ -61,7 +61,12 @@ class Agent(models.Model):
     whose server restarted continues where it was.
     """
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agents")
+    project = models.ForeignKey(
+        Project,
+        on_delete=models.CASCADE,
+        related_name="agents",
+        db_index=False,  # workflows_agent_unique_id_per_project leads with it
+    )
     agent_id = models.CharField(max_length=128)
     explicit = models.BooleanField(
         default=False, help_text="Named by --agent-id; never adopted by another process."
@@ -114,7 +119,12 @@ class Job(models.Model):
         # Registered by a DeepWork 0.14 client for one conversation (register_session_job).
         SESSION = "session", "Session job"
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="jobs")
+    project = models.ForeignKey(
+        Project,
+        on_delete=models.CASCADE,
+        related_name="jobs",
+        db_index=False,  # wf_job_catalog_idx leads with it
+    )
     source = models.CharField(max_length=16, choices=Source.choices)
     dir_name = models.CharField(max_length=255)
     job_dir = models.CharField(max_length=1024)
@@ -164,7 +174,12 @@ class Job(models.Model):
 
 
 class Workflow(models.Model):
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="workflows")
+    job = models.ForeignKey(
+        Job,
+        on_delete=models.CASCADE,
+        related_name="workflows",
+        db_index=False,  # workflows_workflow_unique_name leads with it
+    )
     name = models.CharField(max_length=255)
     summary = models.CharField(max_length=255)
     position = models.IntegerField(default=0)
@@ -179,7 +194,12 @@ class Workflow(models.Model):
 
 
 class Step(models.Model):
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="steps")
+    job = models.ForeignKey(
+        Job,
+        on_delete=models.CASCADE,
+        related_name="steps",
+        db_index=False,  # workflows_step_unique_id leads with it
+    )
     step_id = models.CharField(max_length=255)
     name = models.CharField(max_length=255)
     description = models.TextField()
@@ -210,7 +230,12 @@ class WorkflowStep(models.Model):
     share a level, and each node depends on every node of the level before it.
     """
 
-    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="nodes")
+    workflow = models.ForeignKey(
+        Workflow,
+        on_delete=models.CASCADE,
+        related_name="nodes",
+        db_index=False,  # workflows_workflowstep_unique_step leads with it
+    )
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="placements")
     entry_index = models.IntegerField()
     position_in_entry = models.IntegerField(default=0)
@@ -231,7 +256,12 @@ class WorkflowStep(models.Model):
 class JobLoadError(models.Model):
     """A job folder whose job.yml currently fails to load."""
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="load_errors")
+    project = models.ForeignKey(
+        Project,
+        on_delete=models.CASCADE,
+        related_name="load_errors",
+        db_index=False,  # workflows_jobloaderror_unique_dir leads with it
+    )
     dir_name = models.CharField(max_length=255)
     job_dir = models.CharField(max_length=1024)
     error = models.TextField()
@@ -261,8 +291,18 @@ class WorkflowSession(models.Model):
         FAILED = "failed", "Failed (DAG)"
 
     session_id = models.CharField(max_length=32, unique=True)
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
-    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="sessions")
+    project = models.ForeignKey(
+        Project,
+        on_delete=models.CASCADE,
+        related_name="sessions",
+        db_index=False,  # wf_session_project_idx leads with it
+    )
+    agent = models.ForeignKey(
+        Agent,
+        on_delete=models.PROTECT,
+        related_name="sessions",
+        db_index=False,  # wf_session_stack_idx leads with it
+    )
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children"
     )
@@ -375,7 +415,12 @@ class StepRun(models.Model):
         ASSIGNED = "assigned", "Assigned to an agent (DAG)"
         FAILED = "failed", "Failed (DAG)"
 
-    session = models.ForeignKey(WorkflowSession, on_delete=models.CASCADE, related_name="runs")
+    session = models.ForeignKey(
+        WorkflowSession,
+        on_delete=models.CASCADE,
+        related_name="runs",
+        db_index=False,  # wf_steprun_session_idx leads with it
+    )
     step_def = models.ForeignKey(Step, on_delete=models.PROTECT, related_name="runs")
     step_id = models.CharField(max_length=255)
     entry_index = models.IntegerField()
@@ -387,7 +432,12 @@ class StepRun(models.Model):
     completed_at = models.DateTimeField(null=True, blank=True)
     # A DAG step's agent, its answer and how often it was handed on from a lost agent.
     assigned_agent = models.ForeignKey(
-        Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="dag_runs"
+        Agent,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="dag_runs",
+        db_index=False,  # wf_steprun_agent_idx leads with it
     )
     assigned_at = models.DateTimeField(null=True, blank=True)
     # When a DAG step last became ready for an agent (its dependencies done, or taken from a
@@ -530,9 +580,19 @@ class Event(models.Model):
         SESSION_FAILED = "session_failed", "DAG workflow failed"
         AGENT_REGISTERED = "agent_registered", "Agent registered with roles"
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="events")
+    project = models.ForeignKey(
+        Project,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_index=False,  # wf_event_project_idx leads with it
+    )
     session = models.ForeignKey(
-        WorkflowSession, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        WorkflowSession,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_index=False,  # wf_event_session_idx leads with it
     )
     agent = models.ForeignKey(
         Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="events"
@@ -569,7 +629,10 @@ class SessionJob(models.Model):
     """
 
     project = models.ForeignKey(
-        "workflows.Project", on_delete=models.CASCADE, related_name="session_jobs"
+        "workflows.Project",
+        on_delete=models.CASCADE,
+        related_name="session_jobs",
+        db_index=False,  # workflows_sessionjob_unique_name leads with it
     )
     conversation_id = models.CharField(max_length=255)
     job_name = models.CharField(max_length=255)
