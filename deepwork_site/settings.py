@@ -203,10 +203,20 @@ def _database() -> dict[str, Any]:
         # A file, not ":memory:", so that an mcpserve subprocess started by a test sees the
         # same test database as the test itself; one per test run, so two runs never collide.
         config["TEST"] = {"NAME": str(VAR_DIR / f"test_deepwork_{os.getpid()}.sqlite3")}
-    elif lock_timeout := os.environ.get("DEEPWORK_PG_LOCK_TIMEOUT"):
-        # PostgreSQL waits for a lock forever unless told otherwise, e.g. "5s" or "200ms".
+    elif config["ENGINE"] == "django.db.backends.postgresql":
         options = config.setdefault("OPTIONS", {})
-        options["options"] = f"{options.get('options', '')} -c lock_timeout={lock_timeout}".strip()
+        if env_bool("DEEPWORK_PG_PREPARED", True):
+            # A transition sends a dozen small statements, the same ones every time, and
+            # PostgreSQL plans each anew unless it is prepared: planning was most of the
+            # database's time per call. Parameters bound on the server let psycopg prepare a
+            # statement on a connection once it has run five times. Off for a pooler that
+            # cannot keep prepared statements (PgBouncer before 1.21 in transaction mode).
+            options.setdefault("server_side_binding", True)
+            options.setdefault("prepare_threshold", 5)
+        if lock_timeout := os.environ.get("DEEPWORK_PG_LOCK_TIMEOUT"):
+            # PostgreSQL waits for a lock forever unless told otherwise, e.g. "5s" or "200ms".
+            current = options.get("options", "")
+            options["options"] = f"{current} -c lock_timeout={lock_timeout}".strip()
     return config
 
 
