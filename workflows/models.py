@@ -3,9 +3,10 @@
 Writes happen only in ``workflows.services``; reads that shape data for an interface live in
 ``workflows.selectors``. No model declares ``Meta.ordering``: each query orders explicitly.
 
-Why one module of some 600 lines: these tables are one aggregate (a session's runs, stack and
+Why one module of some 700 lines: these tables are one aggregate (a session's runs, stack and
 events change together, in one transaction), and most of the length is the named constraints
-and indexes, each with the query it serves. The other contexts' tables live in their own apps.
+and indexes, each with the query it serves, and the foreign keys naming the index that leads
+with them. The other contexts' tables live in their own apps.
 """
 
 from __future__ import annotations
