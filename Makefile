@@ -6,7 +6,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-db lint format bench conformance migrate clean setup browser soak docs
+.PHONY: run test test-db lint format bench conformance migrate clean setup browser soak docs fresh-database
 
 setup: $(STAMP)
 
@@ -48,6 +48,11 @@ test: $(STAMP) browser
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict -d var/site
 
+## After adding or changing a migration: rewrite mcp_bridge/fresh_database.sql, what every
+## migration leaves in a new SQLite database (a first start loads it instead of migrating).
+fresh-database: $(STAMP)
+	$(PY) manage.py fresh_database --write
+
 ## Only the tests that touch the database (CI repeats these on PostgreSQL).
 test-db: $(STAMP)
 	$(PY) -m pytest -m django_db
@@ -66,6 +71,7 @@ format: $(STAMP)
 ## and API with 100k sessions and 1M events, and live latency to a browser.
 bench: $(STAMP) browser
 	$(PY) tests/bench/run_bench.py
+	$(PY) tests/bench/first_call_bench.py
 	$(PY) tests/bench/history_bench.py
 	$(PY) tests/bench/gate_bench.py
 	$(PY) tests/bench/files_bench.py

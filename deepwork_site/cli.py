@@ -98,7 +98,11 @@ def _serve(host: str, port: int) -> None:
     from django.core.management import call_command
 
     django.setup()
-    call_command("migrate", interactive=False, verbosity=1)
+    from mcp_bridge.migrate import migrate_if_needed
+
+    # Under the same lock as every other start: a new database is set up once however many
+    # servers start at the same moment.
+    migrate_if_needed()
     call_command("ensure_admin")
     # The first admin's password must reach a log or a pipe before the server's own output.
     sys.stdout.flush()

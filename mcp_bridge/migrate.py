@@ -9,6 +9,15 @@ ALL_APPS from disk without importing those apps, and when something is pending, 
 Only one process migrates at a time: on SQLite it holds an exclusive ``flock`` on a lock file
 next to the database, on PostgreSQL a session-level advisory lock. Whoever gets the lock second
 finds nothing left to apply.
+
+A new SQLite database (a new install's first start) is not migrated step by step: Django
+replays every migration's model states to apply them, some ten seconds of CPU before the first
+tool call could be answered, on a machine where an agent's client gives a server ten seconds to
+start. It is loaded instead from ``fresh_database.sql``: what those migrations leave in a new
+database (tables, indexes, the migrations recorded as applied, content types, permissions, the
+dashboard's groups), dumped by ``manage.py fresh_database --write`` and checked against a real
+migration by the suite. Whatever the file lacks (a migration newer than it) is then applied
+the usual way. A database that already has tables is always migrated, never loaded.
 """
 
 from __future__ import annotations
@@ -17,10 +26,14 @@ import fcntl
 import importlib.util
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 from django.apps import apps
@@ -32,6 +45,18 @@ logger = logging.getLogger("deepwork.mcpserve")
 
 # An arbitrary constant naming "deepwork-server migrates" among PostgreSQL advisory locks.
 PG_MIGRATION_LOCK_KEY = 0x6465_6570_776F_726B
+
+# Set while this process sets a database up or migrates it, so a waiting call can say why;
+# then how long that took.
+SETTING_UP = threading.Event()
+set_up_seconds: float | None = None
+
+# What every migration of ALL_APPS leaves in a new SQLite database (see the module docstring).
+FRESH_DATABASE_SQL = Path(__file__).resolve().parent / "fresh_database.sql"
+FRESH_DATABASE_HEADER = (
+    "-- What every migration leaves in a new SQLite database. Written by\n"
+    "-- `manage.py fresh_database --write` (make fresh-database); do not edit.\n"
+)
 
 
 def _app_label(app: str) -> str:
@@ -99,16 +124,15 @@ def migration_lock() -> Iterator[None]:
         yield
 
 
-def _migrate_all_apps() -> None:
-    if all(apps.is_installed(app) for app in settings.ALL_APPS):
-        call_command("migrate", interactive=False, verbosity=0)
-        return
+def migrate_in_child(env: dict[str, str] | None = None) -> None:
+    """``migrate`` every app of ALL_APPS in a child process with the full app registry, with
+    ``env`` (this process's environment if None)."""
+    env = dict(os.environ if env is None else env)
     # The same code as this process (a clone's checkout first on the path; installed, it is
     # already there), and never a folder of the project it serves: -P keeps the current
     # folder, where a project may have its own `workflows` package, off the child's path.
-    env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(settings.BASE_DIR), *filter(None, [os.environ.get("PYTHONPATH")])]
+        [str(settings.BASE_DIR), *filter(None, [env.get("PYTHONPATH")])]
     )
     done = subprocess.run(
         [sys.executable, "-P", "-m", "deepwork_site", "manage", "migrate", "--no-input"]
@@ -123,14 +147,103 @@ def _migrate_all_apps() -> None:
         raise RuntimeError(f"migrate failed with exit status {done.returncode}")
 
 
+def _migrate_all_apps() -> None:
+    if all(apps.is_installed(app) for app in settings.ALL_APPS):
+        call_command("migrate", interactive=False, verbosity=0)
+        return
+    migrate_in_child()
+
+
+def _is_new_sqlite_database() -> bool:
+    """An SQLite database without a single table of its own: nothing to keep, nothing to
+    upgrade."""
+    if connection.vendor != "sqlite":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+        (tables,) = cursor.fetchone()
+    return tables == 0
+
+
+def _load_fresh_database() -> bool:
+    """Load ``fresh_database.sql`` into the new database; False if there is no such file
+    (a checkout that lost it migrates the usual way)."""
+    try:
+        script = FRESH_DATABASE_SQL.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return False
+    # The migrations are recorded as applied now, in the dump's one transaction (BEGIN ...
+    # COMMIT): a start killed halfway leaves the database as new as it was, and the next
+    # start loads it again.
+    applied = datetime.now(UTC).replace(tzinfo=None).isoformat(sep=" ")
+    body, commit, _ = script.rpartition("COMMIT;")
+    if not commit:
+        raise RuntimeError(f"{FRESH_DATABASE_SQL} does not end its transaction")
+    # SQLite's dump orders tables by name, so a row may name a table made after it: keys are
+    # checked once everything is in (foreign_key_check), not row by row.
+    script = (
+        "PRAGMA foreign_keys = OFF;\n"
+        f"{body}UPDATE django_migrations SET applied = '{applied}';\nCOMMIT;\n"
+        "PRAGMA foreign_keys = ON;\n"
+    )
+    connection.ensure_connection()
+    raw = connection.connection
+    try:
+        raw.executescript(script)
+    except sqlite3.Error:
+        if raw.in_transaction:
+            raw.rollback()
+        raw.execute("PRAGMA foreign_keys = ON")
+        raise
+    broken = raw.execute("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        raise RuntimeError(f"{FRESH_DATABASE_SQL.name} left rows naming missing rows: {broken[:5]}")
+    return True
+
+
+def fresh_database_dump(path: Path) -> str:
+    """The text of ``fresh_database.sql`` for the SQLite database at ``path``: its schema and
+    rows, in the order SQLite's own dump gives them."""
+    source = sqlite3.connect(path)
+    try:
+        # When it was migrated is not part of what it is; loaded, the migrations are recorded
+        # as applied at that moment.
+        with source:
+            source.execute("UPDATE django_migrations SET applied = '2000-01-01 00:00:00'")
+        lines = list(source.iterdump())
+    finally:
+        source.close()
+    return FRESH_DATABASE_HEADER + "\n".join(lines) + "\n"
+
+
 def migrate_if_needed() -> None:
     """Bring the database schema up to date so a fresh install just works."""
     if not pending_migrations():
         return
-    with migration_lock():
-        # Another server may have migrated while this one waited for the lock.
-        pending = pending_migrations()
-        if not pending:
-            return
+    SETTING_UP.set()
+    try:
+        with migration_lock():
+            # Another server may have migrated while this one waited for the lock.
+            pending = pending_migrations()
+            if pending:
+                _bring_up_to_date(pending)
+    finally:
+        SETTING_UP.clear()
+
+
+def _bring_up_to_date(pending: set[tuple[str, str]]) -> None:
+    global set_up_seconds
+    began = time.monotonic()
+    if _is_new_sqlite_database():
+        logger.info(
+            "Setting up a new database at %s (first start)", connection.settings_dict["NAME"]
+        )
+        if _load_fresh_database():
+            pending = pending_migrations()
+    if pending:
         logger.info("Applying %d database migrations", len(pending))
         _migrate_all_apps()
+    set_up_seconds = time.monotonic() - began
+    logger.info("The database is ready (%.1f s)", set_up_seconds)

@@ -19,6 +19,7 @@ way: Django first (``needs_django_first``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
@@ -28,6 +29,15 @@ from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware
 
 logger = logging.getLogger("deepwork.mcpserve")
+
+SETTING_UP_MESSAGE = (
+    "The deepwork server is setting up its database (a first start, or a new version); this "
+    "call is answered when it is ready."
+)
+SET_UP_MESSAGE = (
+    "The deepwork server set its database up in {seconds:.1f} s (a first start, or a new "
+    "version)."
+)
 
 # Toolsets whose tools are listed without the database.
 LISTED_WITHOUT_DATABASE = frozenset({"deepwork", "deepreview"})
@@ -101,14 +111,19 @@ class StartupGate(Middleware):
 
     async def __call__(self, context: Any, call_next: Callable[[Any], Any]) -> Any:
         if context.method == "tools/call":
-            await self.wait()
+            await self.wait(tell=context.fastmcp_context)
         return await call_next(context)
 
-    async def wait(self) -> None:
+    async def wait(self, tell: Any = None) -> None:
+        """Wait for the start-up; while it sets the database up, say so once to the client
+        through ``tell`` (the call's FastMCP context: a log message at the level it asked for)."""
         if self._started.done() and self._started.exception() is not None:
             self._started = self._begin()
+        started = asyncio.wrap_future(self._started)
         try:
-            await asyncio.wrap_future(self._started)
+            if tell is not None:
+                await self._tell_while_setting_up(started, tell)
+            await started
         except Exception as exc:
             raise ToolError(
                 f"The deepwork server could not start: {exc}. Its log (stderr) has the details; "
@@ -116,3 +131,28 @@ class StartupGate(Middleware):
             ) from None
         if self in self._server.middleware:
             self._server.middleware.remove(self)
+
+    @staticmethod
+    async def _tell_while_setting_up(started: asyncio.Future[None], tell: Any) -> None:
+        from mcp_bridge import migrate
+
+        if started.done():
+            return  # this call did not wait
+        told = False
+        while not started.done() and not told:
+            if migrate.SETTING_UP.is_set():
+                told = await _tell(tell, SETTING_UP_MESSAGE)
+            else:
+                await asyncio.wait({started}, timeout=0.1)
+        await asyncio.wait({started})
+        # A set-up quicker than a look every tenth of a second is still said, once it is done.
+        if not told and migrate.set_up_seconds is not None:
+            await _tell(tell, SET_UP_MESSAGE.format(seconds=migrate.set_up_seconds))
+
+
+async def _tell(tell: Any, message: str) -> bool:
+    # The client learns why its first call waited; a client gone meanwhile, or one that
+    # cannot take log messages, is no reason to fail the call.
+    with contextlib.suppress(Exception):
+        await tell.info(message, logger_name="deepwork")
+    return True

@@ -189,6 +189,7 @@ def test_wheel_holds_every_app_file_and_the_command(wheel: Path) -> None:
         "workflows/standard_jobs/deepwork_jobs/job.yml",
         "workflows/standard_jobs014/deepwork_jobs/job.yml",
         "reviews/deepreview_schema.json",
+        "mcp_bridge/fresh_database.sql",
         # Every app's migrations: a missing one would leave its tables unmade.
         *(path.relative_to(CHECKOUT).as_posix() for path in CHECKOUT.glob("*/migrations/0*.py")),
     ):
