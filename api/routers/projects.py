@@ -15,7 +15,7 @@ from ninja.params.functions import Path, Query
 from accounts.identity import ADD_PROJECT, identity_project_add_check
 from api.auth import VIEW, TokenAuth, caller
 from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS, visible_project
-from api.schemas import CatalogOut, ProjectAddedOut, ProjectAddIn, ProjectOut, ProjectPage
+from api.schemas import CatalogOut, ErrorOut, ProjectAddedOut, ProjectAddIn, ProjectOut, ProjectPage
 from workflows.models import Project
 from workflows.selectors.catalog import project_catalogs, project_get, project_page
 from workflows.services.projects import project_add, project_remove
@@ -70,7 +70,8 @@ def _project_out(project: Project) -> dict[str, Any]:
 
 @router.delete(
     "/{project_id}",
-    response={200: ProjectOut, **ACTION_ERRORS},
+    # No body, so never too large; a write, so the database may be busy.
+    response={200: ProjectOut, **READ_ERRORS, 503: ErrorOut},
     tags=["projects"],
     auth=TokenAuth(ADD_PROJECT),
 )
