@@ -93,7 +93,8 @@ def test_host_and_remove_actions(admin_client_, tmp_path: Path):
     (tmp_path / "site").mkdir()
     local = project_ensure(root_path=tmp_path / "site")
     page = admin_client_.get(LIST_URL).content.decode()
-    assert 'value="host_projects"' in page and 'value="remove_projects"' in page
+    assert 'value="host_projects"' in page
+    assert 'value="remove_projects"' in page
     act = {"action": "host_projects", "_selected_action": [local.pk]}
     response = admin_client_.post(LIST_URL, act, follow=True)
     assert [str(m) for m in response.context["messages"]] == ["Hosted 1 project."]
@@ -116,7 +117,8 @@ def test_the_actions_need_the_add_permission(db, tmp_path: Path):
     staff = make_user(username="staff", staff=True, perms=("workflows.view_project",))
     client = client_of(staff)
     page = client.get(LIST_URL).content.decode()
-    assert "host_projects" not in page and "remove_projects" not in page
+    assert "host_projects" not in page
+    assert "remove_projects" not in page
     for action in ("host_projects", "remove_projects"):
         client.post(LIST_URL, {"action": action, "_selected_action": [local.pk]})
     assert Project.objects.get(pk=local.pk).hosted is False
