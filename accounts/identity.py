@@ -155,8 +155,9 @@ def identity_project_scope(identity: Identity, project_id: int | None) -> int | 
 
 
 def identity_project_add_check(identity: Identity) -> None:
-    """``Forbidden`` unless ``identity`` may make the server serve another folder: a person,
-    signed in or through their own key, never a token agent.
+    """``Forbidden`` unless ``identity`` may change which folders the server serves (add,
+    host or remove a project): a person, signed in or through their own key, never a token
+    agent.
 
     Which folders a server serves is a person's decision about the server, not an agent's
     about its work: a project's files become readable through its sessions, so an agent
@@ -167,12 +168,12 @@ def identity_project_add_check(identity: Identity) -> None:
     if identity.project_id is not None:
         raise Forbidden(
             f"{identity.describe()} may use only project {identity.project_id}; it cannot add "
-            "projects (use a token of yours without MCP, or the admin)"
+            "or remove projects (use a token of yours without MCP, or the admin)"
         )
     if identity.is_agent:
         raise Forbidden(
-            f"{identity.describe()} is an MCP agent's token; adding a project is a person's "
-            "decision: use a token of yours without MCP, or the admin"
+            f"{identity.describe()} is an MCP agent's token; adding or removing a project is a "
+            "person's decision: use a token of yours without MCP, or the admin"
         )
 
 

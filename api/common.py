@@ -7,6 +7,7 @@ from django.http import HttpRequest
 
 from accounts.identity import identity_project_check
 from api.auth import caller
+from api.errors import ApiError
 from api.schemas import ErrorOut
 from workflows.models import Project
 from workflows.selectors.catalog import project_get
@@ -23,3 +24,18 @@ def visible_project(request: HttpRequest, project_id: int) -> Project:
     """The project ``project_id``, if this request's identity may see it."""
     identity_project_check(caller(request), project_id)
     return project_get(project_id=project_id)
+
+
+def served(project: Project) -> Project:
+    """``project``, if the API acts on it: hosted, not removed. Its history stays readable
+    either way; only what starts or moves work in it is refused."""
+    refusal = project.served_refusal()
+    if refusal is not None:
+        raise ApiError(403, "not_served", refusal)
+    return project
+
+
+def served_project(request: HttpRequest, project_id: int) -> Project:
+    """The project ``project_id``, if this request's identity may see it and the API acts on
+    it (``served``)."""
+    return served(visible_project(request, project_id))

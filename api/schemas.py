@@ -87,6 +87,15 @@ class ProjectOut(Schema):
     name: str
     root_path: str
     created_at: datetime
+    hosted: bool = Field(
+        description="Served to tokens: hosted /mcp and the API's actions (start, hand in, "
+        "define, execute). A folder a local stdio server registered is not, until a person "
+        "who may add projects adds it."
+    )
+    removed_at: datetime | None = Field(
+        description="When the project was removed: served nowhere, its sessions kept "
+        "read-only; adding its folder again brings it back."
+    )
 
 
 class ProjectPage(Schema):
@@ -95,8 +104,8 @@ class ProjectPage(Schema):
 
 
 class ProjectAddIn(Schema):
-    # Checked by the service (absolute, no NUL, at most 1024 characters, not a file), as for
-    # the command line and the admin, so all three refuse with the same words.
+    # Checked by the service (absolute, no NUL, at most 1024 characters, a folder a project
+    # may be), as for the command line and the admin, so all three refuse with the same words.
     root_path: Annotated[str, AfterValidator(encodable)] = Field(
         description="The project folder's absolute path on the server (the folder holding "
         ".deepwork/jobs). Symbolic links and '..' are resolved.",
@@ -106,11 +115,13 @@ class ProjectAddIn(Schema):
 class ProjectAddedOut(ProjectOut):
     created: bool = Field(description="False: the folder was already a project, this one.")
     folder_found: bool = Field(
-        description="Whether the folder exists on the server as a folder the server can read."
+        description="Whether the server can read a folder at the path. Why not (missing, a "
+        "file, unreadable...) is said only in the server's log and to its operator."
     )
     warnings: list[str] = Field(
-        description="What to fix on the server, e.g. the folder is not there (yet): the "
-        "project is added anyway, and served once it is."
+        description="What to know: the folder cannot be read (yet), in one wording whatever "
+        "is at the path (the project is added anyway, and served once it can); a system "
+        "folder (/etc, /usr...) whose readable files its sessions can show."
     )
 
 

@@ -15,7 +15,7 @@ from typing import BinaryIO
 
 from reviews.models import HumanDecision, ReviewResult
 from reviews.selectors import session_with_reviews
-from workflows.errors import InvalidInput, NotFound
+from workflows.errors import Forbidden, InvalidInput, NotFound
 from workflows.files import (
     NotRegularFile,
     OutsideProject,
@@ -35,6 +35,7 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
+from workflows.roots import project_root_check
 from workflows.selectors.catalog import ProjectCatalog, entries_of, workflow_nodes
 from workflows.selectors.events import recent_events
 from workflows.selectors.sessions import active_sessions, session_children
@@ -324,9 +325,14 @@ def _decode(data: bytes, truncated: bool) -> str | None:
 
 
 def session_output_file(
-    *, session: WorkflowSession, path: str, limit: int | None = None
+    *, session: WorkflowSession, path: str, limit: int | None = None, unhosted: bool = False
 ) -> OutputFile:
     """An output file of ``session``, at most ``limit`` bytes of it.
+
+    Only from a served project: never a removed one or one whose folder no project may be
+    (``project_root_check``: the root, the server's data or home folder), and one a local
+    stdio server registered but no person hosted only with ``unhosted`` (for a viewer who
+    may host it anyway). ``Forbidden`` otherwise.
 
     Only a path the session recorded as an output, inside the project root after resolving
     symbolic links, is read, and only if it is a regular file: a pipe is refused without waiting
@@ -347,6 +353,7 @@ def session_output_file(
     if ".." in requested.parts:
         raise InvalidInput(f"'{path}' contains '..'; give the path relative to the project root")
     wanted = requested.as_posix()
+    _files_shown_check(session.project, unhosted=unhosted)
     roots = project_roots(session.project)
     root = roots[0]
     if wanted not in _recorded_paths(session, roots):
@@ -380,6 +387,19 @@ def session_output_file(
     truncated = len(data) > limit
     data = data[:limit]
     return OutputFile(path=wanted, size=size, text=_decode(data, truncated), truncated=truncated)
+
+
+def _files_shown_check(project: Project, *, unhosted: bool) -> None:
+    refusal = project.served_refusal()
+    if refusal is not None and (project.removed_at is not None or not unhosted):
+        raise Forbidden(f"{refusal}. Its files are not shown")
+    try:
+        project_root_check(Path(project.root_path))
+    except InvalidInput:
+        raise Forbidden(
+            f"The folder of project {project.pk} is not one a project may be (the file "
+            "system's root, or the server's data or home folder); its files are not shown"
+        ) from None
 
 
 def open_inside(root: Path, relative: PurePosixPath) -> BinaryIO:

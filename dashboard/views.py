@@ -22,6 +22,7 @@ from django.shortcuts import redirect, render
 from django.utils.cache import add_never_cache_headers, patch_vary_headers
 from django.views.decorators.http import require_POST, require_safe
 
+from accounts.identity import ADD_PROJECT
 from accounts.people import signed_in_user
 from dashboard import selectors
 from dashboard.forms import (
@@ -35,7 +36,7 @@ from dashboard.forms import (
 from reviews.models import HumanDecision
 from reviews.rulings import review_override, review_request_changes
 from tracker.selectors import tracked_workflows_in_progress
-from workflows.errors import InvalidInput, NotFound, WorkflowError
+from workflows.errors import Forbidden, InvalidInput, NotFound, WorkflowError
 from workflows.models import StepRun, WorkflowSession
 from workflows.selectors.catalog import job_names, project_catalogs, project_list
 from workflows.selectors.events import newest_event_id
@@ -132,9 +133,16 @@ def session_file(request: HttpRequest, session_id: str) -> HttpResponse:
     context: dict = {"session": session, "path": path, "limit": selectors.FILE_VIEW_BYTES}
     status = 200
     try:
-        context["file"] = selectors.session_output_file(session=session, path=path)
+        context["file"] = selectors.session_output_file(
+            session=session,
+            path=path,
+            # A person who may host the project sees what hosting it would show anyway.
+            unhosted=request.user.has_perm(ADD_PROJECT),
+        )
     except InvalidInput as exc:
         context["error"], status = str(exc), 400
+    except Forbidden as exc:
+        context["error"], status = str(exc), 403
     except NotFound as exc:
         context["error"], status = str(exc), 404
     return _live_page(

@@ -3,7 +3,8 @@
 - ``deepwork-server mcp --path DIR [options]``: the stdio MCP server (``mcpserve``'s options);
 - ``deepwork-server serve [--host H] [--port P]``: migrate, make the first admin once, and
   serve the dashboard, admin, REST API and ``/mcp`` with uvicorn;
-- ``deepwork-server project add PATH``: serve a folder as a project (prints its id);
+- ``deepwork-server project add PATH``: serve a folder as a hosted project (prints its id);
+  ``project list``; ``project remove PROJECT`` (served nowhere, its sessions kept);
 - ``deepwork-server token create --user U [--mcp] [--project P] [--create-user]``;
 - ``deepwork-server connect [--client C] [--url URL --token T]``: what to paste into a client;
 - ``deepwork-server manage COMMAND ...``: any Django management command.
@@ -155,8 +156,17 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="Port to listen on.")
     project = commands.add_parser("project", help="Projects this server serves.")
     project_actions = project.add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = project_actions.add_parser("add", help="Add a folder as a project; prints its id.")
-    add.add_argument("path", help="The project folder (the one holding .deepwork/jobs).")
+    add = project_actions.add_parser(
+        "add", help="Add (or host) a folder as a project; prints its id."
+    )
+    add.add_argument(
+        "target", metavar="path", help="The project folder (the one holding .deepwork/jobs)."
+    )
+    project_actions.add_parser("list", help="List the projects: id, state, folder, name.")
+    remove = project_actions.add_parser(
+        "remove", help="Remove a project: served nowhere, its sessions kept (read-only)."
+    )
+    remove.add_argument("target", metavar="project", help="The project's id, or its folder.")
     commands.add_parser(
         "token",
         help="API and MCP tokens ('%(prog)s token create --user U --mcp'; --help for more).",
@@ -198,7 +208,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if options.command == "serve":
         _serve(options.host, options.port)
     elif options.command == "project":
-        _command("workflows", "project_add", [PROG, "project add", options.path], migrated=True)
+        action = options.action
+        target = [options.target] if action != "list" else []
+        _command(
+            "workflows", f"project_{action}", [PROG, f"project {action}", *target], migrated=True
+        )
     elif options.command == "connect":
         if (options.url is None) != (options.token is None):
             _parser().error("connect: give --url and --token together (a hosted server)")

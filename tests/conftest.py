@@ -151,9 +151,10 @@ def demo_project(project_dir: Path) -> Path:
 
 @pytest.fixture
 def project(db, demo_project: Path):
-    from workflows.services.projects import project_ensure
+    from workflows.services.projects import project_add
 
-    return project_ensure(root_path=demo_project)
+    # Hosted, as a person adds it: REST and hosted /mcp serve it.
+    return project_add(root_path=str(demo_project)).project
 
 
 @pytest.fixture

@@ -3,8 +3,8 @@
 Everything here is history or catalog that the services write, so every model is read-only in
 the admin, for superusers too. The only changes an admin user can make go through the actions,
 and each action calls one service per selected object; adding a project is a page of its own
-that calls ``project_add``, as the command line and the REST API do. A step run's page, where a
-human rules on its review, is registered by ``reviews/admin.py``.
+that calls ``project_add``, as the command line and the REST API do (its Host action too). A
+step run's page, where a human rules on its review, is registered by ``reviews/admin.py``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from workflows.models import (
     WorkflowSession,
     WorkflowStep,
 )
-from workflows.services.projects import project_add, project_review_commands_set
+from workflows.services.projects import project_add, project_remove, project_review_commands_set
 from workflows.services.sessions import session_abort
 
 ABORT = ReasonPage(
@@ -75,12 +75,17 @@ class ProjectAddForm(forms.Form):
 
 @admin.register(Project)
 class ProjectAdmin(ReadOnlyAdmin):
-    list_display = ["name", "root_path", "review_commands", "created_at"]
-    list_filter = ["review_commands_allowed"]
+    list_display = ["name", "root_path", "hosted", "removed_at", "review_commands", "created_at"]
+    list_filter = ["hosted", "review_commands_allowed"]
     search_fields = ["name", "root_path"]
     ordering = ["name"]
     readonly_fields = ["review_commands"]
-    actions = ["allow_review_commands", "disallow_review_commands"]
+    actions = [
+        "host_projects",
+        "remove_projects",
+        "allow_review_commands",
+        "disallow_review_commands",
+    ]
     add_template = "admin/workflows/project/add.html"
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -101,7 +106,13 @@ class ProjectAdmin(ReadOnlyAdmin):
                 form.add_error("root_path", exc.message)
             else:
                 project = added.project
-                verb = "Added" if added.created else "Already a project:"
+                verb = (
+                    "Added"
+                    if added.created
+                    else "Already a project:"
+                    if added.hosted_before
+                    else "Hosted"
+                )
                 self.message_user(
                     request, f"{verb} project {project.pk} at {project.root_path}", messages.SUCCESS
                 )
@@ -113,6 +124,39 @@ class ProjectAdmin(ReadOnlyAdmin):
                     reverse("admin:workflows_project_change", args=[project.pk])
                 )
         return admin_page(self, request, self.add_template, "Add a project", form=form)
+
+    def has_host_projects_permission(self, request: HttpRequest) -> bool:
+        return self.has_add_permission(request)
+
+    @admin.action(
+        description="Host the selected projects (served to tokens; brings back removed ones)",
+        permissions=["host_projects"],
+    )
+    def host_projects(self, request: HttpRequest, queryset: QuerySet[Project]) -> None:
+        # The same service as adding the folder: the same checks of the path, the same answer.
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda project: project_add(root_path=project.root_path),
+            name=str,
+            done=lambda n: f"Hosted {plural(n, 'project')}.",
+        )
+
+    @admin.action(
+        description="Remove the selected projects (served nowhere; sessions kept, read-only)",
+        permissions=["host_projects"],
+    )
+    def remove_projects(self, request: HttpRequest, queryset: QuerySet[Project]) -> None:
+        by = f"user {request.user.get_username()!r} (admin)"
+        apply_each(
+            self,
+            request,
+            queryset,
+            lambda project: project_remove(project=project, by=by),
+            name=str,
+            done=lambda n: f"Removed {plural(n, 'project')}.",
+        )
 
     @admin.display(description="review commands on the web server")
     def review_commands(self, obj: Project) -> str:

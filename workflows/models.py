@@ -41,6 +41,17 @@ class Project(models.Model):
     )
     # Kept when the account is deleted.
     review_commands_changed_by_name = models.CharField(max_length=150, blank=True, default="")
+    # Served over the network (hosted /mcp, the REST API's actions) only once a person who may
+    # add projects said so; a stdio server registers its own folder without that, and keeps
+    # serving it to its own agent.
+    hosted = models.BooleanField(
+        default=False,
+        help_text="Served to tokens over /mcp and the REST API (a person who may add "
+        "projects said so).",
+    )
+    # A removed project is served nowhere; its sessions and their history stay, read-only.
+    # Adding its folder again brings it back.
+    removed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         permissions = [
@@ -49,9 +60,31 @@ class Project(models.Model):
                 "Can allow the web server to run a project's review commands",
             ),
         ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(removed_at__isnull=True) | Q(hosted=False),
+                name="workflows_project_removed_not_hosted",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    def served_refusal(self) -> str | None:
+        """Why the REST API and hosted ``/mcp`` do not serve this project, or None: they do."""
+        if self.removed_at is not None:
+            return (
+                f"Project {self.pk} ({self.root_path}) was removed from this server; its "
+                "sessions are kept, read-only (adding its folder again brings it back)"
+            )
+        if not self.hosted:
+            return (
+                f"Project {self.pk} ({self.root_path}) is not hosted: a local stdio server "
+                "registered it, and a person with the permission 'workflows.add_project' must "
+                "host it first (deepwork-server project add PATH, POST /api/projects with its "
+                "root_path, or the admin's Host action)"
+            )
+        return None
 
 
 class Agent(models.Model):

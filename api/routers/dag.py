@@ -18,7 +18,7 @@ from pydantic import Field
 from accounts.identity import identity_agent_id, identity_project_check, identity_project_scope
 from accounts.people import signed_in_user
 from api.auth import DECIDE_HUMAN_STEP, DRIVE, VIEW, TokenAuth, caller
-from api.common import ACTION_ERRORS, READ_ERRORS
+from api.common import ACTION_ERRORS, READ_ERRORS, served, served_project
 from dag import selectors, services
 from dag.schemas import (
     DagDefineResponse,
@@ -158,9 +158,8 @@ def define_dag_workflow(request: HttpRequest, body: DagDefineIn) -> Status[DagDe
     """Define a workflow in a project, checked as `define_workflow` checks it. The creator is
     the caller: a token agent's own id or one of its sub-agents."""
     identity = caller(request)
-    identity_project_check(identity, body.project)
     defined = services.dag_define(
-        project=project_get(project_id=body.project),
+        project=served_project(request, body.project),
         creator_id=identity_agent_id(identity, body.creator_id, acting=True),
         name=body.name,
         description=body.description,
@@ -193,7 +192,7 @@ def execute_dag_workflow(
     identity = caller(request)
     job = _job(request, workflow_id)
     advance = services.dag_execute(
-        project=job.project,
+        project=served(job.project),
         workflow_id=workflow_id,
         triggering_agent_id=identity_agent_id(identity, body.triggering_agent_id, acting=True),
         by=identity.person,

@@ -1,5 +1,5 @@
-"""Projects over REST, at /api/projects: the projects a caller may see, their jobs, and adding
-a folder on the server as a project."""
+"""Projects over REST, at /api/projects: the projects a caller may see, their jobs, adding (or
+hosting) a folder on the server as a project, and removing one."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from ninja.params.functions import Path, Query
 from accounts.identity import ADD_PROJECT, identity_project_add_check
 from api.auth import VIEW, TokenAuth, caller
 from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS, visible_project
-from api.schemas import CatalogOut, ProjectAddedOut, ProjectAddIn, ProjectOut, ProjectPage
+from api.schemas import CatalogOut, ErrorOut, ProjectAddedOut, ProjectAddIn, ProjectOut, ProjectPage
 from workflows.models import Project
 from workflows.selectors.catalog import project_catalogs, project_get, project_page
-from workflows.services.projects import project_add
+from workflows.services.projects import project_add, project_remove
 
 router = Router()
 
@@ -45,25 +45,46 @@ def list_projects(
     auth=TokenAuth(ADD_PROJECT),
 )
 def add_project(request: HttpRequest, body: ProjectAddIn) -> Status[dict[str, Any]]:
-    """Serve a folder on the server as a project: 201 with its id, or 200 with the project
-    that already serves it. A folder that is not there (yet) or that the server cannot read
-    is added anyway, with a warning saying so: a server may mount it later. Needs
+    """Serve a folder on the server as a hosted project: 201 with its id, or 200 with the
+    project that already has the folder, now hosted (one a local stdio server registered) or
+    back (a removed one). A folder the server cannot read (yet) is added anyway, with one
+    warning whatever is at the path: a server may mount it later. `/`, the server's data
+    folder and its user's home folder (or a folder holding one) are refused. Needs
     `workflows.add_project` and a person's token (not an MCP agent's)."""
     identity_project_add_check(caller(request))
     added = project_add(root_path=body.root_path)
-    project = added.project
     return Status(
         201 if added.created else 200,
         {
-            "id": project.pk,
-            "name": project.name,
-            "root_path": project.root_path,
-            "created_at": project.created_at,
+            **_project_out(added.project),
             "created": added.created,
             "folder_found": added.folder_found,
             "warnings": list(added.warnings),
         },
     )
+
+
+def _project_out(project: Project) -> dict[str, Any]:
+    return {field: getattr(project, field) for field in ProjectOut.model_fields}
+
+
+@router.delete(
+    "/{project_id}",
+    # No body, so never too large; a write, so the database may be busy.
+    response={200: ProjectOut, **READ_ERRORS, 503: ErrorOut},
+    tags=["projects"],
+    auth=TokenAuth(ADD_PROJECT),
+)
+def remove_project(
+    request: HttpRequest, project_id: Annotated[int, Path(ge=1, le=MAX_ID)]
+) -> Project:
+    """Remove the project: served nowhere from now on (hosted /mcp, the API's actions, a
+    local stdio server on its next start); its sessions and their history are kept,
+    read-only. Adding its folder again brings it back. Removing a removed project changes
+    nothing. Needs `workflows.add_project` and a person's token (not an MCP agent's)."""
+    identity = caller(request)
+    identity_project_add_check(identity)
+    return project_remove(project=visible_project(request, project_id), by=identity.describe())
 
 
 @router.get(

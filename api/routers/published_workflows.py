@@ -12,7 +12,7 @@ from ninja.params.functions import Path
 
 from accounts.identity import identity_project_check
 from api.auth import ABORT, DRIVE, VIEW, TokenAuth, caller
-from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS
+from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS, served_project
 from api.routers.published_workflows_runs import published_list, run_cancel, run_start, run_status
 from api.routers.published_workflows_schemas import (
     PublishedWorkflowList,
@@ -55,7 +55,7 @@ def start_published_workflow(
     names the path and the rule). A DeepWork workflow's run is a session on the agent's stack;
     `result` is its first step, as `start_workflow` answers. A DAG workflow is executed (run
     id `dag:<workflow_id>`); `result` lists the steps delegated and waiting."""
-    identity_project_check(caller(request), project_id)
+    served_project(request, project_id)
     return Status(201, run_start(project_id=project_id, body=body, identity=caller(request)))
 
 

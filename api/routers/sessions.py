@@ -22,7 +22,7 @@ from accounts.identity import (
 )
 from accounts.people import signed_in_user
 from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth, caller
-from api.common import ACTION_ERRORS, READ_ERRORS, visible_project
+from api.common import ACTION_ERRORS, READ_ERRORS, served, served_project
 from api.errors import ApiError
 from api.routers.insights_schemas import HistoryOut
 from api.schemas import (
@@ -85,6 +85,7 @@ def _acted_on(request: HttpRequest, session_id: str) -> WorkflowSession:
     identity_session_check(
         caller(request), project_id=session.project_id, agent_id=session.agent.agent_id
     )
+    served(session.project)
     return session
 
 
@@ -142,7 +143,7 @@ def start_workflow(request: HttpRequest, body: StartIn) -> Status[StartWorkflowR
     its first step, as `start_workflow` answers an agent."""
     user = signed_in_user(request)
     identity = caller(request)
-    project = visible_project(request, body.project)
+    project = served_project(request, body.project)
     agent_id = identity_agent_id(identity, body.agent_id, acting=True)
     catalog = catalog_view(project=project)
     answer = deepwork.start_workflow(

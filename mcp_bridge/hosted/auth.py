@@ -31,6 +31,7 @@ from mcp_bridge.toolsets import UnknownToolset, parse_toolsets
 from workflows.errors import Forbidden, InvalidInput
 from workflows.liveness import responsive_seconds
 from workflows.models import Agent, Project
+from workflows.selectors.catalog import project_ref_id, project_ref_not_found
 from workflows.services import agents as agent_services
 
 AGENT_CACHE_SIZE = 4096
@@ -82,16 +83,31 @@ def scoped_agent_id(identity: Identity, agent_id: str, *, acting: bool) -> str:
     return identity_agent_id(identity.who, agent_id, acting=acting)
 
 
-# Projects by id: their rows do not change while agents work (the folder is checked anyway).
-_projects: dict[int, Project] = {}
+# Served projects by id, with when each was read: a project's row does not change while agents
+# work, but a person may remove it or stop hosting it, which counts within PROJECT_TTL seconds
+# without a query per request. Only served ones are kept, so a project just hosted is served at
+# once.
+_projects: dict[int, tuple[float, Project]] = {}
+PROJECT_TTL = 5.0
 
 
 def _project_by_id(pk: int) -> Project | None:
-    project = _projects.get(pk)
-    if project is None:
-        project = Project.objects.filter(pk=pk).first()
-        if project is not None:
-            _projects[pk] = project
+    now = time.monotonic()
+    kept = _projects.get(pk)
+    if kept is not None and now - kept[0] <= PROJECT_TTL:
+        return kept[1]
+    project = Project.objects.filter(pk=pk).first()
+    if project is not None and project.served_refusal() is None:
+        _projects[pk] = (now, project)
+    else:
+        _projects.pop(pk, None)
+    return project
+
+
+def _served(project: Project) -> Project:
+    refusal = project.served_refusal()
+    if refusal is not None:
+        raise Refused(403, "not_served", refusal)
     return project
 
 
@@ -105,11 +121,14 @@ def _project(who: TokenIdentity, ref: str | None) -> Project:
                 "Name the project: add ?project=<id> to the URL or send the header "
                 "X-Deepwork-Project with its id or root path (this token is not bound to one)",
             )
-        return bound
+        return _served(bound)
     if bound is not None and ref in (str(bound.pk), bound.root_path):
-        return bound
+        return _served(bound)
+    ref_id = project_ref_id(ref)
     found = (
-        _project_by_id(int(ref)) if ref.isdigit() else Project.objects.filter(root_path=ref).first()
+        _project_by_id(ref_id)
+        if ref_id is not None
+        else Project.objects.filter(root_path=ref).first()
     )
     if bound is not None:
         # Refused before "unknown": a bound token learns nothing about other projects.
@@ -119,12 +138,12 @@ def _project(who: TokenIdentity, ref: str | None) -> Project:
             f"This token may use only project {bound.pk} ({bound.root_path}), not {ref[:200]!r}",
         )
     if found is None:
-        raise Refused(404, "not_found", f"No project {ref[:200]!r} (give its id or root path)")
+        raise Refused(404, "not_found", project_ref_not_found(ref))
     try:
         identity_project_check(who, found.pk)
     except Forbidden as exc:
         raise Refused(403, "forbidden", str(exc)) from None
-    return found
+    return _served(found)
 
 
 # Agents never change identity; the row is found once per process, not on every request.

@@ -22,7 +22,7 @@ from accounts.services import api_token_create
 from mcp_bridge.server import create_server
 from tests.support.factories import make_user
 from workflows.models import Agent, Event, WorkflowSession
-from workflows.services.projects import project_ensure
+from workflows.services.projects import project_add
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,7 +38,7 @@ START = {"job_name": "demo", "workflow_name": "main"}
 
 @pytest.fixture
 def project(demo_project):
-    return project_ensure(root_path=demo_project)
+    return project_add(root_path=str(demo_project)).project
 
 
 @pytest.fixture

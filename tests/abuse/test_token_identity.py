@@ -35,7 +35,7 @@ from workflows.dialects import deepwork
 from workflows.models import Event, Job, Project, WorkflowSession
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import catalog_view
-from workflows.services.projects import project_ensure
+from workflows.services.projects import project_add
 
 pytestmark = pytest.mark.django_db
 
@@ -49,7 +49,7 @@ PLAN = [
 def project_at(path: Path) -> Project:
     path.mkdir(parents=True, exist_ok=True)
     write_job(path, "nested", NESTED_JOB, ["first", "second"])
-    return project_ensure(root_path=path)
+    return project_add(root_path=str(path)).project
 
 
 class World:

@@ -33,6 +33,9 @@ class Caller:
     def get(self, path: str, **params):
         return self.client.get(path, params, headers=self._headers())
 
+    def delete(self, path: str):
+        return self.client.delete(path, headers=self._headers())
+
     def post(self, path: str, body: dict | None = None):
         return self.client.post(
             path,

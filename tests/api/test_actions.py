@@ -19,7 +19,7 @@ from workflows.dialects import deepwork
 from workflows.generations import v0_9 as first_generation
 from workflows.models import Agent, Event, StepRun, WorkflowSession
 from workflows.services import sessions as session_services
-from workflows.services.projects import project_ensure
+from workflows.services.projects import project_add
 
 pytestmark = pytest.mark.django_db
 finishes = pytest.mark.django_db(transaction=True)
@@ -27,7 +27,7 @@ finishes = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def demo(demo_project):
-    return project_ensure(root_path=demo_project)
+    return project_add(root_path=str(demo_project)).project
 
 
 def start(caller, project, workflow="main", **extra):
@@ -174,7 +174,7 @@ def test_a_broken_job_is_a_409_with_the_parse_error(operator, demo, demo_project
 
 
 def test_a_project_whose_folder_is_elsewhere_cannot_start(operator, demo, tmp_path):
-    gone = project_ensure(root_path=tmp_path / "elsewhere")
+    gone = project_add(root_path=str(tmp_path / "elsewhere")).project
     body = {"project": gone.pk, "job_name": "demo", "workflow_name": "main", "goal": "g"}
     error = assert_error(operator.post("/api/sessions", body), 409, "project_unavailable")
     assert "is not on this server" in error["message"]

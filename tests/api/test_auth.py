@@ -37,6 +37,7 @@ OPERATIONS = [
     ("get", "/api/projects", VIEW),
     ("post", "/api/projects", ADD_PROJECT),
     ("get", "/api/projects/1", VIEW),
+    ("delete", "/api/projects/1", ADD_PROJECT),
     ("get", "/api/projects/1/jobs", VIEW),
     ("get", "/api/sessions", VIEW),
     ("get", "/api/sessions/deadbeef", VIEW),
@@ -77,6 +78,8 @@ ALL_PERMS = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER, DECIDE_HUMAN_STEP, ADD
 
 
 def call(caller: Caller, method: str, url: str):
+    if method == "delete":
+        return caller.delete(url)
     return caller.get(url) if method == "get" else caller.post(url, {})
 
 

@@ -26,7 +26,7 @@ STEPS = [
 
 @pytest.fixture
 def proj(tmp_path) -> Project:
-    return Project.objects.create(root_path=str(tmp_path), name="p")
+    return Project.objects.create(root_path=str(tmp_path), name="p", hosted=True)
 
 
 @pytest.fixture

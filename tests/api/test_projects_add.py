@@ -1,8 +1,11 @@
 """``POST /api/projects``: a person's token with ``workflows.add_project`` makes the server serve
-a folder; a missing folder is a warning in the answer, bad paths a 400 naming the rule."""
+a folder (hosted); a folder it cannot read is one warning in the answer whatever is there, bad
+paths and the server's own folders a 400 naming the rule."""
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,8 @@ from accounts.services import api_token_create
 from api.auth import VIEW
 from tests.api.conftest import Caller, assert_error
 from workflows.models import Project
+from workflows.roots import KEPT_TO_ITSELF
+from workflows.services.projects import NOT_A_READABLE_FOLDER, project_ensure
 
 pytestmark = pytest.mark.django_db
 
@@ -48,20 +53,86 @@ def test_a_folder_on_the_server_is_added_and_its_id_answered(adder: Caller, tmp_
     assert again.status_code == 200
     assert (again.json()["id"], again.json()["created"]) == (project.pk, False)
     assert Project.objects.count() == 1
+    assert (body["hosted"], body["removed_at"]) == (True, None)
 
 
-def test_a_missing_folder_is_added_with_a_warning_saying_so(adder: Caller, tmp_path: Path):
-    missing = tmp_path / "not-mounted-yet"
-    response = add(adder, str(missing))
-    assert response.status_code == 201, response.content
-    body = response.json()
-    assert body["folder_found"] is False
-    assert body["warnings"] == [
-        f"The folder {missing} does not exist on this server (yet). The project is added; "
-        "its jobs are read, and hosted /mcp serves its agents, once the folder is there "
-        "(checked out or mounted on this server)."
+def test_whatever_is_at_a_path_that_is_not_a_readable_folder_the_answer_is_the_same(
+    adder: Caller, tmp_path: Path
+):
+    # A regular file, a character device, nothing, "Not a directory": one answer, so that
+    # adding projects does not map the server's disk.
+    (tmp_path / "notes.md").write_text("x")
+    paths = [
+        tmp_path / "notes.md",
+        Path("/dev/null"),
+        tmp_path / "not-mounted-yet",
+        tmp_path / "notes.md" / "x",
     ]
-    assert Project.objects.filter(pk=body["id"], root_path=str(missing)).exists()
+    answers = []
+    for path in paths:
+        response = add(adder, str(path))
+        assert response.status_code == 201, response.content
+        body = response.json()
+        # /dev is a system folder, which has a warning of its own, first.
+        warnings = body["warnings"][1:] if str(path).startswith("/dev/") else body["warnings"]
+        answers.append((body["created"], body["folder_found"], warnings))
+        assert Project.objects.filter(pk=body["id"], root_path=str(path)).exists()
+    assert answers == [(True, False, [NOT_A_READABLE_FOLDER])] * len(paths)
+
+
+def test_a_stdio_registered_folder_is_hosted_by_adding_it(adder: Caller, tmp_path: Path):
+    (tmp_path / "site").mkdir()
+    local = project_ensure(root_path=tmp_path / "site")
+    assert not local.hosted
+    response = add(adder, str(tmp_path / "site"))
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["id"], body["created"], body["hosted"]) == (local.pk, False, True)
+    assert Project.objects.get(pk=local.pk).hosted
+
+
+@pytest.mark.parametrize("system", ["/etc", "/usr/share", "/var/lib", "/proc/sys"])
+def test_a_system_folder_is_added_with_a_warning(adder: Caller, system: str):
+    body = add(adder, system).json()
+    root = str(Path(system).resolve())
+    assert body["root_path"] == root
+    assert body["warnings"][0].startswith(f"{root} is a system folder: every file in it")
+
+
+def test_a_symbolic_link_to_a_system_folder_is_stored_resolved_with_the_warning(
+    adder: Caller, tmp_path: Path
+):
+    (tmp_path / "conf").symlink_to("/etc")
+    body = add(adder, str(tmp_path / "conf")).json()
+    assert body["root_path"] == "/etc"
+    assert body["warnings"][0].startswith("/etc is a system folder")
+
+
+def test_the_servers_own_folders_are_refused(adder: Caller, settings, tmp_path: Path, monkeypatch):
+    data = tmp_path / "srv" / "data"
+    data.mkdir(parents=True)
+    settings.VAR_DIR = data
+    home = tmp_path / "home" / "deepwork"
+    home.mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    (tmp_path / "to-data").symlink_to(data)
+    for refused in [
+        data,
+        data / "inside",
+        tmp_path / "srv",
+        tmp_path / "to-data",
+        tmp_path,
+        home,
+        tmp_path / "home",
+        # The home the account entry names, whatever $HOME says.
+        Path(pwd.getpwuid(os.getuid()).pw_dir),
+    ]:
+        error = assert_error(add(adder, str(refused)), 400, "invalid_input")
+        assert error["message"] == KEPT_TO_ITSELF, refused
+    assert not Project.objects.exists()
+    # A folder inside the home is the server user's own: served quietly.
+    (home / "site").mkdir()
+    assert add(adder, str(home / "site")).json()["warnings"] == []
 
 
 def test_the_same_folder_through_a_symbolic_link_is_one_project(adder: Caller, tmp_path: Path):
@@ -87,21 +158,12 @@ def test_the_same_folder_through_a_symbolic_link_is_one_project(adder: Caller, t
         ("/" + "a" * 1100, "root_path is 1101 characters; at most 1024 are stored"),
         ("/", "root_path is the file system's root; give the project's own folder"),
         ("/srv/../", "root_path is the file system's root; give the project's own folder"),
+        ("/proc/self/root", "root_path is the file system's root; give the project's own folder"),
     ],
 )
 def test_a_bad_path_is_a_400_naming_the_rule(adder: Caller, root_path: str, message: str):
     error = assert_error(add(adder, root_path), 400, "invalid_input")
     assert error["message"] == message
-    assert not Project.objects.exists()
-
-
-def test_a_file_in_the_folders_place_is_refused(adder: Caller, tmp_path: Path):
-    (tmp_path / "notes.md").write_text("x")
-    error = assert_error(add(adder, str(tmp_path / "notes.md")), 400, "invalid_input")
-    assert error["message"] == (
-        f"root_path '{tmp_path / 'notes.md'}' is a regular file on this server; a project is a "
-        "folder (the one holding .deepwork/jobs)"
-    )
     assert not Project.objects.exists()
 
 
@@ -135,7 +197,7 @@ def test_an_mcp_token_bound_to_a_project_cannot_add_one(adder: Caller, project, 
     error = assert_error(add(bound, str(tmp_path)), 403, "forbidden")
     assert error["message"] == (
         f"token {token.prefix}… (agent) may use only project {project.pk}; it cannot add "
-        "projects (use a token of yours without MCP, or the admin)"
+        "or remove projects (use a token of yours without MCP, or the admin)"
     )
     assert Project.objects.count() == 1
 
@@ -145,8 +207,8 @@ def test_an_unbound_mcp_token_cannot_add_one_either(adder: Caller, tmp_path: Pat
     agent = Caller(adder.client, secret, adder.user)
     error = assert_error(add(agent, str(tmp_path)), 403, "forbidden")
     assert error["message"] == (
-        f"token {token.prefix}… (agent) is an MCP agent's token; adding a project is a "
-        "person's decision: use a token of yours without MCP, or the admin"
+        f"token {token.prefix}… (agent) is an MCP agent's token; adding or removing a "
+        "project is a person's decision: use a token of yours without MCP, or the admin"
     )
     assert not Project.objects.exists()
 

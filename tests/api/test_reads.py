@@ -59,7 +59,10 @@ def test_projects_list_and_detail(viewer, project, tmp_path):
         "name": "project",
         "root_path": project.root_path,
         "created_at": page["items"][1]["created_at"],
+        "hosted": True,
+        "removed_at": None,
     }
+    assert (page["items"][0]["hosted"], page["items"][0]["removed_at"]) == (False, None)
     assert viewer.get("/api/projects", limit=1, offset=1).json()["items"][0]["id"] == project.pk
     assert viewer.get(f"/api/projects/{other.pk}").json()["root_path"] == other.root_path
     error = assert_error(viewer.get(f"/api/projects/{other.pk + 10}"), 404, "not_found")
@@ -103,7 +106,7 @@ def test_a_body_that_is_not_json_is_400(operator):
 def test_unknown_paths_and_methods_answer_in_the_error_shape(viewer):
     assert_error(viewer.get("/api/nothing/here"), 404, "not_found")
     assert_error(viewer.get("/api/"), 404, "not_found")
-    response = viewer.client.delete("/api/projects")
+    response = viewer.client.put("/api/projects")
     assert_error(response, 405, "method_not_allowed")
     assert sorted(response["Allow"].split(", ")) == ["GET", "POST"]
 

@@ -45,8 +45,8 @@ import json, os
 from pathlib import Path
 from django.contrib.auth.models import Permission, User
 from accounts.services import api_token_create
-from workflows.services.projects import project_ensure
-project = project_ensure(root_path=Path(os.environ["BENCH_PROJECT"]).resolve())
+from workflows.services.projects import project_add
+project = project_add(root_path=str(Path(os.environ["BENCH_PROJECT"]).resolve())).project
 user = User.objects.create_user("bench")
 user.user_permissions.add(Permission.objects.get(codename="drive_session"))
 secrets = [

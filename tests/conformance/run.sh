@@ -268,10 +268,10 @@ import os
 from pathlib import Path
 from django.contrib.auth.models import Permission, User
 from accounts.services import api_token_create
-from workflows.services.projects import project_ensure
+from workflows.services.projects import project_add
 user = User.objects.create_user("conformance")
 user.user_permissions.add(Permission.objects.get(codename="drive_session"))
-project = project_ensure(root_path=Path(os.environ["CONFORMANCE_PROJECT"]).resolve())
+project = project_add(root_path=str(Path(os.environ["CONFORMANCE_PROJECT"]).resolve())).project
 print(api_token_create(user=user, name="conformance", mcp=True, mcp_project=project)[1])
 ' 2>>"$WORK/hosted-setup.log" | tail -n 1) || die "could not make the hosted token"
 # Stateless serving adds the entries of baseline-hosted.yml (each explained there).

@@ -28,9 +28,8 @@ call_command("migrate", interactive=False, verbosity=0)
 from django.contrib.auth.models import Permission
 from accounts.services import api_token_create
 from tests.support.factories import make_user
-from workflows.services.projects import project_ensure
-from pathlib import Path
-project = project_ensure(root_path=Path(os.environ['CENTRAL_PROJECT']))
+from workflows.services.projects import project_add
+project = project_add(root_path=os.environ['CENTRAL_PROJECT']).project
 user = make_user(username="central", perms=[
     "workflows.view_workflowsession", "workflows.drive_session", "workflows.abort_session"])
 print(project.pk, api_token_create(user=user, name="federation")[1])

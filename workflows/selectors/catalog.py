@@ -23,8 +23,12 @@ def project_page(*, limit: int, offset: int) -> tuple[list[Project], int]:
 
 
 def project_list() -> list[Project]:
-    """Every project by name (for a filter's choices)."""
-    return list(Project.objects.only("id", "name", "root_path").order_by("name", "id"))
+    """Every project by name, with whether it is served (for a filter's choices, a listing)."""
+    return list(
+        Project.objects.only("id", "name", "root_path", "hosted", "removed_at").order_by(
+            "name", "id"
+        )
+    )
 
 
 def project_get(*, project_id: int) -> Project:
@@ -36,6 +40,39 @@ def project_get(*, project_id: int) -> Project:
 
 def project_not_found(project_id: int) -> str:
     return f"Project {project_id} not found"
+
+
+# The largest id a database row has (a signed 64-bit integer), 19 digits.
+MAX_PROJECT_ID = 2**63 - 1
+
+
+def project_ref_id(ref: str) -> int | None:
+    """The id a project reference (as a header, URL or command line gives it: an id or a root
+    path) names, or None when it is not an id. Only ASCII digits count, and no more than an
+    id can have: ``str.isdigit`` also takes '²' and other scripts' digits, which ``int``
+    refuses, and a number of thousands of digits would cost time to convert."""
+    if not (ref.isascii() and ref.isdigit() and len(ref) <= len(str(MAX_PROJECT_ID))):
+        return None
+    value = int(ref)
+    return value if 1 <= value <= MAX_PROJECT_ID else None
+
+
+def project_find(*, ref: str) -> Project:
+    """The project a reference names: its id (``project_ref_id``), else its root path exactly
+    as stored; ``NotFound`` otherwise."""
+    project_id = project_ref_id(ref)
+    project = (
+        Project.objects.filter(pk=project_id).first()
+        if project_id is not None
+        else Project.objects.filter(root_path=ref).first()
+    )
+    if project is None:
+        raise NotFound(project_ref_not_found(ref))
+    return project
+
+
+def project_ref_not_found(ref: str) -> str:
+    return f"No project {ref[:200]!r} (give its id or root path)"
 
 
 class _Placed(Protocol):

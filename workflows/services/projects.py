@@ -12,124 +12,141 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from workflows.errors import InvalidInput
+from workflows.errors import Forbidden
 from workflows.files import file_kind
 from workflows.models import Project
+from workflows.roots import project_root_check, project_root_clean
 
 logger = logging.getLogger(__name__)
 
-# What ``Project.root_path`` holds; a longer path could never be stored.
-MAX_ROOT_PATH = 1024
+
+class ProjectRemoved(Forbidden):
+    """The project was removed; nothing serves it until a person adds its folder again."""
 
 
 @dataclass(frozen=True)
 class ProjectAdded:
-    """A project as ``project_add`` left it: whether it was new, and what the server found
-    (or did not find) at its folder."""
+    """A project as ``project_add`` left it: whether it was new, whether it was served to
+    tokens before (``hosted_before``), and what the server found (or did not find) at its
+    folder.
+
+    ``warnings`` may be shown to anyone who may add projects; ``folder_detail`` says what is
+    at the path (a file, a device, missing, unreadable) and is for the server's log and its
+    operator only: over the network it would tell a caller what any path on the server is.
+    """
 
     project: Project
     created: bool
+    hosted_before: bool
     folder_found: bool
     warnings: tuple[str, ...]
+    folder_detail: str | None = None
 
 
 def project_ensure(*, root_path: Path) -> Project:
-    """The project row for ``root_path`` (already resolved), created on first use."""
-    return _project_get_or_create(root_path)[0]
+    """The project row for the folder a local stdio server serves (``root_path``, already
+    resolved), created on first use, not hosted: only a person makes a folder served to
+    tokens. ``InvalidInput`` for a folder no project may be (``project_root_check``),
+    ``ProjectRemoved`` for a removed project."""
+    project_root_check(root_path)
+    project = _project_get_or_create(root_path, hosted=False)[0]
+    if project.removed_at is not None:
+        raise ProjectRemoved(
+            f"The project at {root_path} was removed from this server; a person with the "
+            "permission 'workflows.add_project' brings it back with "
+            f"'deepwork-server project add {root_path}'"
+        )
+    return project
 
 
-def _project_get_or_create(root_path: Path) -> tuple[Project, bool]:
+def _project_get_or_create(root_path: Path, *, hosted: bool) -> tuple[Project, bool]:
     root = str(root_path)
     project = Project.objects.filter(root_path=root).first()
     if project is not None:
         return project, False
     try:
         with transaction.atomic():
-            return Project.objects.create(root_path=root, name=root_path.name or root), True
+            return Project.objects.create(
+                root_path=root, name=root_path.name or root, hosted=hosted
+            ), True
     except IntegrityError:
         # Another process registered the same folder at the same moment.
         return Project.objects.get(root_path=root), False
 
 
-def project_root_clean(raw: str) -> Path:
-    """``raw``, an absolute folder path as a person or client gave it, as the project root
-    ``mcpserve --path`` would serve it under (symbolic links and ``..`` resolved, so both
-    find the same row); ``InvalidInput`` naming the rule it breaks."""
-    if not raw:
-        raise InvalidInput("root_path is empty; give the project folder's absolute path")
-    if "\x00" in raw:
-        raise InvalidInput("root_path contains a NUL byte")
-    if any(ord(char) < 32 or ord(char) == 127 for char in raw):
-        raise InvalidInput("root_path contains a control character (a newline, a tab...)")
-    if len(raw) > MAX_ROOT_PATH:
-        raise InvalidInput(
-            f"root_path is {len(raw)} characters; at most {MAX_ROOT_PATH} are stored"
-        )
-    given = Path(raw)
-    if not given.is_absolute():
-        raise InvalidInput(
-            f"root_path must be absolute (a folder on the server), got {raw[:200]!r}"
-        )
-    try:
-        root = given.resolve()
-    except (OSError, RuntimeError) as exc:  # a symbolic link loop
-        raise InvalidInput(f"root_path {raw[:200]!r} cannot be resolved: {exc}") from None
-    if len(str(root)) > MAX_ROOT_PATH:
-        raise InvalidInput(
-            f"root_path resolves to {len(str(root))} characters; at most {MAX_ROOT_PATH} are stored"
-        )
-    if root == Path(root.anchor):
-        raise InvalidInput("root_path is the file system's root; give the project's own folder")
-    return root
+NOT_A_READABLE_FOLDER = (
+    "The server cannot read a folder at this path (yet). The project is added; its jobs are "
+    "read, and hosted /mcp serves its agents, once a folder the server can read is there "
+    "(checked out or mounted on this server)."
+)
 
 
-def _folder_warnings(root: Path) -> tuple[bool, list[str]]:
-    """Whether ``root`` is a folder the server can read, with what to tell the person if not;
-    ``InvalidInput`` when something else (a file) is in its place."""
+def _folder_detail(root: Path) -> str | None:
+    """What is at ``root`` when it is not a folder the server can read, in words for the
+    operator; None when it is one."""
     try:
         mode = root.stat().st_mode
     except FileNotFoundError:
-        return False, [
-            f"The folder {root} does not exist on this server (yet). The project is added; "
-            "its jobs are read, and hosted /mcp serves its agents, once the folder is there "
-            "(checked out or mounted on this server)."
-        ]
+        return f"{root} does not exist"
     except OSError as exc:
-        return False, [
-            f"The folder {root} cannot be checked on this server ({exc.strerror or exc}). "
-            "The project is added; its jobs are read once the server can reach it."
-        ]
+        return f"{root} cannot be checked ({exc.strerror or exc})"
     if not stat.S_ISDIR(mode):
-        raise InvalidInput(
-            f"root_path {str(root)[:200]!r} is {file_kind(mode)} on this server; a project "
-            "is a folder (the one holding .deepwork/jobs)"
-        )
+        return f"{root} is {file_kind(mode)}, not a folder"
     if not os.access(root, os.R_OK | os.X_OK):
-        return False, [
-            f"The server's user cannot read the folder {root}. The project is added; its "
-            "jobs are read once the folder's permissions let the server in."
-        ]
-    return True, []
+        return f"the server's user cannot read the folder {root}"
+    return None
 
 
 def project_add(*, root_path: str) -> ProjectAdded:
-    """Serve the folder ``root_path`` (absolute, on this server) as a project, or find the
-    project that already serves it.
+    """Serve the folder ``root_path`` (absolute, on this server) as a hosted project, a
+    person's decision: a new project, or the existing one for that folder made hosted (one a
+    stdio server registered) or brought back (a removed one).
 
-    A folder that is missing or unreadable is a warning, not a refusal: the row names a place
-    on the server, and a server is often given its projects before the disk that holds them
-    is mounted or checked out; nothing is read from it until an agent or a page asks, and
-    each of those says again that the folder is missing. Something that is not a folder
-    (a file) in its place is refused: it can never be served.
+    Whatever is at the path, or nothing, the answer is the same but for one generic warning
+    when it is not a folder the server can read: a server is often given its projects before
+    the disk that holds them is mounted or checked out, and an answer naming what a path is
+    (a file, a device, unreadable) would let a caller map the server's disk. What was found
+    goes to the log and ``folder_detail``, for the operator.
     """
     root = project_root_clean(root_path)
-    found, warnings = _folder_warnings(root)
-    project, created = _project_get_or_create(root)
-    if created:
-        logger.info("Project %s added (%s)", root, "found" if found else "folder missing")
+    warnings = list(project_root_check(root))
+    detail = _folder_detail(root)
+    if detail is not None:
+        warnings.append(NOT_A_READABLE_FOLDER)
+    project, created = _project_get_or_create(root, hosted=True)
+    hosted_before = project.hosted and not created
+    if not created and not project.hosted:
+        # Compare-and-set: two people hosting at once both see it hosted, once.
+        Project.objects.filter(pk=project.pk, hosted=False).update(hosted=True, removed_at=None)
+        project.refresh_from_db()
+    if created or not hosted_before:
+        logger.info(
+            "Project %s %s (%s)",
+            root,
+            "added" if created else "hosted",
+            detail or "folder found",
+        )
     return ProjectAdded(
-        project=project, created=created, folder_found=found, warnings=tuple(warnings)
+        project=project,
+        created=created,
+        hosted_before=hosted_before,
+        folder_found=detail is None,
+        warnings=tuple(warnings),
+        folder_detail=detail,
     )
+
+
+def project_remove(*, project: Project, by: str) -> Project:
+    """Stop serving ``project`` anywhere (hosted /mcp, the REST API, a local stdio server on
+    its next start); its sessions and their history stay, read-only. ``by`` names who
+    removed it, for the log. Removing a removed project changes nothing."""
+    removed = Project.objects.filter(pk=project.pk, removed_at__isnull=True).update(
+        removed_at=timezone.now(), hosted=False
+    )
+    project.refresh_from_db()
+    if removed:
+        logger.info("Project %s removed by %s", project.root_path, by)
+    return project
 
 
 def project_review_commands_set(*, project: Project, allowed: bool, by: User) -> Project:

@@ -31,7 +31,9 @@ from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets, plan_mounts
 from mcp_bridge.toolsets.deepwork import DEFAULT_GENERATION, GENERATIONS
 from reviews.gate import REVIEW_TIMEOUT_SECONDS
+from workflows.errors import InvalidInput, WorkflowError
 from workflows.files import project_makedirs
+from workflows.roots import project_root_check
 
 logger = logging.getLogger("deepwork.mcpserve")
 
@@ -262,6 +264,12 @@ class Command(BaseCommand):
         if not root.is_dir():
             raise CommandError(f"--path must be an existing directory: {options['path']}")
         root = root.resolve()
+        try:
+            warnings = project_root_check(root)
+        except InvalidInput as exc:
+            raise CommandError(f"--path {options['path']}: {exc}") from None
+        for warning in warnings:
+            self.stderr.write(f"Warning: {warning}")
         if options["quality_gate_timeout"] < 1 or options["quality_gate_max_attempts"] < 1:
             raise CommandError(
                 "--quality-gate-timeout and --quality-gate-max-attempts must be >= 1"
@@ -355,7 +363,10 @@ class Command(BaseCommand):
         def claim() -> None:
             # Claim the agent before serving: the process that starts first adopts an
             # orphaned stack, not whichever process happens to receive its first tool call.
-            agent = state.agent()
+            try:
+                agent = state.agent()
+            except WorkflowError as exc:  # a removed project is served nowhere
+                raise CommandError(str(exc)) from None
             if "agents" in toolsets:
                 _join_agents(state, agent.agent_id, options["roles"])
 

@@ -23,7 +23,7 @@ from accounts.services import api_token_create
 from tests.support.factories import make_user
 from tests.support.processes import child_env_on_test_db, free_port, stop, wait_for_port
 from workflows.models import Project
-from workflows.services.projects import project_ensure
+from workflows.services.projects import project_add
 
 DRIVE = "workflows.drive_session"
 # Short enough that a revoked token's open request ends within a test's patience.
@@ -68,7 +68,7 @@ class Tokens:
 
 @pytest.fixture
 def tokens(transactional_db, demo_project: Path) -> Tokens:
-    project = project_ensure(root_path=demo_project)
+    project = project_add(root_path=str(demo_project)).project
     alice = make_user(username="alice", perms=(DRIVE,))
     bob = make_user(username="bob", perms=(DRIVE,))
     bound, bound_secret = api_token_create(user=alice, name="Laptop", mcp=True, mcp_project=project)

@@ -1,4 +1,5 @@
-"""``manage.py project_add PATH``: serve a folder on this server as a project.
+"""``manage.py project_add PATH``: serve a folder on this server as a hosted project (a new
+one, or the existing one a local stdio server registered or that was removed).
 
 Prints only the project's id on stdout, so a script can capture it
 (``ID=$(python manage.py project_add /srv/repo)``); what it found at the folder goes to
@@ -17,7 +18,7 @@ from workflows.services.projects import project_add
 
 
 class Command(BaseCommand):
-    help = "Add a folder on this server as a project (prints its id)."
+    help = "Add (or host) a folder on this server as a project (prints its id)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", help="The project folder (the one holding .deepwork/jobs).")
@@ -33,8 +34,14 @@ class Command(BaseCommand):
         except WorkflowError as exc:
             raise CommandError(str(exc)) from None
         project = added.project
-        verb = "Added" if added.created else "Already a project:"
+        verb = (
+            "Added" if added.created else "Already a project:" if added.hosted_before else "Hosted"
+        )
         self.stderr.write(f"{verb} project {project.pk} '{project.name}' at {project.root_path}")
         for warning in added.warnings:
             self.stderr.write(f"Warning: {warning}")
+        # The operator is at the server's shell and may see what is at the path; over the
+        # network only the warning's one wording is given.
+        if added.folder_detail is not None:
+            self.stderr.write(f"Found: {added.folder_detail}")
         self.stdout.write(str(project.pk))
