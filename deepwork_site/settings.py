@@ -92,7 +92,7 @@ def _secret_key_write(key_file: Path) -> str:
     """Make the key file whole or not at all: the key is written to a private temporary file
     first, which then takes the file's name, so no process ever reads a half-written or empty
     key. Linking fails if another process starting at the same moment got there first, and
-    then its key is the one everyone uses."""
+    then its key is the one everyone uses (renaming would replace it)."""
     key = secrets.token_urlsafe(50)
     fd, temporary = tempfile.mkstemp(dir=VAR_DIR, prefix=".secret_key.")  # 0600
     try:
@@ -100,14 +100,13 @@ def _secret_key_write(key_file: Path) -> str:
             handle.write(key)
             handle.flush()
             os.fsync(handle.fileno())
-        if key_file.exists():
-            # Empty: an older version crashed between creating and writing it.
-            os.replace(temporary, key_file)
-            return key
         try:
             os.link(temporary, key_file)
         except FileExistsError:
-            return key_file.read_text().strip()
+            if existing := key_file.read_text().strip():
+                return existing
+            # Empty: an older version crashed between creating the file and writing it.
+            os.replace(temporary, key_file)
         return key
     finally:
         Path(temporary).unlink(missing_ok=True)
