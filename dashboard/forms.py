@@ -112,7 +112,11 @@ class AbortForm(forms.Form):
 def first_error(form: forms.Form) -> str:
     """One readable sentence for a flash message."""
     for name, errors in form.errors.items():
-        plain = name == "__all__" or errors[0] in (REASON_REQUIRED, FEEDBACK_REQUIRED, ABORT_UNCONFIRMED)
+        plain = name == "__all__" or errors[0] in (
+            REASON_REQUIRED,
+            FEEDBACK_REQUIRED,
+            ABORT_UNCONFIRMED,
+        )
         label = "" if plain else f"{name}: "
         return f"{label}{errors[0]}"
     return "The form is not valid"

@@ -95,19 +95,22 @@ def _server(project: Path, step: str, venv: Path, env: dict[str, str]) -> StdioT
     )
 
 
+def _project(walkthrough: str, folder: Path, env: dict[str, str]) -> Path:
+    # 1. A project: a git repository with a tagged release and changes since.
+    (commands,) = _blocks(_step(walkthrough, 1), "sh")
+    _shell(commands, folder, env)
+    (project,) = [path for path in folder.iterdir() if (path / ".git").is_dir()]
+    assert (project / ".deepwork" / "jobs" / "release_notes" / "steps").is_dir()
+    # 2. A job.
+    assert len(_save_files(project, _step(walkthrough, 2))) == 3
+    return project
+
+
 async def test_the_readme_walkthrough_runs_as_written(venv: Path, tmp_path: Path) -> None:
     walkthrough = _walkthrough()
     env = user_env(venv, tmp_path, tmp_path / "data")
 
-    # 1. A project: a git repository with a tagged release and changes since.
-    (commands,) = _blocks(_step(walkthrough, 1), "sh")
-    _shell(commands, tmp_path, env)
-    (project,) = [path for path in tmp_path.iterdir() if (path / ".git").is_dir()]
-    assert (project / ".deepwork" / "jobs" / "release_notes" / "steps").is_dir()
-
-    # 2. A job.
-    saved = _save_files(project, _step(walkthrough, 2))
-    assert len(saved) == 3
+    project = _project(walkthrough, tmp_path, env)
 
     # 3 and 4. Connect, and run it.
     async with Client(_server(project, _step(walkthrough, 3), venv, env)) as agent:
