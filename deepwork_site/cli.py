@@ -94,15 +94,15 @@ def manage(argv: Sequence[str] | None = None) -> None:
 
 
 def _port_taken(host: str, port: int) -> OSError | None:
-    """Why ``host:port`` cannot be listened on, if it cannot: binding it a moment, as uvicorn
-    will (``SO_REUSEADDR``, so a port held only by closing connections counts as free)."""
+    """Why ``host:port`` cannot be listened on, if it cannot: listening on it a moment, as
+    uvicorn will (``SO_REUSEADDR``, so a port held only by closing connections counts as
+    free)."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
+        family, _, _, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )[0]
-        with socket.socket(family, kind, proto) as probe:
-            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            probe.bind(address)
+        with socket.create_server(address[:2], family=family):  # SO_REUSEADDR on POSIX
+            pass
     except OSError as exc:
         return exc
     return None
