@@ -25,7 +25,7 @@ def api_token_find(*, ref: str) -> ApiToken:
     if not matches:
         raise NotFound(
             f"No API token has the id or prefix '{ref}'; give the id or the whole prefix "
-            "as `api_token list` shows them"
+            "as `deepwork-server token list` shows them"
         )
     if len(matches) > 1:
         # Prefixes carry 48 random bits: a clash is possible, if unlikely.

@@ -19,6 +19,7 @@ from workflows.selectors.sessions import SESSION_CURSOR_PATTERN, SessionFilter
 
 REASON_REQUIRED = "A reason is required so the agent and the team know why"
 FEEDBACK_REQUIRED = "Feedback is required so the agent knows what to change"
+ABORT_UNCONFIRMED = "Tick the box to confirm: an aborted session cannot be resumed"
 
 
 # Database ids are 64-bit; a larger number is no id at all (and would overflow the query).
@@ -104,12 +105,18 @@ class AbortForm(forms.Form):
     reason = forms.CharField(
         strip=True, max_length=MAX_TEXT, error_messages={"required": REASON_REQUIRED}
     )
+    # Aborting cannot be undone: the form asks for a second, deliberate act.
+    confirm = forms.BooleanField(error_messages={"required": ABORT_UNCONFIRMED})
 
 
 def first_error(form: forms.Form) -> str:
     """One readable sentence for a flash message."""
     for name, errors in form.errors.items():
-        plain = name == "__all__" or errors[0] in (REASON_REQUIRED, FEEDBACK_REQUIRED)
+        plain = name == "__all__" or errors[0] in (
+            REASON_REQUIRED,
+            FEEDBACK_REQUIRED,
+            ABORT_UNCONFIRMED,
+        )
         label = "" if plain else f"{name}: "
         return f"{label}{errors[0]}"
     return "The form is not valid"

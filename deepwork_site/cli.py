@@ -18,8 +18,10 @@ Django up itself (after answering ``tools/list``, where it can: ``mcp_bridge.sta
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import os
+import socket
 import sys
 from collections.abc import Sequence
 from urllib.parse import urlsplit
@@ -92,19 +94,47 @@ def manage(argv: Sequence[str] | None = None) -> None:
     _django(argv)
 
 
+def _port_taken(host: str, port: int) -> OSError | None:
+    """Why ``host:port`` cannot be listened on, if it cannot: listening on it a moment, as
+    uvicorn will (``SO_REUSEADDR``, so a port held only by closing connections counts as
+    free)."""
+    try:
+        family, _, _, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        with socket.create_server(address[:2], family=family):  # SO_REUSEADDR on POSIX
+            pass
+    except OSError as exc:
+        return exc
+    return None
+
+
 def _serve(host: str, port: int) -> None:
+    # Said before anything is migrated or made: the usual cause is a server already running.
+    if (taken := _port_taken(host, port)) is not None:
+        busy = taken.errno == errno.EADDRINUSE
+        raise SystemExit(
+            f"{PROG} serve: cannot listen on {host}:{port}: "
+            + (
+                f"the port is in use (another {PROG} serve?). Pick another with --port, e.g. "
+                f"'{PROG} serve --port {port + 1}'"
+                if busy
+                else f"{taken.strerror or taken}. Check --host"
+            )
+        )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", SETTINGS_MODULE)
     import django
     import uvicorn
     from django.core.management import call_command
 
     django.setup()
-    from mcp_bridge.migrate import migrate_if_needed
+    from mcp_bridge.migrate import migrate_if_needed, migration_lock
 
-    # Under the same lock as every other start: a new database is set up once however many
-    # servers start at the same moment.
+    # Under the lock every server takes to migrate, so that several started at once on a
+    # fresh data folder migrate once, and make one first admin.
     migrate_if_needed()
-    call_command("ensure_admin")
+    with migration_lock():
+        call_command("ensure_admin")
     # The first admin's password must reach a log or a pipe before the server's own output.
     sys.stdout.flush()
     uvicorn.run("deepwork_site.asgi:application", host=host, port=port)
@@ -142,6 +172,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="A workflow server for AI agents: MCP for agents, a dashboard for people.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {process.server_version()}"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands.add_parser(

@@ -8,6 +8,7 @@ starts (a reviewer, the migration child, a shell an agent opens) inherits it.
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 # The folder holding the apps: a clone's checkout, or site-packages when installed.
@@ -35,3 +36,12 @@ def running_from_clone() -> bool:
 def manage_command() -> str:
     """How a person at the shell runs a management command of this install."""
     return "python manage.py" if running_from_clone() else "deepwork-server manage"
+
+
+def server_version() -> str:
+    """This install's version, as its package metadata gives it (a clone installed with
+    ``pip install -e`` has metadata too)."""
+    try:
+        return importlib.metadata.version("deepwork-server")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0+unknown"

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 
 from deepwork_site import process
-from deepwork_site.sqlite_files import private_folder
+from deepwork_site.sqlite_files import private_file, private_folder
 
 BASE_DIR = process.BASE_DIR
 SITE_DIR = Path(__file__).resolve().parent
@@ -77,18 +78,38 @@ def _secret_key() -> str:
         return key
     key_file = VAR_DIR / "secret_key"
     try:
-        return key_file.read_text().strip()
+        key = key_file.read_text().strip()
     except FileNotFoundError:
-        private_folder(VAR_DIR)
-        key = secrets.token_urlsafe(50)
-        # O_EXCL so that two processes starting at once agree on one key.
-        try:
-            fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return key_file.read_text().strip()
+        key = ""
+    if key:
+        private_file(key_file)  # an older install may have left it readable by others
+        return key
+    private_folder(VAR_DIR)
+    return _secret_key_write(key_file)
+
+
+def _secret_key_write(key_file: Path) -> str:
+    """Make the key file whole or not at all: the key is written to a private temporary file
+    first, which then takes the file's name, so no process ever reads a half-written or empty
+    key. Linking fails if another process starting at the same moment got there first, and
+    then its key is the one everyone uses (renaming would replace it)."""
+    key = secrets.token_urlsafe(50)
+    fd, temporary = tempfile.mkstemp(dir=VAR_DIR, prefix=".secret_key.")  # 0600
+    try:
         with os.fdopen(fd, "w") as handle:
             handle.write(key)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, key_file)
+        except FileExistsError:
+            if existing := key_file.read_text().strip():
+                return existing
+            # Empty: an older version crashed between creating the file and writing it.
+            os.replace(temporary, key_file)
         return key
+    finally:
+        Path(temporary).unlink(missing_ok=True)
 
 
 DEBUG = env_bool("DEBUG", False)

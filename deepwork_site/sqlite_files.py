@@ -43,10 +43,24 @@ def _tighten(path: Path, mode: int) -> None:
 
 
 def private_folder(path: Path) -> Path:
-    """Create ``path`` (and missing parents) readable by this user only; tighten it if it
-    already exists and others may enter it."""
-    path.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
+    """Create ``path`` readable by this user only; tighten it if it already exists and others
+    may enter it.
+
+    Missing parents are made private too: ``mkdir(parents=True)`` gives them the umask's mode,
+    0777 under ``umask 000``, and another user could then swap a world-writable parent, and
+    the data folder with it. Parents that exist already are left as they are (``/tmp`` is
+    meant to be world-writable)."""
+    missing = [folder for folder in (path, *path.parents) if not folder.is_dir()]
+    for folder in reversed(missing):
+        folder.mkdir(mode=FOLDER_MODE, exist_ok=True)
     _tighten(path, FOLDER_MODE)
+    return path
+
+
+def private_file(path: Path) -> Path:
+    """Tighten an existing file to readable by this user only (one an older install left
+    readable)."""
+    _tighten(path, FILE_MODE)
     return path
 
 

@@ -8,14 +8,9 @@ from typing import Any
 
 from fastmcp import FastMCP
 
+from deepwork_site.process import server_version
 from mcp_bridge.runner import Server
-from mcp_bridge.state import (
-    EXTERNAL_RUNNERS,
-    SERVER_NAME,
-    ServerConfig,
-    ServerState,
-    server_version,
-)
+from mcp_bridge.state import EXTERNAL_RUNNERS, SERVER_NAME, ServerConfig, ServerState
 from mcp_bridge.toolsets import DEFAULT_TOOLSETS, plan_mounts
 from reviews.gate import REVIEW_TIMEOUT_SECONDS
 

@@ -28,6 +28,8 @@ from typing import Any
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware
 
+from workflows.errors import sentence
+
 logger = logging.getLogger("deepwork.mcpserve")
 
 SETTING_UP_MESSAGE = (
@@ -126,8 +128,8 @@ class StartupGate(Middleware):
             await started
         except Exception as exc:
             raise ToolError(
-                f"The deepwork server could not start: {exc}. Its log (stderr) has the details; "
-                "the next call tries again."
+                f"The deepwork server could not start: {sentence(str(exc))} Its log (stderr) has "
+                "the details; the next call tries again."
             ) from None
         if self in self._server.middleware:
             self._server.middleware.remove(self)

@@ -7,7 +7,6 @@ used, which is always after the registry is ready.
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import threading
 from dataclasses import dataclass
@@ -26,13 +25,6 @@ logger = logging.getLogger("deepwork.mcp")
 
 SERVER_NAME = "deepwork"
 EXTERNAL_RUNNERS = ("claude",)
-
-
-def server_version() -> str:
-    try:
-        return importlib.metadata.version("deepwork-server")
-    except importlib.metadata.PackageNotFoundError:
-        return "0.0.0+unknown"
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,13 @@ status from the class (400 invalid input, 404 unknown name, 409 lost race).
 from __future__ import annotations
 
 
+def sentence(text: str) -> str:
+    """``text`` ending in one full stop, to be followed by another sentence: what a person or
+    another error wrote may end in one already, or in a question or exclamation mark."""
+    text = text.rstrip()
+    return text if text.endswith((".", "!", "?", "…")) else f"{text}."
+
+
 class WorkflowError(Exception):
     """Base class: a request the engine refused, with a message fit to show the caller."""
 

@@ -238,7 +238,7 @@ def identify(
             403,
             "forbidden",
             f"Token {token.prefix}… may not use MCP; make one that may "
-            "(manage.py api_token create --mcp, or tick MCP in the admin)",
+            "(deepwork-server token create --user U --mcp, or tick MCP in the admin)",
         )
     if not identity_has_perm(who, DRIVE):
         raise Refused(403, "forbidden", f"This needs the permission '{DRIVE}'")

@@ -3,6 +3,8 @@ people completing and failing human steps, the agents page; access rules and que
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -103,6 +105,26 @@ def test_a_decider_fails_the_human_step_with_a_reason(proj):
     deciding.post(f"/dag/{wid}/steps/approve/fail/", {"error_message": "not good enough"})
     page = deciding.get(f"/dag/{wid}/").content.decode()
     assert "Step &#x27;approve&#x27; failed: not good enough" in page
+
+
+def test_the_fail_button_looks_destructive_and_says_it_fails_the_workflow(proj):
+    wid = run_to_approval(proj)
+    deciding = client_for(make_user(username="dana", groups=("Deciders",)))
+    page = deciding.get(f"/dag/{wid}/").content.decode()
+    [button] = re.findall(r'<button[^>]*data-testid="dag-fail-submit"[^>]*>[^<]*</button>', page)
+    assert 'class="danger"' in button
+    assert "whole workflow" in button
+    [complete] = re.findall(r'<form[^>]*data-testid="dag-complete".*?</form>', page, re.S)
+    assert "danger" not in complete
+
+
+def test_the_agents_page_is_in_the_menu(proj):
+    watching = client_for(make_user(username="wanda", groups=("Watchers",)))
+    overview = watching.get("/").content.decode()
+    assert 'id="nav-agents" href="/agents/"' in overview
+    agents = watching.get("/agents/").content.decode()
+    assert 'id="nav-agents" href="/agents/" aria-current="page"' in agents
+    assert 'id="nav-dag" href="/dag/" aria-current' not in agents
 
 
 def test_pages_cost_the_same_queries_however_many_rows(proj):

@@ -81,7 +81,7 @@ def test_abort_records_who_and_why(deciding, driver):
     session = driver.to_wrap_up()
     url = f"/sessions/{session.session_id}/"
 
-    response = deciding.post(url + "abort/", {"reason": "Wrong goal"})
+    response = deciding.post(url + "abort/", {"reason": "Wrong goal", "confirm": "on"})
 
     assert response.status_code == 302
     session.refresh_from_db()
@@ -101,10 +101,16 @@ def test_abort_records_who_and_why(deciding, driver):
     [
         ("override/", {"step_id": "wrap_up", "reason": "  "}, "A reason is required"),
         ("request-changes/", {"step_id": "wrap_up", "feedback": ""}, "Feedback is required"),
-        ("abort/", {"reason": ""}, "A reason is required"),
+        ("abort/", {"reason": "", "confirm": "on"}, "A reason is required"),
+        # Aborting cannot be undone: without the confirmation box ticked, nothing happens.
+        ("abort/", {"reason": "Wrong goal"}, "Tick the box to confirm"),
         ("override/", {"step_id": "gather", "reason": "ok"}, "Step 'gather' is not"),
         ("override/", {"reason": "ok"}, "step_id: This field is required."),
-        ("abort/", {"reason": "x" * 10_001}, "reason: Ensure this value has at most 10000"),
+        (
+            "abort/",
+            {"reason": "x" * 10_001, "confirm": "on"},
+            "reason: Ensure this value has at most 10000",
+        ),
         (
             "request-changes/",
             {"step_id": "wrap_up", "feedback": "y" * 10_001},
@@ -131,7 +137,7 @@ def test_deciding_on_a_finished_session_is_a_message_not_a_500(deciding, driver)
     driver.finish({"notes.md": "notes.md"})
     url = f"/sessions/{session.session_id}/"
     deciding.post(url + "override/", {"step_id": "gather", "reason": "late"})
-    deciding.post(url + "abort/", {"reason": "late"})
+    deciding.post(url + "abort/", {"reason": "late", "confirm": "on"})
     messages = [text for _, text in flashes(deciding, url)]
     assert messages == [
         f"Session '{session.session_id}' is completed; only the current step of an active "
@@ -146,7 +152,7 @@ def test_deciding_on_a_finished_session_is_a_message_not_a_500(deciding, driver)
     [
         ("override/", {"step_id": "wrap_up", "reason": "r"}),
         ("request-changes/", {"step_id": "wrap_up", "feedback": "f"}),
-        ("abort/", {"reason": "r"}),
+        ("abort/", {"reason": "r", "confirm": "on"}),
     ],
 )
 def test_watchers_may_not_decide(watching, driver, action, data):
@@ -167,7 +173,7 @@ def test_each_action_checks_its_own_permission(driver):
         make_user(username="a", perms=("workflows.view_workflowsession", "workflows.abort_session"))
     )
 
-    assert decide_only.post(url + "abort/", {"reason": "r"}).status_code == 403
+    assert decide_only.post(url + "abort/", {"reason": "r", "confirm": "on"}).status_code == 403
     assert (
         abort_only.post(url + "override/", {"step_id": "wrap_up", "reason": "r"}).status_code == 403
     )
@@ -182,7 +188,7 @@ def test_each_action_checks_its_own_permission(driver):
         decide_only.post(url + "override/", {"step_id": "wrap_up", "reason": "r"}).status_code
         == 302
     )
-    assert abort_only.post(url + "abort/", {"reason": "r"}).status_code == 302
+    assert abort_only.post(url + "abort/", {"reason": "r", "confirm": "on"}).status_code == 302
     assert WorkflowSession.objects.get().status == "aborted"
 
 
@@ -193,7 +199,9 @@ def test_actions_take_only_posts(deciding, driver):
 
 
 def test_unknown_session_is_a_404(deciding):
-    assert deciding.post("/sessions/nope/abort/", {"reason": "r"}).status_code == 404
+    assert (
+        deciding.post("/sessions/nope/abort/", {"reason": "r", "confirm": "on"}).status_code == 404
+    )
 
 
 @pytest.mark.parametrize(
@@ -201,7 +209,7 @@ def test_unknown_session_is_a_404(deciding):
     [
         ("override/", {"step_id": "wrap_up", "reason": "r"}),
         ("request-changes/", {"step_id": "wrap_up", "feedback": "f"}),
-        ("abort/", {"reason": "r"}),
+        ("abort/", {"reason": "r", "confirm": "on"}),
     ],
 )
 def test_csrf_is_enforced(decider, driver, action, data):
@@ -237,6 +245,8 @@ def test_concurrent_members_are_decided_one_by_one(deciding, driver):
 def test_superuser_can_decide(driver):
     admin = make_user(username="root", superuser=True)
     session = driver.to_wrap_up()
-    response = client_for(admin).post(f"/sessions/{session.session_id}/abort/", {"reason": "stop"})
+    response = client_for(admin).post(
+        f"/sessions/{session.session_id}/abort/", {"reason": "stop", "confirm": "on"}
+    )
     assert response.status_code == 302
     assert WorkflowSession.objects.get().aborted_by == "root"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.urls import reverse
 
 from workflows.models import Event, WorkflowSession
@@ -169,6 +171,26 @@ def test_session_page_offers_the_forms_to_deciders(deciding, driver):
         assert len(tagged(html, testid)) == 1, testid
     assert 'name="csrfmiddlewaretoken"' in html
     assert '<input type="hidden" name="step_id" value="wrap_up">' in html
+
+
+def test_the_readmes_step_in_names_what_the_session_page_offers(deciding, driver):
+    """The walkthrough's "Step in" sends a person to the session page by the names of its
+    panel and forms; each must be there, and the one step running needs no picking."""
+    readme = (Path(settings.BASE_DIR) / "README.md").read_text(encoding="utf-8")
+    step_in = readme[readme.index("**6. Step in.**") :]
+    step_in = step_in[: step_in.index("\n\n")]
+    named = [
+        " ".join(name.split())  # a name may wrap across lines
+        for name in re.findall(r"\*\*([^*]+)\*\*", step_in.removeprefix("**6. Step in.**"))
+    ]
+    assert {"Decide", "Request changes"} <= set(named)
+    session = driver.to_wrap_up()
+    html = deciding.get(f"/sessions/{session.session_id}/").content.decode()
+    headings = re.findall(r"<h[23][^>]*>([^<]+)</h[23]>", html)
+    assert [name for name in named if name not in headings] == []
+    assert 'data-testid="changes-step"' not in html  # no menu for one running step
+    assert "tick a box" in step_in
+    assert len(tagged(html, "abort-confirm")) == 1
 
 
 def test_concurrent_entry_lets_the_decider_pick_the_step(deciding, driver):

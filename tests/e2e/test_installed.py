@@ -14,17 +14,12 @@ with other projects gains no generic top-level package such as ``api`` or ``work
 from __future__ import annotations
 
 import asyncio
-import fcntl
-import hashlib
 import http.cookiejar
 import json
-import os
 import queue
 import re
-import shutil
 import stat
 import subprocess
-import sys
 import threading
 import urllib.error
 import urllib.parse
@@ -33,28 +28,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
 
 from deepwork_site import connect
 from tests.e2e.driver import call
+from tests.support.installed import APPS, CHECKOUT, DIST, user_env
 from tests.support.processes import free_port, stop, wait_for_port
 
 pytestmark = pytest.mark.e2e
-
-CHECKOUT = Path(settings.BASE_DIR)
-DIST = "deepwork_server"
-# Every top-level Python package of the checkout but the tests and the distribution package.
-APPS = tuple(
-    sorted(
-        path.parent.name
-        for path in CHECKOUT.glob("*/__init__.py")
-        if path.parent.name not in ("tests", DIST)
-    )
-)
-# Long enough for a first install from PyPI on a slow link; a hang still fails.
-INSTALL_TIMEOUT = 600
 
 
 def _source_files(root: Path) -> set[str]:
@@ -70,79 +52,6 @@ def _source_files(root: Path) -> set[str]:
                     name = f"deepwork_site/{name}"
                 found.add(name if folder == DIST else f"{DIST}/{name}")
     return found
-
-
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel, built from a copy of the checkout (a build writes beside its sources)."""
-    source = tmp_path_factory.mktemp("source")
-    for name in ("pyproject.toml", "setup.py", "README.md", "templates", DIST, *APPS):
-        path = CHECKOUT / name
-        if path.is_dir():
-            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(path, source / name)
-    dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
-        check=True,
-        timeout=INSTALL_TIMEOUT,
-    )
-    (built,) = dist.glob("deepwork_server-*.whl")
-    return built
-
-
-@pytest.fixture(scope="module")
-def venv(wheel: Path) -> Path:
-    """A virtual environment holding the wheel and its dependencies (from PyPI once per set of
-    dependencies), with none of the checkout's packages."""
-    # A change to the dependencies, the command or the package layout makes a new environment;
-    # a change to the apps' code only a new wheel, reinstalled below.
-    packaging = [(CHECKOUT / name).read_text() for name in ("pyproject.toml", "setup.py")]
-    key = hashlib.sha256(json.dumps([sys.version, *packaging]).encode()).hexdigest()[:16]
-    folder = Path(settings.VAR_DIR) / "installed-venv"
-    folder.mkdir(parents=True, exist_ok=True)
-    env_dir = folder / key
-    python = env_dir / "bin" / "python"
-    with (folder / "lock").open("w") as lock:
-        # Two test runs at once share the cache: one installs while the other waits.
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        for stale in folder.iterdir():
-            if stale.is_dir() and stale != env_dir:
-                shutil.rmtree(stale, ignore_errors=True)
-        if not (env_dir / ".complete").exists():
-            shutil.rmtree(env_dir, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True)
-            pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-            subprocess.run([*pip, str(wheel)], check=True, timeout=INSTALL_TIMEOUT)
-            (env_dir / ".complete").touch()
-        else:
-            # Only this wheel changed: replace it (its old files go), keep the dependencies.
-            subprocess.run(
-                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-                + ["--no-deps", "--force-reinstall", str(wheel)],
-                check=True,
-                timeout=INSTALL_TIMEOUT,
-            )
-        subprocess.run(
-            [str(python), "-m", "pip", "check", "--disable-pip-version-check"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-    return env_dir
-
-
-def _env(venv: Path, home: Path, var_dir: Path | None) -> dict[str, str]:
-    """A user's shell: the environment's bin first, their own HOME, and no setting of ours but
-    the data folder (``None``: the default one)."""
-    env = {
-        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-        "HOME": str(home),
-        "DEEPWORK_LOG_LEVEL": "WARNING",
-    }
-    if var_dir is not None:
-        env["DEEPWORK_VAR_DIR"] = str(var_dir)
-    return env
 
 
 def _run(venv: Path, env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -229,7 +138,7 @@ def test_installed_code_is_the_wheels_and_claims_one_top_level_name(
     )
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-P", "-c", shows],
-        env=_env(venv, tmp_path, tmp_path / "var"),
+        env=user_env(venv, tmp_path, tmp_path / "var"),
         cwd=CHECKOUT,  # even from the checkout, the installed apps are the ones imported
         capture_output=True,
         text=True,
@@ -249,7 +158,7 @@ async def test_mcp_runs_a_workflow_to_completion(
     transport = StdioTransport(
         command=str(venv / "bin" / "deepwork-server"),
         args=["mcp", "--path", str(demo_project)],
-        env=_env(venv, tmp_path, var_dir),
+        env=user_env(venv, tmp_path, var_dir),
         cwd=str(demo_project),
     )
     async with Client(transport) as client:
@@ -328,7 +237,7 @@ def test_serve_logs_in_and_serves_mcp_to_a_token_of_a_new_project(
     venv: Path, demo_project: Path, tmp_path: Path
 ) -> None:
     var_dir = tmp_path / "data"
-    env = _env(venv, tmp_path, var_dir)
+    env = user_env(venv, tmp_path, var_dir)
     port = free_port()
     server = subprocess.Popen(
         [
@@ -403,7 +312,7 @@ def test_serve_logs_in_and_serves_mcp_to_a_token_of_a_new_project(
 
 
 def test_connect_prints_each_clients_stdio_configuration(venv: Path, tmp_path: Path) -> None:
-    env = _env(venv, tmp_path, tmp_path / "data")
+    env = user_env(venv, tmp_path, tmp_path / "data")
     for config in connect.stdio_configs():
         printed = _run(venv, env, "connect", "--client", config.key, cwd=tmp_path)
         assert printed.stdout == "".join(snippet.text for snippet in config.snippets)
@@ -430,6 +339,8 @@ def test_data_goes_to_the_users_data_folder_by_default(
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    added = _run(venv, _env(venv, home, None), "project", "add", str(demo_project), cwd=tmp_path)
+    added = _run(
+        venv, user_env(venv, home, None), "project", "add", str(demo_project), cwd=tmp_path
+    )
     assert added.stdout.strip() == "1"
     _assert_private(home / ".local" / "share" / "deepwork-server")

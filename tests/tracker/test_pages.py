@@ -519,6 +519,22 @@ def test_access_to_the_tracker_pages(client, watching, nobody, project, agent):
     assert not Event.objects.filter(kind="issue:updated").exists()
 
 
+def test_phases_done_counts_finished_phases_not_the_one_in_progress(watching, project, agent):
+    workflow = begin(project, agent, "Three phases", total_phases=3)
+    first = tracker.phase_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), number=1, name="Plan"
+    )
+    tracker.phase_complete(project=project, agent=agent, phase_id=str(first.phase.pk))
+    tracker.phase_start(
+        project=project, agent=agent, workflow_id=str(workflow.pk), number=2, name="Build"
+    )
+    # The workflow is on phase 2, with one phase of three finished.
+    page = watching.get(f"/tracker/{workflow.pk}/").content.decode()
+    assert tagged_text(page, "phases-done") == "1 of 3 done"
+    listed = watching.get("/tracker/").content.decode()
+    assert tagged_text(listed, "phases-done") == "1/3"
+
+
 def test_nav_and_overview_show_tracked_work(watching, project, agent):
     running = begin(project, agent, "Running one")
     done = begin(project, agent, "Done one")

@@ -506,3 +506,16 @@ def test_an_override_is_consumed_with_its_event_and_the_advance_or_not_at_all(
     assert isinstance(hand_in(), WorkflowCompleted)
     assert HumanDecision.objects.get().consumed_at is not None
     assert Event.objects.filter(kind=Event.Kind.OVERRIDE_DELIVERED).count() == 1
+
+
+def test_a_persons_abort_reason_ending_in_a_full_stop_is_told_with_one(project, agent, catalog):
+    sid = start(project, agent, catalog).begin_step.session_id
+    alice = make_user(username="alice")
+    sessions.session_abort(
+        project=project, agent=agent, explanation="Wrong ticket.", session_id=sid, by=alice
+    )
+    with pytest.raises(NotFound) as excinfo:
+        finish(project, agent, {"notes.md": "notes.md"})
+    told = str(excinfo.value)
+    assert "Their reason: Wrong ticket. " in told
+    assert ".." not in told

@@ -70,7 +70,9 @@ def _filtered_workflows(filters: TrackedWorkflowFilter) -> QuerySet[TrackedWorkf
     return workflows
 
 
-def _count(model: type[Task] | type[Decision] | type[Issue] | type[Milestone], q: Q) -> Any:
+def _count(
+    model: type[Task] | type[Decision] | type[Issue] | type[Milestone] | type[Phase], q: Q
+) -> Any:
     """How many of a workflow's rows of ``model`` match ``q``, as a subquery."""
     rows = model.objects.filter(q, workflow=OuterRef("pk")).order_by().values("workflow")
     return Subquery(rows.annotate(n=Count("pk")).values("n")[:1])
@@ -85,6 +87,8 @@ def _latest_progress() -> Subquery:
 
 
 OPEN_BLOCKER = BLOCKER & Q(resolved_at__isnull=True)
+# The workflow's current phase is the furthest one started; "done" counts the finished ones.
+PHASE_DONE = Q(status=Phase.Status.COMPLETED)
 
 
 @dataclass(frozen=True)
@@ -103,8 +107,9 @@ def tracked_workflow_window(
 ) -> TrackedWorkflowWindow:
     """One page of tracked workflows for the dashboard's list, newest first, towards older
     ones (``before``) or newer ones (``after``), each with its project, agent, latest progress
-    and the number of its tasks, running tasks and open blockers: one query."""
+    and the number of its finished phases, tasks, running tasks and open blockers: one query."""
     workflows = _filtered_workflows(filters).annotate(
+        n_phases_done=_count(Phase, PHASE_DONE),
         n_tasks=_count(Task, Q()),
         n_running=_count(Task, Q(status=Task.Status.IN_PROGRESS)),
         n_open_blockers=_count(Issue, OPEN_BLOCKER),
@@ -156,6 +161,7 @@ def tracked_workflow_detail(*, workflow_id: int) -> TrackedWorkflow:
         TrackedWorkflow.objects.select_related("project", "agent")
         .prefetch_related(Prefetch("phases", queryset=phases))
         .annotate(
+            n_phases_done=count(Phase, PHASE_DONE),
             n_tasks=count(Task, Q()),
             n_decisions=count(Decision, Q()),
             n_issues=count(Issue, Q()),

@@ -25,7 +25,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from workflows import events, limits, rows
-from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound
+from workflows.errors import Conflict, InvalidInput, JobBroken, NotFound, sentence
 from workflows.events import User
 from workflows.generations import Conversation, Generation, generation_for
 from workflows.generations.v0_9 import (
@@ -524,7 +524,7 @@ def session_abort_tell(*, session: WorkflowSession, then: str) -> None:
         raise AbortedByPerson(
             f"Session '{session.session_id}' ({session.job_name}/{session.workflow_name}) was "
             f"aborted by {session.aborted_by} at {when:%Y-%m-%d %H:%M:%S} UTC. Their reason: "
-            f"{session.abort_reason or '(none given)'}. {then}"
+            f"{sentence(session.abort_reason or '(none given)')} {then}"
         )
 
 

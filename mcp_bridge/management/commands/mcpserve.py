@@ -24,6 +24,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import close_old_connections, connection
 
+from deepwork_site.process import server_version
 from mcp_bridge import startup
 from mcp_bridge.dbthread import DatabaseThread
 from mcp_bridge.migrate import migrate_if_needed
@@ -153,6 +154,10 @@ class Command(BaseCommand):
     help = "Serve MCP toolsets (DeepWork's by default) for one project (stdio by default)."
     requires_system_checks: list[str] = []
     requires_migrations_checks = False
+
+    def get_version(self) -> str:
+        # --version names the server a user installed, not the Django it runs on.
+        return f"deepwork-server {server_version()}"
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--path", default=".", help="Project root (default: current folder)")
