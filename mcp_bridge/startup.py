@@ -37,8 +37,7 @@ SETTING_UP_MESSAGE = (
     "call is answered when it is ready."
 )
 SET_UP_MESSAGE = (
-    "The deepwork server set its database up in {seconds:.1f} s (a first start, or a new "
-    "version)."
+    "The deepwork server set its database up in {seconds:.1f} s (a first start, or a new version)."
 )
 
 # Toolsets whose tools are listed without the database.
