@@ -967,6 +967,8 @@ def _watched_look(
     dirty = [p for p in known if not _asked_about(p, asked)]
     against_head: dict[str, str] = {}
     untracked: list[str] = []
+    # Known paths the work tree now matches the index on: dirty only if staged.
+    in_step = []
     for path, found in tags.items():
         if "?" in found:
             untracked.append(path)
@@ -976,7 +978,11 @@ def _watched_look(
                 # Clean at the mark, with the index as it was: the work tree alone moved.
                 against_head[path] = "D" if "R" in found else "M"
         elif path in known:
-            dirty.append(path)  # staged before the mark: still differs from HEAD
+            in_step.append(path)
+    try:
+        dirty += _staged(root, in_step, snapshot.head) if in_step else []
+    except GitTrouble:
+        return None
     status = _Status(snapshot.head, snapshot.branch, dirty, against_head, untracked, [])
 
     result = _Result(list(snapshot.warnings))
@@ -1002,6 +1008,25 @@ def _asked_about(path: str, asked: set[str]) -> bool:
     removed whole, or made anew)."""
     parts = path.split("/")
     return any("/".join(parts[:depth]) in asked for depth in range(1, len(parts) + 1))
+
+
+def _staged(root: Path, paths: list[str], head: str | None) -> list[str]:
+    """Those of ``paths`` whose index entry differs from commit ``head``."""
+    if head is None:
+        return paths  # no commit yet: everything in the index is staged
+    out = _git(
+        _git_for(root),
+        "diff-index",
+        "--cached",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--ignore-submodules=dirty",
+        head,
+        "--",
+        *(f":(literal){path}" for path in paths),
+    )
+    return [os.fsdecode(name) for name in out.split(b"\0") if name]
 
 
 def _git_tags(root: Path, paths: list[str]) -> dict[str, set[str]]:

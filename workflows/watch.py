@@ -207,8 +207,7 @@ class Tree:
         except OSError as exc:
             if exc.errno == 28:  # ENOSPC: fs.inotify.max_user_watches
                 raise Unavailable(
-                    "the kernel's limit on inotify watches (fs.inotify.max_user_watches) is "
-                    "reached"
+                    "the kernel's limit on inotify watches (fs.inotify.max_user_watches) is reached"
                 ) from None
             return  # gone or unreadable since it was listed: git will say what it sees
         self._folders[wd] = prefix

@@ -947,9 +947,7 @@ def summarize(values: list[float]) -> dict[str, float]:
     }
 
 
-def build_rows(
-    raw: dict[str, dict[str, list[float]]], smoke: bool = False
-) -> list[dict[str, Any]]:
+def build_rows(raw: dict[str, dict[str, list[float]]], smoke: bool = False) -> list[dict[str, Any]]:
     """Ours against 0.9.1, metric by metric (in a smoke run, ours alone and no target)."""
     rows = []
     for metric in _row_keys():
@@ -1150,6 +1148,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.think_ms = 0.0
         args.peer = "0.9.1"
         args.big_files = 200
+        args.fixtures = [f for f in args.fixtures if f != "nogit"] or args.fixtures
     else:
         defaults = (5, 40, 8, 3, 2) if args.quick else (15, 150, 30, 5, 5)
         args.big_files = 10_000
@@ -1215,6 +1214,8 @@ async def run091(
     for key in servers:
         raw[key]["get_workflows_200_jobs"] = many[key]
         raw[key]["get_workflows_200_jobs_first"] = [first[key]]
+    if args.smoke:  # the same code as the cold start's spawns
+        return _measured(raw, protocol, started, servers)
     log(f"get_workflows over {MANY_JOBS} jobs, first call of a new process: {args.first_runs} each")
     fresh = await measure_first_call(servers, fixtures.many_jobs, args.first_runs)
     for key in servers:
