@@ -664,6 +664,13 @@ def snapshot_take(*, root: Path, watched: bool = False) -> Snapshot:
     _require_absolute(root)
     taken_at = time.time_ns()
     mark = _mark(root) if watched else None
+    if mark is not None:
+        # A session's first step starts from the watch's latest snapshot of the project, moved
+        # on by the paths touched since, rather than from a look at every file.
+        latest = _latest.get(root)
+        partial = _watched_look(root, latest, mark, taken_at) if latest is not None else None
+        if partial is not None:
+            return partial[1]
     if not root.is_dir():
         # Asking git first would only add its own "cannot change to" to the same news.
         return Snapshot(
@@ -681,7 +688,7 @@ def snapshot_take(*, root: Path, watched: bool = False) -> Snapshot:
         warnings += [*git.warnings, f"{exc}; the project's files were snapshotted without git"]
     else:
         found = _git_snapshot(root, status, [*git.warnings, *warnings], taken_at, {})
-        return _marked(found, mark, status)
+        return _marked(found, mark, status, root)
     return _tree_snapshot(root, warnings, taken_at, {})
 
 
@@ -813,7 +820,7 @@ def changes_and_snapshot(
         status, read = _compare_git(root, snapshot, result)
         if status is not None:
             after = _git_snapshot(root, status, [], taken_at, read)
-            return result.done(), _marked(after, mark, status)
+            return result.done(), _marked(after, mark, status, root)
     else:
         _compare_trees(root, snapshot, result, [])
     # Git failed, the folder is gone, or the project became a repository: look again.
@@ -932,12 +939,20 @@ def _mark(root: Path) -> watch.Mark | None:
     return watch.Mark(tree.id, seq, state)
 
 
-def _marked(snapshot: Snapshot, mark: watch.Mark | None, status: _Status) -> Snapshot:
+# The latest watched snapshot of each project, where a session's first step starts from.
+_latest: dict[Path, Snapshot] = {}
+
+
+def _marked(snapshot: Snapshot, mark: watch.Mark | None, status: _Status, root: Path) -> Snapshot:
     # A snapshot that could not hold every dirty path, or a tree with nested repositories, is
     # never the base of a partial look.
     if mark is None or status.nested or len(snapshot.files) >= MAX_PATHS or snapshot.warnings:
         return snapshot
-    return replace(snapshot, watch=mark.to_text())
+    marked = replace(snapshot, watch=mark.to_text())
+    if len(_latest) >= 2 * watch.MAX_TREES:
+        _latest.clear()
+    _latest[root] = marked
+    return marked
 
 
 def _watched_look(
@@ -1000,7 +1015,7 @@ def _watched_look(
     finally:
         reader.close()
     after = _git_snapshot(root, status, [], taken_at, read)
-    return result.done(), _marked(after, mark, status)
+    return result.done(), _marked(after, mark, status, root)
 
 
 def _asked_about(path: str, asked: set[str]) -> bool:

@@ -44,10 +44,10 @@ from django.conf import settings
 logger = logging.getLogger(__name__)
 
 try:  # Linux only
-    from inotify_simple import INotify
+    from inotify_simple import INotify  # type: ignore[import-untyped]
     from inotify_simple import flags as _flags
 except (ImportError, OSError):  # pragma: no cover - other systems
-    INotify = None  # type: ignore[assignment,misc]
+    INotify = None
 
 # More folders than this (or than the kernel allows watches for) and the tree is not watched.
 MAX_FOLDERS = 20_000
@@ -302,7 +302,7 @@ def forget(root: Path | None = None) -> None:
     """Stop watching ``root`` (every tree when None)."""
     with _trees_lock:
         for path in [root] if root is not None else list(_trees):
-            tree = _trees.pop(path, None)  # type: ignore[arg-type]
+            tree = _trees.pop(path, None)
             if tree is not None:
                 tree.close()
         _refused.clear()
