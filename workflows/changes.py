@@ -929,12 +929,19 @@ def _mark(root: Path) -> watch.Mark | None:
     look is then also reported to the next one, which checks it again."""
     if not root.is_dir() or not _is_top_of_work_tree(root):
         return None
-    tree = watch.tree_for(root)
-    if tree is None:
+    # A watch whose marks stopped counting at this look (its queue overflowed, a folder moved)
+    # is replaced at once: the whole look that follows is then the new watch's first mark.
+    for _ in range(2):
+        tree = watch.tree_for(root)
+        if tree is None:
+            return None
+        seq = tree.look()
+        if tree.lost is None:
+            break
+    else:
         return None
-    seq = tree.look()
     state = watch.git_state(root)
-    if tree.lost is not None or state is None:
+    if state is None:
         return None
     return watch.Mark(tree.id, seq, state)
 
