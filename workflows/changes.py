@@ -32,11 +32,12 @@ import hashlib
 import os
 import stat
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
+from workflows import watch
 from workflows.files import NotRegularFile, file_kind, open_regular_file
 from workflows.git import DEFAULT_TIMEOUT_SECONDS, Git, GitTrouble, repository_holder
 
@@ -127,6 +128,9 @@ class Snapshot:
     # When the look at the files began (time.time_ns()); None in snapshots stored before it was
     # recorded. It tells which recorded states may be trusted by their size and time alone.
     taken_at_ns: int | None = None
+    # The file watch's mark at this look (``workflows.watch.Mark``), when the project was
+    # watched: a later look in the same process asks git only about the paths touched since.
+    watch: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         files: dict[str, Any] = {}
@@ -148,6 +152,7 @@ class Snapshot:
             "truncated_after": self.truncated_after,
             "warnings": list(self.warnings),
             "taken_at_ns": self.taken_at_ns,
+            "watch": self.watch,
         }
 
     @classmethod
@@ -183,6 +188,9 @@ class Snapshot:
             raise ValueError(
                 f"snapshot.taken_at_ns must be an integer or null, not {taken_at_ns!r}"
             )
+        watch = data.get("watch")
+        if watch is not None and not isinstance(watch, str):
+            raise ValueError(f"snapshot.watch must be a string or null, not {watch!r}")
         warnings = data.get("warnings")
         if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
             raise ValueError("snapshot.warnings must be a list of strings")
@@ -205,6 +213,7 @@ class Snapshot:
             truncated_after=data.get("truncated_after"),
             warnings=tuple(warnings),
             taken_at_ns=taken_at_ns,
+            watch=watch,
         )
 
 
@@ -648,10 +657,20 @@ def _trusted(snapshot: Snapshot) -> dict[str, FileState | None]:
     }
 
 
-def snapshot_take(*, root: Path) -> Snapshot:
-    """The project at ``root`` as it stands; never raises for git or file trouble (it warns)."""
+def snapshot_take(*, root: Path, watched: bool = False) -> Snapshot:
+    """The project at ``root`` as it stands; never raises for git or file trouble (it warns).
+    ``watched``: start watching the project's files (``workflows.watch``) so that a later
+    ``changes_and_snapshot(watched=True)`` in this process need not look at all of them."""
     _require_absolute(root)
     taken_at = time.time_ns()
+    mark = _mark(root) if watched else None
+    if mark is not None:
+        # A session's first step starts from the watch's latest snapshot of the project, moved
+        # on by the paths touched since, rather than from a look at every file.
+        latest = _latest.get(root)
+        partial = _watched_look(root, latest, mark, taken_at) if latest is not None else None
+        if partial is not None:
+            return partial[1]
     if not root.is_dir():
         # Asking git first would only add its own "cannot change to" to the same news.
         return Snapshot(
@@ -668,7 +687,8 @@ def snapshot_take(*, root: Path) -> Snapshot:
     except GitTrouble as exc:
         warnings += [*git.warnings, f"{exc}; the project's files were snapshotted without git"]
     else:
-        return _git_snapshot(root, status, [*git.warnings, *warnings], taken_at, {})
+        found = _git_snapshot(root, status, [*git.warnings, *warnings], taken_at, {})
+        return _marked(found, mark, status, root)
     return _tree_snapshot(root, warnings, taken_at, {})
 
 
@@ -766,12 +786,24 @@ def changes_since(*, root: Path, snapshot: Snapshot) -> FilesChanged:
     return result.done()
 
 
-def changes_and_snapshot(*, root: Path, snapshot: Snapshot) -> tuple[FilesChanged, Snapshot]:
+def changes_and_snapshot(
+    *, root: Path, snapshot: Snapshot, watched: bool = False
+) -> tuple[FilesChanged, Snapshot]:
     """``changes_since(snapshot)`` and a new snapshot of the same moment, from one look at the
     project: what the comparison ends on is where the next one starts, so a change made
-    between two consecutive calls falls into exactly one of their results."""
+    between two consecutive calls falls into exactly one of their results.
+
+    ``watched``: when this process has watched the project's files since ``snapshot`` (its
+    mark, ``workflows.watch``) and the repository's own state is unchanged, git is asked only
+    about the paths touched since, with the same rules and results as a whole look; otherwise
+    (and whenever that partial look is in doubt) the whole project is looked at."""
     _require_absolute(root)
     taken_at = time.time_ns()
+    mark = _mark(root) if watched else None
+    if mark is not None and snapshot.kind == "git":
+        partial = _watched_look(root, snapshot, mark, taken_at)
+        if partial is not None:
+            return partial
     result = _Result(list(snapshot.warnings))
     if snapshot.kind == "tree" and root.is_dir() and not _is_top_of_work_tree(root):
         walk_warnings: list[str] = []
@@ -787,11 +819,12 @@ def changes_and_snapshot(*, root: Path, snapshot: Snapshot) -> tuple[FilesChange
     if snapshot.kind == "git":
         status, read = _compare_git(root, snapshot, result)
         if status is not None:
-            return result.done(), _git_snapshot(root, status, [], taken_at, read)
+            after = _git_snapshot(root, status, [], taken_at, read)
+            return result.done(), _marked(after, mark, status, root)
     else:
         _compare_trees(root, snapshot, result, [])
     # Git failed, the folder is gone, or the project became a repository: look again.
-    return result.done(), snapshot_take(root=root)
+    return result.done(), snapshot_take(root=root, watched=watched)
 
 
 def _compare_trees(
@@ -842,33 +875,206 @@ def _compare_git(
             warnings.extend(_budget_warning(budget))
             return None, read
 
-        if snapshot.branch is not None and status.branch != snapshot.branch:
-            moved = "a detached HEAD" if status.branch is None else f"branch '{status.branch}'"
-            warnings.append(
-                f"the checkout moved from branch '{snapshot.branch}' to {moved} during the task; "
-                "the differences between them are counted as the task's changes"
-            )
-        for folder in status.nested:
-            if folder not in snapshot.files:
-                warnings.append(f"'{folder}' is a nested git repository; its files are not listed")
-
-        untracked = set(status.untracked)
-        for path in {*diff, *untracked, *snapshot.files}:
-            if path in snapshot.files:
-                # Dirty or untracked at the start: only its content then and now tell.
-                result.judge(path, snapshot.files[path], now(path))
-            elif path in diff:
-                letter = diff[path]
-                if letter == "D" and path in untracked:
-                    result.modified.add(path)  # dropped from git but still on disk
-                else:
-                    {"A": result.added, "D": result.deleted}.get(letter, result.modified).add(path)
-            else:
-                result.added.add(path)
+        _judge_git(snapshot, status, diff, result, now)
         warnings.extend(_budget_warning(budget))
         return status, read
     finally:
         reader.close()
+
+
+def _judge_git(
+    snapshot: Snapshot,
+    status: _Status,
+    diff: Mapping[str, str],
+    result: _Result,
+    now: Callable[[str], FileState | None],
+) -> None:
+    """The comparison's rules: ``diff`` holds A, M or D against the start commit."""
+    warnings = result.warnings
+    if snapshot.branch is not None and status.branch != snapshot.branch:
+        moved = "a detached HEAD" if status.branch is None else f"branch '{status.branch}'"
+        warnings.append(
+            f"the checkout moved from branch '{snapshot.branch}' to {moved} during the task; "
+            "the differences between them are counted as the task's changes"
+        )
+    for folder in status.nested:
+        if folder not in snapshot.files:
+            warnings.append(f"'{folder}' is a nested git repository; its files are not listed")
+
+    untracked = set(status.untracked)
+    for path in {*diff, *untracked, *snapshot.files}:
+        if path in snapshot.files:
+            # Dirty or untracked at the start: only its content then and now tell.
+            result.judge(path, snapshot.files[path], now(path))
+        elif path in diff:
+            letter = diff[path]
+            if letter == "D" and path in untracked:
+                result.modified.add(path)  # dropped from git but still on disk
+            else:
+                {"A": result.added, "D": result.deleted}.get(letter, result.modified).add(path)
+        else:
+            result.added.add(path)
+
+
+# --- Watched looks -----------------------------------------------------------------------------
+
+# Above this many paths touched since the mark, one whole ``git status`` is the cheaper look.
+_MAX_ASKED = 2_000
+# Files whose change can change what git says of paths that did not change themselves.
+_GIT_RULE_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
+
+
+def _mark(root: Path) -> watch.Mark | None:
+    """The watch's mark of now, read before the look it goes with: a change made during the
+    look is then also reported to the next one, which checks it again."""
+    if not root.is_dir() or not _is_top_of_work_tree(root):
+        return None
+    # A watch whose marks stopped counting at this look (its queue overflowed, a folder moved)
+    # is replaced at once: the whole look that follows is then the new watch's first mark.
+    for _ in range(2):
+        tree = watch.tree_for(root)
+        if tree is None:
+            return None
+        seq = tree.look()
+        if tree.lost is None:
+            break
+    else:
+        return None
+    state = watch.git_state(root)
+    if state is None:
+        return None
+    return watch.Mark(tree.id, seq, state)
+
+
+# The latest watched snapshot of each project, where a session's first step starts from.
+_latest: dict[Path, Snapshot] = {}
+
+
+def _marked(snapshot: Snapshot, mark: watch.Mark | None, status: _Status, root: Path) -> Snapshot:
+    # A snapshot that could not hold every dirty path, or a tree with nested repositories, is
+    # never the base of a partial look.
+    if mark is None or status.nested or len(snapshot.files) >= MAX_PATHS or snapshot.warnings:
+        return snapshot
+    marked = replace(snapshot, watch=mark.to_text())
+    if len(_latest) >= 2 * watch.MAX_TREES:
+        _latest.clear()
+    _latest[root] = marked
+    return marked
+
+
+def _watched_look(
+    root: Path, snapshot: Snapshot, mark: watch.Mark, taken_at: int
+) -> tuple[FilesChanged, Snapshot] | None:
+    """``changes_and_snapshot`` asking git only about the paths touched since ``snapshot``'s
+    mark; None when that cannot be exact (another watch, the repository's state moved, rule
+    files touched, git trouble): the caller then looks at everything."""
+    before = watch.Mark.from_text(snapshot.watch) if snapshot.watch else None
+    tree = watch.tree_for(root)
+    if before is None or tree is None or before.watch != mark.watch or before.git != mark.git:
+        return None
+    touched = [p for p in tree.changed_since(before.seq) if not _is_scratch(p)]
+    if len(touched) > _MAX_ASKED:
+        return None
+    if any(PurePosixPath(p).name in _GIT_RULE_FILES for p in touched):
+        return None
+    known = snapshot.files
+    try:
+        tags = _git_tags(root, touched) if touched else {}
+    except GitTrouble:
+        return None
+    if any(tag in ("M", "S") for found in tags.values() for tag in found):
+        return None  # unmerged or sparse entries: the whole look knows what to make of them
+    asked = set(touched)
+    # Known paths git was not asked about are as they were at the mark: still dirty.
+    dirty = [p for p in known if not _asked_about(p, asked)]
+    against_head: dict[str, str] = {}
+    untracked: list[str] = []
+    # Known paths the work tree now matches the index on: dirty only if staged.
+    in_step = []
+    for path, found in tags.items():
+        if "?" in found:
+            untracked.append(path)
+        elif "R" in found or "C" in found:
+            dirty.append(path)
+            if path not in known:
+                # Clean at the mark, with the index as it was: the work tree alone moved.
+                against_head[path] = "D" if "R" in found else "M"
+        elif path in known:
+            in_step.append(path)
+    try:
+        dirty += _staged(root, in_step, snapshot.head) if in_step else []
+    except GitTrouble:
+        return None
+    status = _Status(snapshot.head, snapshot.branch, dirty, against_head, untracked, [])
+
+    result = _Result(list(snapshot.warnings))
+    reader = _Reader(root, _Budget(), result.warnings)
+    trusted = _trusted(snapshot)
+    read: dict[str, FileState | None] = {}
+
+    def now(path: str) -> FileState | None:
+        read[path] = reader.state(path, trusted.get(path))
+        return read[path]
+
+    try:
+        _judge_git(snapshot, status, against_head, result, now)
+        result.warnings.extend(_budget_warning(reader.budget))
+    finally:
+        reader.close()
+    after = _git_snapshot(root, status, [], taken_at, read)
+    return result.done(), _marked(after, mark, status, root)
+
+
+def _asked_about(path: str, asked: set[str]) -> bool:
+    """Whether git was asked about ``path``: by name, or through a folder above it (one
+    removed whole, or made anew)."""
+    parts = path.split("/")
+    return any("/".join(parts[:depth]) in asked for depth in range(1, len(parts) + 1))
+
+
+def _staged(root: Path, paths: list[str], head: str | None) -> list[str]:
+    """Those of ``paths`` whose index entry differs from commit ``head``."""
+    if head is None:
+        return paths  # no commit yet: everything in the index is staged
+    out = _git(
+        _git_for(root),
+        "diff-index",
+        "--cached",
+        "--name-only",
+        "-z",
+        "--no-renames",
+        "--ignore-submodules=dirty",
+        head,
+        "--",
+        *(f":(literal){path}" for path in paths),
+    )
+    return [os.fsdecode(name) for name in out.split(b"\0") if name]
+
+
+def _git_tags(root: Path, paths: list[str]) -> dict[str, set[str]]:
+    """``git ls-files -t`` of ``paths``: per path listed, its tags (H in the index, C changed
+    and R removed in the work tree, ? untracked and not ignored, M unmerged, S skip-worktree).
+    Only the index is read, not HEAD's tree: the caller knows the index still matches HEAD
+    wherever it did at the mark."""
+    git = _git_for(root)
+    out = _git(
+        git,
+        "ls-files",
+        "-z",
+        "-t",
+        "--cached",
+        "--modified",
+        "--deleted",
+        "--others",
+        "--exclude-standard",
+        "--",
+        *(f":(literal){path}" for path in paths),
+    )
+    tags: dict[str, set[str]] = {}
+    for token in out.split(b"\0"):
+        if len(token) > 2 and token[1:2] == b" ":
+            tags.setdefault(os.fsdecode(token[2:]), set()).add(token[:1].decode())
+    return tags
 
 
 def _git_base(git: Git, snapshot: Snapshot, status: _Status, warnings: list[str]) -> str:

@@ -11,7 +11,10 @@ MCP transport is not part of this loop; e2e tests cover it.
 Prints: completions per second; p50/p95/max from the report that completed a step's last
 dependency to the poll of a *waiting* agent seeing the step; double assignments and lost
 completions (both must be 0); the query count of ``get_workflow_details`` for 5 and 500 steps.
-Usage: .venv/bin/python tests/bench/dag_bench.py [--database-url URL] [--agents 32]
+Usage: .venv/bin/python tests/bench/dag_bench.py [--database-url URL] [--agents 32] [--smoke]
+``--smoke``, for the test suite: 8 steps, 4 agents in 2 processes, on a throwaway SQLite
+database unless ``--database-url`` names a PostgreSQL one (made anew, dropped at the end); it
+fails on a double assignment or a lost completion as the full run does.
 """
 
 from __future__ import annotations
@@ -22,10 +25,13 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
 from pathlib import Path
+
+import migrated  # the benchmarks' folder is the script's, first on the path
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/deepwork_dag_bench"
@@ -62,8 +68,20 @@ def fresh_database(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def drop_database(url: str) -> None:
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def setup_django(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
+    """On the database ``url``; an empty one: the SQLite database of DEEPWORK_VAR_DIR."""
+    if url:
+        os.environ["DATABASE_URL"] = url
+    else:
+        os.environ.pop("DATABASE_URL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deepwork_site.settings")
     os.environ.setdefault("DEEPWORK_LOG_LEVEL", "WARNING")
     sys.path.insert(0, str(ROOT))
@@ -152,18 +170,40 @@ def worker(url: str, workflow_id: str, agent_ids: list[str]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--database-url", default=os.environ.get("DAG_BENCH_DATABASE_URL", DEFAULT_URL)
-    )
+    parser.add_argument("--database-url", default=None, help=f"default: {DEFAULT_URL}")
     parser.add_argument("--agents", type=int, default=32)
     parser.add_argument("--processes", type=int, default=4, help="agent processes")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest run, for the test suite: 8 steps, 4 agents, SQLite unless "
+        "--database-url is given",
+    )
     args = parser.parse_args()
     if args.worker:
         worker(args.database_url, args.worker[0], args.worker[1:])
         return 0
+    global STAGES
+    if args.smoke:
+        STAGES = (3, 2)
+        args.agents, args.processes = 4, 2
+        args.database_url = args.database_url or ""
+        var_dir = Path(tempfile.mkdtemp(prefix="dag-bench-smoke-")) / "var"
+        os.environ["DEEPWORK_VAR_DIR"] = str(var_dir)  # the workers' too
+        migrated.copy_into(var_dir)
+    elif args.database_url is None:
+        args.database_url = os.environ.get("DAG_BENCH_DATABASE_URL", DEFAULT_URL)
+    try:
+        return run(args)
+    finally:
+        if args.smoke and args.database_url:
+            drop_database(args.database_url)
 
-    fresh_database(args.database_url)
+
+def run(args: argparse.Namespace) -> int:
+    if args.database_url:
+        fresh_database(args.database_url)
     setup_django(args.database_url)
     from django.conf import settings
     from django.core.management import call_command
@@ -248,7 +288,8 @@ def main() -> int:
 
     print(
         f"DAG bench: {len(plan)} steps, {args.agents} agents in {args.processes} processes, "
-        f"PostgreSQL, poll {poll * 1000:.0f} ms"
+        f"{'PostgreSQL' if connection.vendor == 'postgresql' else 'SQLite'}, "
+        f"poll {poll * 1000:.0f} ms"
     )
     print(f"  workflow status           {session.status}")
     print(f"  wall time                 {elapsed:.2f} s")
@@ -263,7 +304,7 @@ def main() -> int:
     print(f"  lost completions          {len(plan) - completed_runs} (events: {completed_events})")
     print(
         f"  get_workflow_details      {query_counts[0]} queries (5 steps), "
-        f"{query_counts[1]} (500 steps)"
+        f"{query_counts[1]} ({len(plan)} steps)"
     )
     ok = (
         doubles == 0

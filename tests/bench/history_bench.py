@@ -11,7 +11,7 @@ a cost that grows with that history.
 Target: for each call, p50 after / p50 before <= 1.25, for latency and server CPU.
 
 Usage: .venv/bin/python tests/bench/history_bench.py [--sessions N] [--cycles N]
-       [--database-url postgres://...]
+       [--database-url postgres://...] [--smoke]
 Missed targets are reported, not failed (this is a measurement); exit 1 only if the harness
 breaks.
 """
@@ -85,7 +85,7 @@ async def measure(args: argparse.Namespace, base: Path) -> tuple[dict, dict, str
         client = await stack.enter_async_context(server.client(project))
         spawned = run_bench._children() - before_children
         pid = spawned.pop() if len(spawned) == 1 else None
-        await cycles(client, None, 5)
+        await cycles(client, None, args.warmup)
         run_bench.log(f"history: {args.cycles} cycles on a new database")
         before = await cycles(client, pid, args.cycles)
         run_bench.log(f"history: adding {args.sessions} ended sessions per agent ...")
@@ -103,7 +103,7 @@ async def measure(args: argparse.Namespace, base: Path) -> tuple[dict, dict, str
             raise run_bench.HarnessError(f"filling the history failed:\n{proc.stderr[-2000:]}")
         filled = f"{proc.stdout.strip()} ({time.perf_counter() - started:.0f} s to add)"
         run_bench.log(f"history: now {filled}; {args.cycles} cycles again")
-        await cycles(client, None, 5)
+        await cycles(client, None, args.warmup)
         after = await cycles(client, pid, args.cycles)
     return before, after, filled
 
@@ -137,7 +137,16 @@ def main() -> int:
     parser.add_argument("--cycles", type=int, default=150, help="cycles before and after")
     parser.add_argument("--database-url", default=None, metavar="URL")
     parser.add_argument("--fill", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest run, for the test suite: 20 sessions, 2 cycles before and after, "
+        "no target",
+    )
     args = parser.parse_args()
+    args.warmup = 5  # untimed cycles before each timed series
+    if args.smoke:
+        args.sessions, args.cycles, args.warmup = 20, 2, 1
     if args.fill is not None:
         sys.path.insert(0, str(ROOT))
         print(fill(args.fill))

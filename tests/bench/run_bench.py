@@ -57,6 +57,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "tests" / "bench") not in sys.path:  # also when imported as tests.bench.run_bench
+    sys.path.insert(0, str(ROOT / "tests" / "bench"))
+
+import migrated  # noqa: E402  (the smoke runs' migrated database)
+
 BENCH_DIR = ROOT / ".bench"
 REF_VENV = BENCH_DIR / "deepwork-0.9.1"
 REF_PINS = {"deepwork": "0.9.1", "fastmcp": "2.14.5", "mcp": "1.26.0"}
@@ -105,6 +110,48 @@ LABELS = {
     "get_workflows_200_jobs_first": "get_workflows (200 jobs), 1st call ever",
     "get_workflows_200_jobs_new_process": "get_workflows (200 jobs), new process",
 }
+PER_CALL_METRICS = tuple(
+    f"{tool}{cpu}"
+    for tool in ("get_workflows", "start_workflow", "finished_step", "abort_workflow")
+    for cpu in ("", "_cpu")
+)
+TRANSITIONS = ("start_workflow", "finished_step", "abort_workflow")
+
+
+def _metric_key(metric: str, fixture: str) -> str:
+    """A per-call metric's key for ``fixture`` (the main fixture's keys carry no suffix)."""
+    return metric if fixture == MAIN_FIXTURE else f"{metric}@{fixture}"
+
+
+def _split_key(key: str) -> tuple[str, str]:
+    metric, _, fixture = key.partition("@")
+    return metric, fixture or MAIN_FIXTURE
+
+
+def _target(key: str) -> tuple[float, str] | None:
+    """A metric's target: every one on the main fixture, the transitions' on every git fixture,
+    none on the folder without git (shown for information)."""
+    metric, fixture = _split_key(key)
+    if fixture == MAIN_FIXTURE:
+        return TARGETS.get(metric)
+    if PER_CALL_FIXTURES[fixture][1] and metric.removesuffix("_cpu") in TRANSITIONS:
+        return TARGETS.get(metric)
+    return None
+
+
+def _label(key: str) -> str:
+    metric, fixture = _split_key(key)
+    if metric not in PER_CALL_METRICS:
+        return LABELS[metric]
+    return f"{LABELS[metric]} [{PER_CALL_FIXTURES[fixture][0]}]"
+
+
+def _row_keys() -> list[str]:
+    """Every metric, in table order: per-call metrics fixture by fixture."""
+    keys = [m for m in LABELS if m not in PER_CALL_METRICS]
+    at = keys.index("get_workflows_200_jobs")
+    per_call = [_metric_key(m, f) for f in PER_CALL_FIXTURES for m in PER_CALL_METRICS]
+    return keys[:at] + per_call + keys[at:]
 
 
 class HarnessError(Exception):
@@ -266,21 +313,59 @@ def make_project(root: Path, job_names: list[str]) -> Path:
     return root
 
 
+def make_repository(root: Path, job_names: list[str], files: int = 0, folders: int = 100) -> Path:
+    """The project of ``make_project`` as the README's walkthrough makes it, a git repository
+    (committed), with ``files`` more files spread over ``folders`` folders (``src/NNN/``)."""
+    make_project(root, job_names)
+    for i in range(files):
+        folder = root / "src" / f"{i % folders:03d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"file_{i:05d}.txt").write_text(f"file {i}\n" + "some content\n" * 8)
+    git = ["git", "-C", str(root), "-c", "user.name=bench", "-c", "user.email=bench@invalid"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "fixture"], check=True)
+    return root
+
+
+# The per-call fixtures: key -> (label, git repository?, files beyond the job's). The first is
+# the one the README's walkthrough makes; the targets hold on every git fixture.
+PER_CALL_FIXTURES: dict[str, tuple[str, bool, int]] = {
+    "git": ("small git repository", True, 0),
+    "git10k": ("git repository of 10,000 files", True, 10_000),
+    "nogit": ("folder without git", False, 0),
+}
+# The fixture a metric's key names after "@" (none: the first one).
+MAIN_FIXTURE = "git"
+# On the big repository a transition may cost at most this much more than on the small one.
+SCALING_TARGET = 1.25
+
+
 @dataclass
 class Fixtures:
     base: Path
-    one_job: dict[str, Path] = field(default_factory=dict)  # server key -> project root
+    # fixture key -> server key -> project root
+    per_call: dict[str, dict[str, Path]] = field(default_factory=dict)
     many_jobs: dict[str, Path] = field(default_factory=dict)
 
 
-def build_fixtures(base: Path, keys: list[str]) -> Fixtures:
-    fixtures = Fixtures(base=base)
+def build_fixtures(
+    base: Path, keys: list[str], fixtures: list[str], big_files: int = 10_000
+) -> Fixtures:
+    built = Fixtures(base=base)
     many = [f"{JOB_NAME}_{i:03d}" for i in range(MANY_JOBS)]
     # One copy per server: 0.9.1 writes session files into the project, ours into SQLite.
     for key in keys:
-        fixtures.one_job[key] = make_project(base / key / "one_job", [JOB_NAME])
-        fixtures.many_jobs[key] = make_project(base / key / "many_jobs", many)
-    return fixtures
+        for name in fixtures:
+            _, is_git, files = PER_CALL_FIXTURES[name]
+            root = base / key / name
+            if is_git:
+                project = make_repository(root, [JOB_NAME], files=min(files, big_files))
+            else:
+                project = make_project(root, [JOB_NAME])
+            built.per_call.setdefault(name, {})[key] = project
+        built.many_jobs[key] = make_project(base / key / "many_jobs", many)
+    return built
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,17 +406,20 @@ def make_servers(
     our_env = {"DEEPWORK_VAR_DIR": str(var_dir)}
     if database_url:
         our_env["DATABASE_URL"] = database_url
-    which = "the --database-url" if database_url else "a throwaway SQLite"
-    log(f"ours: migrating {which} database ...")
-    proc = subprocess.run(
-        [str(our_python), str(ours_root / "manage.py"), "migrate", "--noinput", "-v0"],
-        env={**_clean_env(), **our_env},
-        capture_output=True,
-        text=True,
-        cwd=ours_root,
-    )
-    if proc.returncode != 0:
-        raise HarnessError(f"manage.py migrate failed:\n{proc.stdout}{proc.stderr}")
+    if not database_url and migrated.copy_into(var_dir):
+        log("ours: a copy of the migrated database")
+    else:
+        which = "the --database-url" if database_url else "a throwaway SQLite"
+        log(f"ours: migrating {which} database ...")
+        proc = subprocess.run(
+            [str(our_python), str(ours_root / "manage.py"), "migrate", "--noinput", "-v0"],
+            env={**_clean_env(), **our_env},
+            capture_output=True,
+            text=True,
+            cwd=ours_root,
+        )
+        if proc.returncode != 0:
+            raise HarnessError(f"manage.py migrate failed:\n{proc.stdout}{proc.stderr}")
     return {
         "ours": Server(
             key="ours",
@@ -381,14 +469,17 @@ def _orders(keys: list[str], n: int):
 
 
 async def measure_cold_start(
-    servers: dict[str, Server], projects: dict[str, Path], runs: int
+    servers: dict[str, Server],
+    projects: dict[str, Path],
+    runs: int,
+    warm_modes: tuple[str, ...] = ("auto", "legacy"),
 ) -> tuple[dict[str, list[float]], dict[str, dict[str, str]]]:
     samples: dict[str, list[float]] = {key: [] for key in servers}
     protocol: dict[str, dict[str, str]] = {key: {} for key in servers}
     # Untimed spawns first: they warm the OS file cache and write any missing .pyc files, and
     # record what each server negotiates when the client may pick the modern era ("auto").
     for key, server in servers.items():
-        for mode in ("auto", "legacy"):
+        for mode in warm_modes:
             async with server.client(projects[key], mode=mode) as client:
                 await client.list_tools()
                 info = client.server_info
@@ -454,7 +545,12 @@ async def _cycle(
     label: str,
     out: dict[str, list[float]] | None,
     pid: int | None = None,
+    project: Path | None = None,
+    think: float = 0.0,
 ) -> None:
+    """One get -> start -> finish -> abort cycle. ``think`` seconds pass before each call, as
+    an agent never calls back to back; with ``project``, the step's output is written in the
+    pause before ``finished_step``, as the agent's work would."""
     steps = [
         ("get_workflows", {}),
         (
@@ -465,6 +561,11 @@ async def _cycle(
         ("abort_workflow", {"explanation": "Benchmark cycle done"}),
     ]
     for tool, args in steps:
+        if think:
+            await asyncio.sleep(think)
+        if project is not None and tool == "finished_step":
+            output = project / "out" / f"{STEPS[0]}.md"
+            output.write_text(f"# {STEPS[0]}\n\nDone at {time.time_ns()}.\n")
         cpu_before = server_cpu(pid)
         elapsed, data = await timed_call(client, tool, args)
         cpu_after = server_cpu(pid)
@@ -492,7 +593,12 @@ def _check(label: str, tool: str, data: dict) -> None:
 
 
 async def measure_per_call(
-    servers: dict[str, Server], projects: dict[str, Path], iterations: int, warmup: int
+    servers: dict[str, Server],
+    projects: dict[str, Path],
+    iterations: int,
+    warmup: int,
+    think: float = 0.0,
+    write_outputs: bool = False,
 ) -> dict[str, dict[str, list[float]]]:
     tools = ("get_workflows", "start_workflow", "finished_step", "abort_workflow")
     samples = {
@@ -500,18 +606,24 @@ async def measure_per_call(
     }
     async with contextlib.AsyncExitStack() as stack:
         clients, pids = {}, {}
-        for key in ("ours", "ref"):
+        for key in servers:
             before = _children()
             clients[key] = await stack.enter_async_context(servers[key].client(projects[key]))
             spawned = _children() - before
             pids[key] = spawned.pop() if len(spawned) == 1 else None
+
+        def written(key: str) -> Path | None:
+            return projects[key] if write_outputs else None
+
         for _ in range(warmup):
             for key, client in clients.items():
-                await _cycle(client, servers[key].label, None)
+                await _cycle(client, servers[key].label, None, None, written(key), think)
         step = max(1, iterations // 4)
         for i, order in _orders(list(servers), iterations):
             for key in order:
-                await _cycle(clients[key], servers[key].label, samples[key], pids[key])
+                await _cycle(
+                    clients[key], servers[key].label, samples[key], pids[key], written(key), think
+                )
             if (i + 1) % step == 0:
                 log(f"  cycles {i + 1}/{iterations}")
     return samples
@@ -522,11 +634,11 @@ async def measure_many_jobs(
 ) -> tuple[dict[str, list[float]], dict[str, float]]:
     samples: dict[str, list[float]] = {key: [] for key in servers}
     first: dict[str, float] = {}
-    async with (
-        servers["ours"].client(projects["ours"]) as ours,
-        servers["ref"].client(projects["ref"]) as ref,
-    ):
-        clients = {"ours": ours, "ref": ref}
+    async with contextlib.AsyncExitStack() as stack:
+        clients = {
+            key: await stack.enter_async_context(server.client(projects[key]))
+            for key, server in servers.items()
+        }
         for key, client in clients.items():
             elapsed, data = await timed_call(client, "get_workflows", {})
             _check_many(servers[key].label, data)
@@ -846,30 +958,88 @@ def summarize(values: list[float]) -> dict[str, float]:
     }
 
 
-def build_rows(raw: dict[str, dict[str, list[float]]]) -> list[dict[str, Any]]:
+def build_rows(raw: dict[str, dict[str, list[float]]], smoke: bool = False) -> list[dict[str, Any]]:
+    """Ours against 0.9.1, metric by metric (in a smoke run, ours alone and no target)."""
     rows = []
-    for metric in LABELS:
-        ours, ref = raw["ours"].get(metric), raw["ref"].get(metric)
+    for metric in _row_keys():
+        ours = raw["ours"].get(metric)
+        ref = ours if smoke else raw.get("ref", {}).get(metric)
         if not ours or not ref:
             continue
         s_ours, s_ref = summarize(ours), summarize(ref)
         ratio = s_ours["p50_ms"] / s_ref["p50_ms"] if s_ref["p50_ms"] else float("inf")
         row: dict[str, Any] = {
             "metric": metric,
-            "label": LABELS[metric],
+            "label": _label(metric),
             "ours": s_ours,
             "ref": s_ref,
             "ratio_p50": ratio,
             "target": None,
-            "verdict": "info",
+            "verdict": "smoke" if smoke else "info",
         }
-        if metric in TARGETS:
-            bound, op = TARGETS[metric]
+        target = _target(metric)
+        if target is not None and not smoke:
+            bound, op = target
             passed = ratio < bound if op == "<" else ratio <= bound
             row["target"] = f"ratio {op} {bound:g}"
             row["verdict"] = "PASS" if passed else "FAIL"
         rows.append(row)
     return rows
+
+
+def build_scaling_rows(
+    raw: dict[str, dict[str, list[float]]], smoke: bool = False
+) -> list[dict[str, Any]]:
+    """Each transition's p50 on the 10,000-file repository against the small one, per server:
+    ours is held to ``SCALING_TARGET``, 0.9.1's is shown beside it."""
+    rows = []
+    for metric in (m for t in TRANSITIONS for m in (t, f"{t}_cpu")):
+        row: dict[str, Any] = {"metric": metric, "label": LABELS[metric]}
+        for key in ("ours", "ref"):
+            small = raw.get(key, {}).get(_metric_key(metric, MAIN_FIXTURE))
+            big = raw.get(key, {}).get(_metric_key(metric, "git10k"))
+            if small and big:
+                s_small, s_big = summarize(small), summarize(big)
+                row[key] = {"small": s_small, "big": s_big}
+                row[f"{key}_ratio"] = s_big["p50_ms"] / s_small["p50_ms"]
+        if "ours_ratio" not in row:
+            continue
+        row["target"] = None if smoke else f"ratio <= {SCALING_TARGET:g}"
+        row["verdict"] = (
+            "smoke" if smoke else ("PASS" if row["ours_ratio"] <= SCALING_TARGET else "FAIL")
+        )
+        rows.append(row)
+    return rows
+
+
+def render_scaling(rows: list[dict[str, Any]]) -> str:
+    header = ["transition", "ours small", "ours 10k", "ours 10k/small", "0.9.1 10k/small"]
+    header += ["target", "result"]
+    body = []
+    for row in rows:
+        ref_ratio = row.get("ref_ratio")
+        body.append(
+            [
+                row["label"],
+                _ms(row["ours"]["small"]["p50_ms"]),
+                _ms(row["ours"]["big"]["p50_ms"]),
+                f"{row['ours_ratio']:.3f}",
+                "-" if ref_ratio is None else f"{ref_ratio:.3f}",
+                row["target"] or "-",
+                row["verdict"],
+            ]
+        )
+    widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i in (0, 5, 6) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    out = [line(header), "  ".join("-" * w for w in widths), *(line(r) for r in body)]
+    out.append("(p50 in ms; ratio = p50 on the 10,000-file repository / p50 on the small one)")
+    return "\n".join(out)
 
 
 def _ms(value: float) -> str:
@@ -959,10 +1129,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=ROOT,
         help="checkout whose manage.py is 'ours' (default: this one), e.g. a worktree to compare",
     )
+    parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=50.0,
+        help="pause before each call of the per-call cycles, as an agent thinks (default 50)",
+    )
+    parser.add_argument(
+        "--fixtures",
+        default=",".join(PER_CALL_FIXTURES),
+        help="per-call fixtures to measure, comma-separated (default: "
+        + ",".join(PER_CALL_FIXTURES)
+        + ")",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest run (ours alone, no reference install, a few calls on small "
+        "fixtures, no targets): that the harness still works, for the test suite",
+    )
     args = parser.parse_args(argv)
     if not (args.ours_root / "manage.py").is_file():
         parser.error(f"--ours-root {args.ours_root} has no manage.py")
-    defaults = (5, 40, 8, 3, 2) if args.quick else (15, 200, 30, 5, 5)
+    args.fixtures = [f for f in args.fixtures.split(",") if f]
+    if unknown := [f for f in args.fixtures if f not in PER_CALL_FIXTURES]:
+        parser.error(f"unknown --fixtures {unknown}; known: {', '.join(PER_CALL_FIXTURES)}")
+    if args.smoke:
+        defaults: tuple[int, ...] = (1, 2, 2, 1, 1)
+        args.think_ms = 0.0
+        args.peer = "0.9.1"
+        args.big_files = 200
+        args.fixtures = [f for f in args.fixtures if f != "nogit"] or args.fixtures
+    else:
+        defaults = (5, 40, 8, 3, 2) if args.quick else (15, 150, 30, 5, 5)
+        args.big_files = 10_000
     args.cold_runs = args.cold_runs or defaults[0]
     args.iterations = args.iterations or defaults[1]
     args.many_calls = args.many_calls or defaults[2]
@@ -974,6 +1174,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 async def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
     """Each asked-for peer's measurements: ``{"0.9.1": ..., "0.14": ...}``."""
     servers = make_servers(base, args.ours_root.resolve(), args.database_url)
+    if args.smoke:
+        servers = {"ours": servers["ours"]}
     out: dict[str, Any] = {}
     if args.peer in ("all", "0.9.1"):
         out["0.9.1"] = await run091(args, base, servers)
@@ -985,13 +1187,16 @@ async def run(args: argparse.Namespace, base: Path) -> dict[str, Any]:
 async def run091(
     args: argparse.Namespace, base: Path, servers: dict[str, Server]
 ) -> dict[str, Any]:
-    log(f"fixtures: building 1-job and {MANY_JOBS}-job projects under {base}")
-    fixtures = build_fixtures(base, list(servers))
+    log(f"fixtures: building {', '.join(args.fixtures)} and {MANY_JOBS}-job projects under {base}")
+    fixtures = build_fixtures(base, list(servers), args.fixtures, args.big_files)
     raw: dict[str, dict[str, list[float]]] = {key: {} for key in servers}
     started = time.perf_counter()
 
     log(f"cold start: {args.cold_runs} fresh spawns per server (interleaved)")
-    cold, protocol = await measure_cold_start(servers, fixtures.one_job, args.cold_runs)
+    first_fixture = fixtures.per_call[args.fixtures[0]]
+    # A smoke run's timed spawn is the legacy one: its untimed spawns need not repeat it.
+    warm_modes = ("auto",) if args.smoke else ("auto", "legacy")
+    cold, protocol = await measure_cold_start(servers, first_fixture, args.cold_runs, warm_modes)
     for key in servers:
         raw[key]["cold_start"] = cold[key]
         raw[key]["cold_start_cpu"] = cold.get(f"{key}:cpu", [])
@@ -999,16 +1204,31 @@ async def run091(
     if args.only == "cold-start":
         return _measured(raw, protocol, started, servers)
 
-    log(f"per call: {args.warmup} warm-up + {args.iterations} cycles per server (interleaved)")
-    per_call = await measure_per_call(servers, fixtures.one_job, args.iterations, args.warmup)
-    for key in servers:
-        raw[key].update(per_call[key])
+    for name in args.fixtures:
+        label, is_git, _ = PER_CALL_FIXTURES[name]
+        log(
+            f"per call, {label}: {args.warmup} warm-up + {args.iterations} cycles per server "
+            f"(interleaved), {args.think_ms:g} ms before each call"
+            + (", the step's output written before finished_step" if is_git else "")
+        )
+        per_call = await measure_per_call(
+            servers,
+            fixtures.per_call[name],
+            args.iterations,
+            args.warmup,
+            think=args.think_ms / 1000,
+            write_outputs=is_git,
+        )
+        for key in servers:
+            raw[key].update({_metric_key(m, name): v for m, v in per_call[key].items()})
 
     log(f"get_workflows over {MANY_JOBS} jobs: {args.many_calls} calls per server")
     many, first = await measure_many_jobs(servers, fixtures.many_jobs, args.many_calls, 2)
     for key in servers:
         raw[key]["get_workflows_200_jobs"] = many[key]
         raw[key]["get_workflows_200_jobs_first"] = [first[key]]
+    if args.smoke:  # the same code as the cold start's spawns
+        return _measured(raw, protocol, started, servers)
     log(f"get_workflows over {MANY_JOBS} jobs, first call of a new process: {args.first_runs} each")
     fresh = await measure_first_call(servers, fixtures.many_jobs, args.first_runs)
     for key in servers:
@@ -1062,7 +1282,7 @@ def main(argv: list[str] | None = None) -> int:
         "0.14": (REF014_VENV, REF014_PINS, REF014_INSTALL_LOG),
     }
     for peer, (venv, pins, install_log) in installs.items():
-        if args.peer not in ("all", peer):
+        if args.peer not in ("all", peer) or args.smoke:
             continue
         try:
             references[peer] = ensure_reference(venv, pins, install_log)
@@ -1090,8 +1310,11 @@ def main(argv: list[str] | None = None) -> int:
 
     # Each table: (peer, ours key, heading label, rows).
     tables: list[tuple[str, str, str, list[dict[str, Any]]]] = []
+    scaling: list[dict[str, Any]] = []
     if "0.9.1" in measured:
-        tables.append(("0.9.1", "ours", "ours", build_rows(measured["0.9.1"]["raw"])))
+        raw091 = measured["0.9.1"]["raw"]
+        tables.append(("0.9.1", "ours", "ours", build_rows(raw091, smoke=args.smoke)))
+        scaling = build_scaling_rows(raw091, smoke=args.smoke)
     if "0.14" in measured:
         for key, generation in OURS14.items():
             rows14 = build_rows14(measured["0.14"]["raw"], key)
@@ -1099,6 +1322,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "created": datetime.now(UTC).isoformat(),
         "quick": args.quick,
+        "smoke": args.smoke,
         "only": args.only,
         "peer": args.peer,
         "settings": {
@@ -1106,6 +1330,9 @@ def main(argv: list[str] | None = None) -> int:
             "iterations": args.iterations,
             "many_jobs": MANY_JOBS,
             "many_calls": args.many_calls,
+            "think_ms": args.think_ms,
+            "fixtures": {f: PER_CALL_FIXTURES[f][0] for f in args.fixtures},
+            "big_repository_files": args.big_files,
             "warmup": args.warmup,
             "first_call_runs": args.first_runs,
             "client": f"fastmcp {fastmcp.__version__} (mcp {version('mcp')}), mode=legacy",
@@ -1126,6 +1353,7 @@ def main(argv: list[str] | None = None) -> int:
         "reference": references.get("0.9.1"),
         "references": references,
         "targets": {k: f"ours/0.9.1 p50 {op} {b:g}" for k, (b, op) in TARGETS.items()},
+        "scaling": scaling,
         "targets_014": {k: f"ours/0.14.0 p50 {op} {b:g}" for k, (b, op) in TARGETS14.items()},
         "peers": {
             peer: {
@@ -1146,29 +1374,38 @@ def main(argv: list[str] | None = None) -> int:
         report["negotiated_protocol"] = measured["0.9.1"]["protocol"]
         report["servers"] = measured["0.9.1"]["servers"]
         report["raw_seconds"] = measured["0.9.1"]["raw"]
+    results = BENCH_DIR / "results-smoke.json" if args.smoke else RESULTS_JSON
     BENCH_DIR.mkdir(exist_ok=True)
-    RESULTS_JSON.write_text(json.dumps(report, indent=2) + "\n")
+    results.write_text(json.dumps(report, indent=2) + "\n")
 
     all_rows: list[dict[str, Any]] = []
     for peer, _key, label, rows in tables:
         pins = REF_PINS if peer == "0.9.1" else REF014_PINS
         ref_name = f"deepwork {pins['deepwork']}"
         print()
-        print(
-            f"{label} (HEAD {report['ours']['git_head']}) vs {ref_name} "
-            f"({_fmt_pins(references[peer], pins)}); client fastmcp {fastmcp.__version__}, "
-            f"legacy handshake; negotiated protocol (legacy/auto): "
-            f"{_protocols(measured[peer]['protocol'])}"
-        )
+        if args.smoke:
+            print(f"{label} (HEAD {report['ours']['git_head']}), smoke run: ours alone")
+        else:
+            print(
+                f"{label} (HEAD {report['ours']['git_head']}) vs {ref_name} "
+                f"({_fmt_pins(references[peer], pins)}); client fastmcp {fastmcp.__version__}, "
+                f"legacy handshake; negotiated protocol (legacy/auto): "
+                f"{_protocols(measured[peer]['protocol'])}; {args.think_ms:g} ms before each "
+                "per-call request"
+            )
         print(render_table(rows, ref=pins["deepwork"]))
         all_rows += [{**row, "label": f"{row['label']} [{label} vs {ref_name}]"} for row in rows]
+    if scaling:
+        print("\nA transition on the 10,000-file repository against the small one:")
+        print(render_scaling(scaling))
+        all_rows += [{**row, "label": f"{row['label']} [10k/small]"} for row in scaling]
     before, after = load_before[0], report["machine"]["loadavg_after"][0]
     print(f"load average (1 min) before/after: {before:.2f}/{after:.2f} on {os.cpu_count()} CPUs")
     failed = [row["label"] for row in all_rows if row["verdict"] == "FAIL"]
     print(
         f"\n{sum(r['verdict'] == 'PASS' for r in all_rows)} targets met, {len(failed)} missed"
         + (f" ({', '.join(failed)})" if failed else "")
-        + f"; total {report['total_seconds']:.0f} s; results in {RESULTS_JSON.relative_to(ROOT)}"
+        + f"; total {report['total_seconds']:.0f} s; results in {results.relative_to(ROOT)}"
     )
     return 0
 

@@ -17,7 +17,10 @@ points both this process and ``mcpserve`` at another database instead: use a thr
 Missed targets do not fail the run (this is a measurement); a broken harness does (exit 1).
 ``--profile`` prints where the time of the in-process measurements goes (cProfile).
 
-Usage: .venv/bin/python tests/bench/tracker_bench.py [--quick] [--keep] [--profile]
+``--smoke``, for the test suite: 60 rows, 200 files of which 10 change, one cycle and one call
+of each kind, no target and no results file.
+
+Usage: .venv/bin/python tests/bench/tracker_bench.py [--quick] [--smoke] [--keep] [--profile]
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from tests.bench import migrated  # noqa: E402
 from tests.bench.run_bench import (  # noqa: E402  (the path above makes the checkout importable)
     BENCH_DIR,
     JOB_NAME,
@@ -71,6 +75,7 @@ REPO_CHANGED = 100
 REPO_NEW = 10  # of the changed files, this many are new (untracked); the rest are modified
 GIT_RATIO = 3.0
 SEED_BATCH = 2_000
+SMOKE = False  # --smoke: the sizes above shrunk, no target held
 INCLUDE_ALL = ["decisions", "milestones", "blockers", "tasks", "phase_summary"]
 
 # The per-call cycle, in order; the tracker's names as the seed has them (the wire names,
@@ -228,7 +233,7 @@ def render(header: list[str], body: list[list[str]], left: tuple[int, ...] = (0,
 
 
 def verdict(passed: bool) -> str:
-    return "PASS" if passed else "FAIL"
+    return "smoke" if SMOKE else "PASS" if passed else "FAIL"
 
 
 @contextlib.contextmanager
@@ -482,6 +487,12 @@ def measure_git(
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest run, for the test suite: a few rows and files, one call of each "
+        "kind, no target (fails only on an error)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     parser.add_argument("--profile", action="store_true", help="cProfile the in-process parts")
     parser.add_argument(
@@ -490,9 +501,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     # cycles, warm-up cycles, get_context calls (server and stdio), git iterations
     args.cycles, args.warmup, args.context_calls, args.git_iterations = (
-        (15, 3, 40, 8) if args.quick else (60, 5, 200, 30)
+        (1, 0, 1, 1) if args.smoke else (15, 3, 40, 8) if args.quick else (60, 5, 200, 30)
     )
+    if args.smoke:
+        _shrink()
     return args
+
+
+def _shrink() -> None:
+    """The smoke run's sizes: a first page of ``get_context`` still full (50 rows)."""
+    global SMOKE, CONTEXT_ROWS, SMALL_CONTEXT_ROWS, REPO_FILES, REPO_CHANGED, REPO_NEW
+    SMOKE = True
+    CONTEXT_ROWS, SMALL_CONTEXT_ROWS, REPO_FILES, REPO_CHANGED, REPO_NEW = 60, 3, 200, 10, 2
 
 
 def setup_django(var_dir: Path, database_url: str | None) -> dict[str, str]:
@@ -502,6 +522,7 @@ def setup_django(var_dir: Path, database_url: str | None) -> dict[str, str]:
         env["DATABASE_URL"] = database_url
     else:
         os.environ.pop("DATABASE_URL", None)
+        migrated.copy_into(var_dir)
     os.environ.update(env)
     os.environ.pop("REDIS_URL", None)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deepwork_site.settings")
@@ -714,6 +735,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(base, ignore_errors=True)
     rows, failed = report(measured)
     after = os.getloadavg()
+    if args.smoke:
+        print(f"\nsmoke run: {len(rows)} rows measured; total {time.perf_counter() - t0:.0f} s")
+        return 0
     BENCH_DIR.mkdir(exist_ok=True)
     RESULTS_JSON.write_text(
         json.dumps(

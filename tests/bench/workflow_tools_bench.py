@@ -26,6 +26,8 @@ parsing it, so what is timed is the server reading, listing, serializing and wri
 pipe), not the client's parse. ``--server-only`` runs this row alone.
 
 Results go to stdout and ``.bench/workflow_tools.json``. A missed target does not fail the run.
+``--smoke``, for the test suite: 2 jobs of 3 workflows, one listing of each kind, the larger
+size alone for the server's own time, no results file.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import migrated  # the benchmarks' folder is the script's, first on the path
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / ".bench" / "workflow_tools.json"
@@ -238,8 +242,9 @@ def server_times(base: Path, runs: int) -> dict[str, dict[str, float]]:
     """p50 ms and size of one tools/list as the server spends it, per workflow count and era."""
     var_dir = base / "var-server"
     var_dir.mkdir()
+    migrated.copy_into(var_dir)
     found: dict[str, dict[str, float]] = {}
-    for label, jobs, per_job in (("10 workflows", 1, 10), ("1,000 workflows", JOBS, 200)):
+    for label, jobs, per_job in sizes():
         project = make_project((base / f"s-{jobs}-{per_job}").resolve(), jobs, per_job)
         for era in ERA_PARAMS:
             samples, size = listing_times(project, var_dir, era, runs)
@@ -256,6 +261,7 @@ def count_queries(base: Path) -> tuple[dict[str, int], dict[str, float]]:
     and the MCP SDK's per-tool work."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "deepwork_site.settings")
     os.environ["DEEPWORK_VAR_DIR"] = str(base / "var-queries")
+    migrated.copy_into(base / "var-queries")
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -269,7 +275,7 @@ def count_queries(base: Path) -> tuple[dict[str, int], dict[str, float]]:
     call_command("migrate", interactive=False, verbosity=0)
     found: dict[str, int] = {}
     own: dict[str, float] = {}
-    for label, jobs, per_job in (("10 workflows", 1, 10), ("1,000 workflows", JOBS, 200)):
+    for label, jobs, per_job in sizes(both=True):
         project = make_project(base / f"q-{jobs}-{per_job}", jobs, per_job)
         provider = create_server(project, toolsets=["workflow-tools"]).workflow_tools
         provider._build()
@@ -291,7 +297,17 @@ def count_queries(base: Path) -> tuple[dict[str, int], dict[str, float]]:
     return found, own
 
 
+SMOKE = False  # --smoke: the smallest sizes, and the server's own time at the larger alone
+
+
+def sizes(both: bool = False) -> list[tuple[str, int, int]]:
+    """(label, jobs, workflows per job): a few workflows, then the full count."""
+    full = (f"{JOBS * WORKFLOWS_PER_JOB:,} workflows", JOBS, WORKFLOWS_PER_JOB)
+    return [("10 workflows", 1, 10), full] if both or not SMOKE else [full]
+
+
 def main() -> int:
+    global SMOKE, JOBS, WORKFLOWS_PER_JOB
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--page-size", type=int, default=50)
@@ -300,7 +316,15 @@ def main() -> int:
     )
     # A listing takes milliseconds here: many are cheap, and steady the median on a busy machine.
     parser.add_argument("--server-runs", type=int, default=200)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the smallest run, for the test suite: 6 workflows, one listing each, no target",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        SMOKE, JOBS, WORKFLOWS_PER_JOB = True, 2, 3
+        args.runs, args.server_runs, args.page_size = 1, 1, 4
     with tempfile.TemporaryDirectory(prefix="wftools-bench-") as tmp:
         base = Path(tmp)
         server = server_times(base, args.server_runs)
@@ -310,6 +334,7 @@ def main() -> int:
         project = make_project((base / "project").resolve(), JOBS, WORKFLOWS_PER_JOB)
         var_dir = base / "var"
         var_dir.mkdir()
+        migrated.copy_into(var_dir)
         times, counts = asyncio.run(measure(project, var_dir, args.runs, args.page_size))
         queries, own = count_queries(base)
     p50 = {key: statistics.median(values) * 1000 for key, values in times.items()}
@@ -330,9 +355,13 @@ def main() -> int:
         "server_ms_per_listing": server,
         "server_bar_ms": SERVER_BAR_MS,
     }
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"tools/list p50 (ms), {args.runs} runs, 1,000 workflows; target <= {TARGET_RATIO}x:")
+    if not SMOKE:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+    print(
+        f"tools/list p50 (ms), {args.runs} runs, {JOBS * WORKFLOWS_PER_JOB:,} workflows; "
+        f"target <= {TARGET_RATIO}x:"
+    )
     print(f"  {'static tools alone':34s} {p50['static']:8.2f}  ({counts['static']} tools)")
     labels = {
         "workflow-tools": "unpaged (the default)",
@@ -340,7 +369,7 @@ def main() -> int:
         "paged full walk": f"full walk, pages of {args.page_size}",
     }
     for key, label in labels.items():
-        verdict = "met" if ratios[key] <= TARGET_RATIO else "MISSED"
+        verdict = "smoke" if SMOKE else "met" if ratios[key] <= TARGET_RATIO else "MISSED"
         print(
             f"  {label:34s} {p50[key]:8.2f}  {ratios[key]:6.2f}x  {verdict}  ({counts[key]} tools)"
         )
@@ -358,7 +387,7 @@ def print_server_times(server: dict[str, dict[str, float]], runs: int) -> None:
     )
     for key, row in server.items():
         verdict = ""
-        if key.startswith("1,000"):
+        if key.startswith(f"{JOBS * WORKFLOWS_PER_JOB:,} ") and not SMOKE:
             verdict = "  kept" if row["p50_ms"] <= SERVER_BAR_MS else "  OVER THE BAR"
         print(f"  {key:34s} {row['p50_ms']:8.2f}  ({row['answer_kb']:.0f} KB){verdict}")
 

@@ -449,7 +449,7 @@ def _look(job: _Job) -> None:
         for run in runs:
             found[run.pk] = outcome
     if began and after is None:
-        after = changes.snapshot_take(root=job.root)
+        after = changes.snapshot_take(root=job.root, watched=True)
     owners = (Project(pk=project_id), WorkflowSession(pk=job.session_pk), Agent(pk=agent_id))
     _db(retrying_when_busy(lambda: _store(owners, ended, found, began, after)))
 
@@ -466,7 +466,7 @@ def _compare(
         warning = f"the step's start snapshot could not be read ({exc}), so its changes are unknown"
         return RunFiles(status="unknown", warnings=(warning,)), None
     if want_snapshot:
-        result, look = changes.changes_and_snapshot(root=root, snapshot=snapshot)
+        result, look = changes.changes_and_snapshot(root=root, snapshot=snapshot, watched=True)
     else:
         result, look = changes.changes_since(root=root, snapshot=snapshot), None
     return _recorded(result), look
