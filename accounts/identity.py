@@ -170,11 +170,38 @@ def identity_project_add_check(identity: Identity) -> None:
             f"{identity.describe()} may use only project {identity.project_id}; it cannot add "
             "or remove projects (use a token of yours without MCP, or the admin)"
         )
-    if identity.is_agent:
+    identity_person_required(identity, "adding or removing a project", elsewhere="the admin")
+
+
+# --- Decisions ------------------------------------------------------------------------------
+
+
+def identity_person_required(
+    identity: Identity, decision: str, *, elsewhere: str = "the dashboard"
+) -> User:
+    """The person making ``decision`` (e.g. "overriding a review"), or ``Forbidden`` for a
+    token agent, naming where the person can make it instead (``elsewhere``).
+
+    Overriding or sending back a review, aborting a session, answering a blocker, deciding a
+    human step: each is a person's say over an agent's work, and what the agent is told next
+    comes from it. A token allowed MCP is an agent (a program acting on what it reads), so
+    its token never decides, even on its own work, and never in its person's name. A person's
+    key without MCP is that person's own credential, as their signed-in session is.
+    """
+    if identity.person is None:
         raise Forbidden(
-            f"{identity.describe()} is an MCP agent's token; adding or removing a project is a "
-            "person's decision: use a token of yours without MCP, or the admin"
+            f"{identity.describe()} is an MCP agent's token; {decision} is a person's "
+            f"decision: use a token of yours without MCP, or {elsewhere}"
         )
+    return identity.person
+
+
+def identity_via(identity: Identity) -> str:
+    """The credential a person's decision came through, recorded with it: their signed-in
+    session, or which of their tokens."""
+    if identity.token is None:
+        return "signed in"
+    return f"API token {identity.token.pk} ({identity.token.name})"
 
 
 # --- Agents ---------------------------------------------------------------------------------

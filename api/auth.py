@@ -1,13 +1,23 @@
 """Bearer-token authentication with each operation's permission, checked before anything
 else of the request is read. Who the token is, and what it may see and act as, is
-``accounts.identity``'s to say; ``caller`` hands that identity to the operations."""
+``accounts.identity``'s to say; ``caller`` hands that identity to the operations.
+
+An operation guarded by a decision's permission (``DECISIONS``) is a person's decision: its
+``TokenAuth`` refuses an MCP agent's token before the operation runs, so a new decision route
+gets the guard by naming its permission (``tests/architecture/test_decisions_by_people.py``
+holds every route that records a person to it)."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
-from accounts.identity import Identity, identity_authenticate
+from accounts.identity import (
+    Identity,
+    identity_authenticate,
+    identity_person_required,
+    identity_via,
+)
 from api.errors import ApiError
 
 VIEW = "workflows.view_workflowsession"
@@ -16,15 +26,27 @@ ABORT = "workflows.abort_session"
 DECIDE = "reviews.decide_review"
 RESOLVE_BLOCKER = "tracker.resolve_blocker"
 DECIDE_HUMAN_STEP = "dag.decide_human_step"
+# The permissions of a person's decisions, each with what the refusal calls it.
+DECISIONS = {
+    DECIDE: "ruling on a review",
+    ABORT: "aborting a session",
+    RESOLVE_BLOCKER: "answering a blocker",
+    DECIDE_HUMAN_STEP: "deciding a human step",
+}
 
 
 class TokenAuth(HttpBearer):
     """``Authorization: Bearer <token>``; the token's user becomes ``request.user`` and must
-    hold ``permission`` (else 403, even when the rest of the request is malformed)."""
+    hold ``permission`` (else 403, even when the rest of the request is malformed).
 
-    def __init__(self, permission: str):
+    With a decision's permission the token must also be a person's (else 403): ``agents``
+    lets agents' tokens through an operation that also serves them, on their own work and
+    recorded as theirs, and is named where it is given."""
+
+    def __init__(self, permission: str, *, agents: bool = False):
         super().__init__()
         self.permission = permission
+        self.decision = None if agents else DECISIONS.get(permission)
 
     def authenticate(self, request: HttpRequest, token: str) -> Identity | None:
         found = identity_authenticate(secret=token)
@@ -33,6 +55,8 @@ class TokenAuth(HttpBearer):
         request.user = found.user
         if not found.user.has_perm(self.permission):
             raise ApiError(403, "forbidden", f"This needs the permission '{self.permission}'")
+        if self.decision is not None:
+            identity_person_required(found, self.decision)
         return found
 
 
@@ -43,3 +67,8 @@ def caller(request: HttpRequest) -> Identity:
     if not isinstance(identity, Identity):
         raise ApiError(401, "unauthorized", "This needs an API token")
     return identity
+
+
+def via(request: HttpRequest) -> str:
+    """The credential this request's person decides through, to record with the decision."""
+    return identity_via(caller(request))

@@ -262,6 +262,10 @@ class DecisionOut(Schema):
     step_id: str
     kind: Literal["override", "request_changes"]
     decided_by: str
+    via: str = Field(
+        description="The credential the person ruled through: dashboard, admin, or "
+        "'API token <id> (<name>)'; empty for rulings recorded before it was kept."
+    )
     reason: str
     created_at: datetime
     consumed_at: datetime | None = Field(

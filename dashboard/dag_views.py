@@ -15,6 +15,7 @@ from accounts.people import signed_in_user
 from dag import selectors, services
 from dashboard.views import _live_page, _require, watcher_required
 from workflows.errors import NotFound, WorkflowError
+from workflows.events import VIA_DASHBOARD
 from workflows.liveness import process_lease_seconds, responsive_seconds
 from workflows.models import Project
 from workflows.selectors.events import newest_event_id
@@ -76,6 +77,7 @@ def _person_report(
                 workflow_id=workflow_id,
                 step_id=step_id,
                 by=signed_in_user(request),
+                via=VIA_DASHBOARD,
                 error_message=text,
             )
         else:
@@ -85,7 +87,11 @@ def _person_report(
             except ValueError:
                 result = text
             report = services.dag_person_report(
-                workflow_id=workflow_id, step_id=step_id, by=signed_in_user(request), result=result
+                workflow_id=workflow_id,
+                step_id=step_id,
+                by=signed_in_user(request),
+                via=VIA_DASHBOARD,
+                result=result,
             )
     except NotFound as exc:
         raise Http404(str(exc)) from None

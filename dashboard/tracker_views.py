@@ -38,6 +38,7 @@ from tracker.selectors import (
 from tracker.services import blocker_resolve
 from workflows import limits
 from workflows.errors import NotFound, WorkflowError
+from workflows.events import VIA_DASHBOARD
 from workflows.selectors.catalog import project_list
 from workflows.selectors.events import newest_event_id
 
@@ -267,6 +268,7 @@ def tracked_blocker_resolve(request: HttpRequest, workflow_id: int, issue_id: in
             blocker_resolve(
                 issue_id=issue_id,
                 by=signed_in_user(request),
+                via=VIA_DASHBOARD,
                 resolution=form.cleaned_data["resolution"],
             )
             messages.success(

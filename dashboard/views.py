@@ -37,6 +37,7 @@ from reviews.models import HumanDecision
 from reviews.rulings import review_override, review_request_changes
 from tracker.selectors import tracked_workflows_in_progress
 from workflows.errors import Forbidden, InvalidInput, NotFound, WorkflowError
+from workflows.events import VIA_DASHBOARD
 from workflows.models import StepRun, WorkflowSession
 from workflows.selectors.catalog import job_names, project_catalogs, project_list
 from workflows.selectors.events import newest_event_id
@@ -185,13 +186,15 @@ class Ruling:
 
 OVERRIDE = Ruling(
     OverrideForm,
-    lambda run, data, user: review_override(step_run=run, reason=data["reason"], by=user),
+    lambda run, data, user: review_override(
+        step_run=run, reason=data["reason"], by=user, via=VIA_DASHBOARD
+    ),
     "Review of step '{step_id}' overridden: the agent's next finished_step passes it",
 )
 REQUEST_CHANGES = Ruling(
     ChangesForm,
     lambda run, data, user: review_request_changes(
-        step_run=run, feedback=data["feedback"], by=user
+        step_run=run, feedback=data["feedback"], by=user, via=VIA_DASHBOARD
     ),
     "Changes requested on step '{step_id}': the agent gets your feedback on its next finished_step",
 )
@@ -237,6 +240,7 @@ def session_abort_view(request: HttpRequest, session_id: str) -> HttpResponse:
             explanation=data["reason"],
             session_id=session.session_id,
             by=signed_in_user(request),
+            via=VIA_DASHBOARD,
         )
         return f"Session '{session_id}' aborted"
 

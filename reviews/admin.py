@@ -28,6 +28,7 @@ from workflows.admin_base import (
     reason_action,
     session_column,
 )
+from workflows.events import VIA_ADMIN
 from workflows.models import StepRun
 
 OVERRIDE = ReasonPage(
@@ -74,11 +75,11 @@ class ReviewRulingAdmin(SessionSearch, ReadOnlyAdmin):
 
     @ruling(OVERRIDE, done=lambda n: f"Overrode the review of {plural(n, 'step run')}.")
     def override_reviews(self, run: StepRun, reason: str, by: User) -> None:
-        review_override(step_run=run, reason=reason, by=by)
+        review_override(step_run=run, reason=reason, by=by, via=VIA_ADMIN)
 
     @ruling(REQUEST_CHANGES, done=lambda n: f"Requested changes on {plural(n, 'step run')}.")
     def request_changes(self, run: StepRun, feedback: str, by: User) -> None:
-        review_request_changes(step_run=run, feedback=feedback, by=by)
+        review_request_changes(step_run=run, feedback=feedback, by=by, via=VIA_ADMIN)
 
 
 # A step run and its reviews -----------------------------------------------------------------------

@@ -69,6 +69,7 @@ def session_history(*, session_id: str) -> dict[str, Any]:
                     {
                         "kind": decision.kind,
                         "by": decision.decided_by_name,
+                        "via": decision.via,
                         "reason": decision.reason,
                         "created_at": _when(decision.created_at),
                         "delivered_at": _when(decision.consumed_at),
@@ -177,7 +178,9 @@ def history_markdown(history: dict[str, Any]) -> str:
         for decision in run["decisions"]:
             lines += [
                 "",
-                f"- Ruling by {decision['by']} ({decision['kind']}) at {decision['created_at']}:",
+                f"- Ruling by {decision['by']}"
+                + (f" via {decision['via']}" if decision.get("via") else "")
+                + f" ({decision['kind']}) at {decision['created_at']}:",
                 "",
                 _block(decision["reason"]),
             ]

@@ -105,6 +105,8 @@ class HumanDecision(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
     )
     decided_by_name = models.CharField(max_length=150)
+    # The credential the person ruled through: the dashboard, the admin, or which API token.
+    via = models.CharField(max_length=160, blank=True, default="")
     reason = models.TextField()
     created_at = models.DateTimeField(default=timezone.now)
     consumed_at = models.DateTimeField(null=True, blank=True)

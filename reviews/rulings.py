@@ -114,7 +114,9 @@ def override_deliver(
         )
 
 
-def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) -> HumanDecision:
+def _decide(
+    *, step_run: StepRun, kind: str, by: User, via: str, reason: str, field: str
+) -> HumanDecision:
     if not reason or not reason.strip():
         raise InvalidInput("A reason is required so the agent and the team know why")
     limits.DECISION_REASON.check(field, reason)
@@ -136,6 +138,7 @@ def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) 
             kind=kind,
             decided_by=by,
             decided_by_name=by.get_username(),
+            via=via[:160],
             reason=reason.strip(),
         )
         is_override = kind == HumanDecision.Kind.OVERRIDE
@@ -145,6 +148,7 @@ def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) 
             session=run.session,
             agent=run.session.agent,
             by=by,
+            via=via,
             payload=(events.ReviewOverridden if is_override else events.ChangesRequested)(
                 step_id=run.step_id, reason=decision.reason
             ),
@@ -152,19 +156,29 @@ def _decide(*, step_run: StepRun, kind: str, by: User, reason: str, field: str) 
     return decision
 
 
-def review_override(*, step_run: StepRun, reason: str, by: User) -> HumanDecision:
-    """A person passes the step's review; the agent's next ``finished_step`` advances."""
+def review_override(*, step_run: StepRun, reason: str, by: User, via: str) -> HumanDecision:
+    """A person passes the step's review; the agent's next ``finished_step`` advances.
+    ``via`` is the credential they ruled through (the dashboard, the admin, an API token)."""
     return _decide(
-        step_run=step_run, kind=HumanDecision.Kind.OVERRIDE, by=by, reason=reason, field="reason"
+        step_run=step_run,
+        kind=HumanDecision.Kind.OVERRIDE,
+        by=by,
+        via=via,
+        reason=reason,
+        field="reason",
     )
 
 
-def review_request_changes(*, step_run: StepRun, feedback: str, by: User) -> HumanDecision:
-    """A person sends the step back; the agent's next ``finished_step`` gets the feedback."""
+def review_request_changes(
+    *, step_run: StepRun, feedback: str, by: User, via: str
+) -> HumanDecision:
+    """A person sends the step back; the agent's next ``finished_step`` gets the feedback.
+    ``via`` as for ``review_override``."""
     return _decide(
         step_run=step_run,
         kind=HumanDecision.Kind.REQUEST_CHANGES,
         by=by,
+        via=via,
         reason=feedback,
         field="feedback",
     )

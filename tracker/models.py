@@ -335,6 +335,8 @@ class Issue(models.Model):
         related_name="resolved_issues",
     )
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # The credential the person answered through: the dashboard, or which API token.
+    resolved_via = models.CharField(max_length=160, blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -902,9 +902,10 @@ def issue_log(
     )
 
 
-def blocker_resolve(*, issue_id: int, by: User, resolution: str) -> Issue:
+def blocker_resolve(*, issue_id: int, by: User, via: str, resolution: str) -> Issue:
     """A person answers a blocker in writing, once; the agent's next ``get_context`` lists it
-    among ``resolved_blockers`` with who and when."""
+    among ``resolved_blockers`` with who and when. ``via`` is the credential they answered
+    through (the dashboard, an API token), recorded with the answer."""
     limits.TRACKER_TEXT.check("resolution", resolution)
     if not resolution.strip():
         raise InvalidInput("resolution is empty; write how the blocker is resolved")
@@ -918,7 +919,7 @@ def blocker_resolve(*, issue_id: int, by: User, resolution: str) -> Issue:
             )
         now = _now()
         won = Issue.objects.filter(pk=issue.pk, resolved_at__isnull=True).update(
-            human_resolution=resolution, resolved_by=by, resolved_at=now
+            human_resolution=resolution, resolved_by=by, resolved_at=now, resolved_via=via[:160]
         )
         if not won:
             issue.refresh_from_db()
@@ -932,6 +933,7 @@ def blocker_resolve(*, issue_id: int, by: User, resolution: str) -> Issue:
             kind=Event.Kind.ISSUE_UPDATED,
             project=issue.project,
             by=by,
+            via=via,
             payload=events.IssueResolved(
                 workflow_id=str(issue.workflow_id),
                 task_id=str(issue.task_id),

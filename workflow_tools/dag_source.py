@@ -124,9 +124,12 @@ class DagSource:
     def status(self, *, run_id: str) -> RunStatus:
         return RunStatus(**dag_run_status(project=self._project(), workflow_id=run_id))
 
-    def cancel(self, *, run_id: str, reason: str, by: Any = None) -> RunStatus:
-        """Fail the execution with ``reason``, as this server's agent (or the person ``by``)."""
+    def cancel(self, *, run_id: str, reason: str, by: Any = None, via: str = "") -> RunStatus:
+        """Fail the execution with ``reason``, as this server's agent (or the person ``by``,
+        through ``via``)."""
         project = self._project()
         agent_id = self._agent().agent_id if self._agent is not None and by is None else None
-        dag_cancel(project=project, workflow_id=run_id, reason=reason, agent_id=agent_id, by=by)
+        dag_cancel(
+            project=project, workflow_id=run_id, reason=reason, agent_id=agent_id, by=by, via=via
+        )
         return RunStatus(**dag_run_status(project=project, workflow_id=run_id))

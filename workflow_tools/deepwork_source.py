@@ -85,8 +85,9 @@ class DeepWorkSource:
     def status(self, *, run_id: str) -> RunStatus:
         return session_run_status(project=self._project(), session_id=run_id)
 
-    def cancel(self, *, run_id: str, reason: str, by: Any = None) -> RunStatus:
-        """Abort the session (as its own agent would, or as the person ``by``)."""
+    def cancel(self, *, run_id: str, reason: str, by: Any = None, via: str = "") -> RunStatus:
+        """Abort the session (as its own agent would, or as the person ``by``, through
+        ``via``)."""
         project = self._project()
         if not reason.strip():
             raise InvalidInput("A reason is required to cancel a run")
@@ -98,6 +99,11 @@ class DeepWorkSource:
         if session is None:
             raise NotFound(f"Unknown run id '{run_id}': no workflow run of this project has it")
         session_abort(
-            project=project, agent=session.agent, explanation=reason, session_id=run_id, by=by
+            project=project,
+            agent=session.agent,
+            explanation=reason,
+            session_id=run_id,
+            by=by,
+            via=via,
         )
         return session_run_status(project=project, session_id=run_id)

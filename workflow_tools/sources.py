@@ -170,7 +170,7 @@ class WorkflowSource(Protocol):
 
     def status(self, *, run_id: str) -> RunStatus: ...
 
-    def cancel(self, *, run_id: str, reason: str, by: Any = None) -> RunStatus: ...
+    def cancel(self, *, run_id: str, reason: str, by: Any = None, via: str = "") -> RunStatus: ...
 
 
 # --- Checking definitions from outside -------------------------------------------------------
@@ -452,7 +452,7 @@ class RemoteSource:
     def status(self, *, run_id: str) -> RunStatus:
         return self._run_status(self._request("GET", self._run_url(run_id)), run_id)
 
-    def cancel(self, *, run_id: str, reason: str, by: Any = None) -> RunStatus:
+    def cancel(self, *, run_id: str, reason: str, by: Any = None, via: str = "") -> RunStatus:
         answer = self._request("POST", self._run_url(run_id) + "/cancel", {"reason": reason})
         return self._run_status(answer, run_id)
 

@@ -34,6 +34,7 @@ from workflows.admin_base import (
     session_column,
 )
 from workflows.errors import WorkflowError
+from workflows.events import VIA_ADMIN
 from workflows.models import (
     Agent,
     Event,
@@ -433,6 +434,7 @@ class WorkflowSessionAdmin(SessionSearch, ReadOnlyAdmin):
             session_id=session.session_id,
             explanation=reason,
             by=by,
+            via=VIA_ADMIN,
         )
 
 

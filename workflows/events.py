@@ -2,7 +2,9 @@
 
 Every event kind has one payload model: a write is validated against it, so each kind is
 stored in one shape whoever writes it. The person acting (``by``) is recorded the same way for
-every kind, as ``"by": <username>``, and only when a person rather than the agent acted.
+every kind, as ``"by": <username>``, and only when a person rather than the agent acted; with
+it, where given, the credential they acted through (``"via"``: the dashboard, the admin, which
+API token).
 Listeners are told after the transaction commits (``outbox.announce``), never before: a rolled
 back transition must not show on the dashboard.
 
@@ -29,6 +31,12 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User as User
 else:
     User = Any
+
+
+# Where a signed-in person acted, recorded as ``via`` (over the REST API,
+# ``accounts.identity.identity_via`` names the token instead).
+VIA_DASHBOARD = "dashboard"
+VIA_ADMIN = "admin"
 
 
 class Payload(BaseModel):
@@ -311,7 +319,9 @@ PAYLOADS: Mapping[str, type[Payload]] = {
 assert set(PAYLOADS) == set(Event.Kind.values), "every event kind needs its payload model"
 
 
-def _stored(kind: str, payload: Payload | Mapping[str, Any], by: User | None) -> dict[str, Any]:
+def _stored(
+    kind: str, payload: Payload | Mapping[str, Any], by: User | None, via: str = ""
+) -> dict[str, Any]:
     model = PAYLOADS[kind]
     if not isinstance(payload, model):
         # A mapping, or a model of another kind handed in by mistake: validate as this kind.
@@ -321,6 +331,8 @@ def _stored(kind: str, payload: Payload | Mapping[str, Any], by: User | None) ->
     stored = payload.model_dump(mode="json")
     if by is not None:
         stored["by"] = by.get_username()
+        if via:
+            stored["via"] = via
     return stored
 
 
@@ -367,6 +379,7 @@ def event_record(
     session: WorkflowSession | None = None,
     agent: Agent | None = None,
     by: User | None = None,
+    via: str = "",
     payload: Payload | Mapping[str, Any],
 ) -> Event:
     """Append one event; listeners hear of it once the surrounding transaction commits."""
@@ -375,7 +388,7 @@ def event_record(
         session=session,
         agent=agent,
         kind=kind,
-        payload=_stored(kind, payload, by),
+        payload=_stored(kind, payload, by, via),
     )
     using = router.db_for_write(Event)
     rows.insert_models([event], using=using)
@@ -391,6 +404,7 @@ def event_record_many(
     session: WorkflowSession | None = None,
     agent: Agent | None = None,
     by: User | None = None,
+    via: str = "",
     payloads: Iterable[Payload | Mapping[str, Any]],
 ) -> list[Event]:
     """Append several events of one kind in one INSERT (the members of a concurrent entry)."""
@@ -400,7 +414,7 @@ def event_record_many(
             session=session,
             agent=agent,
             kind=kind,
-            payload=_stored(kind, payload, by),
+            payload=_stored(kind, payload, by, via),
         )
         for payload in payloads
     ]

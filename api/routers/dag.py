@@ -17,7 +17,7 @@ from pydantic import Field
 
 from accounts.identity import identity_agent_id, identity_project_check, identity_project_scope
 from accounts.people import signed_in_user
-from api.auth import DECIDE_HUMAN_STEP, DRIVE, VIEW, TokenAuth, caller
+from api.auth import DECIDE_HUMAN_STEP, DRIVE, VIEW, TokenAuth, caller, via
 from api.common import ACTION_ERRORS, READ_ERRORS, served, served_project
 from dag import selectors, services
 from dag.schemas import (
@@ -251,7 +251,11 @@ def complete_human_step(
     """Complete a human step (role `human`, or assigned to `user:<you>`) with a result."""
     _job(request, workflow_id)
     report = services.dag_person_report(
-        workflow_id=workflow_id, step_id=step_id, by=signed_in_user(request), result=body.result
+        workflow_id=workflow_id,
+        step_id=step_id,
+        by=signed_in_user(request),
+        via=via(request),
+        result=body.result,
     )
     return _person_answer(report, "completed")
 
@@ -270,6 +274,7 @@ def fail_human_step(
         workflow_id=workflow_id,
         step_id=step_id,
         by=signed_in_user(request),
+        via=via(request),
         error_message=body.error_message,
     )
     return _person_answer(report, "failed")

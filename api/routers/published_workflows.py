@@ -75,13 +75,17 @@ def get_published_run(request: HttpRequest, project_id: ProjectId, run_id: Name)
     PUBLISHED + "/runs/{run_id}/cancel",
     response={200: RunStatusOut, **ACTION_ERRORS},
     tags=["published workflows"],
-    auth=TokenAuth(ABORT),
+    # Also an agent's own call (another server's workflow source cancels the runs its agents
+    # started): a person cancels any run, as theirs; an agent's token only its own runs, as
+    # its agent (``run_cancel``).
+    auth=TokenAuth(ABORT, agents=True),
 )
 def cancel_published_run(
     request: HttpRequest, project_id: ProjectId, run_id: Name, body: RunCancelIn
 ) -> dict[str, Any]:
-    """Cancel a running run (a DeepWork session is aborted, a DAG run fails; recorded as
-    yours)."""
+    """Cancel a running run (a DeepWork session is aborted, a DAG run fails): a person's
+    token any run, recorded as theirs with the token; an MCP agent's token only the runs of
+    its own agent (for a DAG run: its creator's family), recorded as the agent's."""
     identity_project_check(caller(request), project_id)
     return run_cancel(
         project_id=project_id, run_id=run_id, reason=body.reason, identity=caller(request)

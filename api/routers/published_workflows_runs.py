@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from accounts.identity import Identity, identity_agent_id
+from accounts.identity import Identity, identity_agent_id, identity_session_check, identity_via
 from api.errors import ApiError
 from api.routers.published_workflows_schemas import RunStartIn
 from workflow_tools.dag_source import DAG_SOURCE_KEY, DagSource
@@ -21,6 +21,7 @@ from workflow_tools.sources import (
 from workflows import json_schemas
 from workflows.models import Agent
 from workflows.selectors.catalog import project_get
+from workflows.selectors.sessions import session_agent_id
 from workflows.services.agents import agent_ensure
 from workflows.services.catalog import catalog_view
 
@@ -106,13 +107,16 @@ def run_status(*, project_id: int, run_id: str) -> dict[str, Any]:
 
 
 def run_cancel(*, project_id: int, run_id: str, reason: str, identity: Identity) -> dict[str, Any]:
-    """Cancel as the identity: a person (recorded as them), or a token agent as its agent,
-    which may cancel only what it may (a DAG run: its creator's family)."""
+    """Cancel as the identity: a person (recorded as them, with the token), or a token agent
+    as its agent, which may cancel only what it may (a DAG run: its creator's family; a
+    DeepWork run: a session of its own agent, as ``abort_workflow`` over MCP)."""
     source, local_id = _for_run(project_id, run_id, identity)
-    by = identity.person
-    if by is None and source.key != DAG_SOURCE_KEY:
-        # A DeepWork run is a session, and cancelling it an abort: the token's permission
-        # allows it as on POST /api/sessions/{id}/abort, recorded as the token's person.
-        by = identity.user
-    status = source.cancel(run_id=local_id, reason=reason, by=by)
+    if identity.person is None and source.key != DAG_SOURCE_KEY:
+        # An unknown run is the source's to refuse, in its words.
+        held_by = session_agent_id(project=project_get(project_id=project_id), session_id=local_id)
+        if held_by is not None:
+            identity_session_check(identity, project_id=project_id, agent_id=held_by)
+    status = source.cancel(
+        run_id=local_id, reason=reason, by=identity.person, via=identity_via(identity)
+    )
     return {**status.wire(), "run_id": run_id}

@@ -16,12 +16,13 @@ from ninja.params.functions import Query
 
 from accounts.identity import (
     identity_agent_id,
+    identity_person_required,
     identity_project_check,
     identity_project_scope,
     identity_session_check,
 )
 from accounts.people import signed_in_user
-from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth, caller
+from api.auth import ABORT, DECIDE, DRIVE, VIEW, TokenAuth, caller, via
 from api.common import ACTION_ERRORS, READ_ERRORS, served, served_project
 from api.errors import ApiError
 from api.routers.insights_schemas import HistoryOut
@@ -141,7 +142,6 @@ def list_sessions(
 def start_workflow(request: HttpRequest, body: StartIn) -> Status[StartWorkflowResponse]:
     """Start a workflow on an agent's stack (by default the agent `api:<username>`) and get
     its first step, as `start_workflow` answers an agent."""
-    user = signed_in_user(request)
     identity = caller(request)
     project = served_project(request, body.project)
     agent_id = identity_agent_id(identity, body.agent_id, acting=True)
@@ -154,7 +154,7 @@ def start_workflow(request: HttpRequest, body: StartIn) -> Status[StartWorkflowR
         workflow_name=body.workflow_name,
         goal=body.goal,
         instance_id=body.instance_id,
-        by=user,
+        by=identity.person,
     )
     return Status(201, answer)
 
@@ -183,12 +183,15 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> Finis
     self-review instructions), `next_step` or `workflow_complete`. With `override_reason` the
     quality review is skipped, which also needs `reviews.decide_review`."""
     # Before anything is looked up or written: the override passes the gate on any session.
-    if body.override_reason is not None and not request.user.has_perm(DECIDE):
-        raise ApiError(
-            403,
-            "forbidden",
-            f"Skipping the review with 'override_reason' needs the permission '{DECIDE}'",
-        )
+    identity = caller(request)
+    if body.override_reason is not None:
+        identity_person_required(identity, "skipping a review with 'override_reason'")
+        if not request.user.has_perm(DECIDE):
+            raise ApiError(
+                403,
+                "forbidden",
+                f"Skipping the review with 'override_reason' needs the permission '{DECIDE}'",
+            )
     session = _acted_on(request, session_id)
     outcome = async_to_sync(step_finish_gated)(
         project=session.project,
@@ -198,7 +201,7 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> Finis
         notes=body.notes,
         override_reason=body.override_reason,
         session_id=session.session_id,
-        by=signed_in_user(request),
+        by=identity.person,
     )
     return deepwork.finished_step(outcome)
 
@@ -210,7 +213,8 @@ def finish_step(request: HttpRequest, session_id: Name, body: FinishIn) -> Finis
     auth=TokenAuth(ABORT),
 )
 def abort_session(request: HttpRequest, session_id: Name, body: AbortIn) -> AbortWorkflowResponse:
-    """Abort the session; the reason and who aborted are recorded."""
+    """Abort the session, a person's decision (an MCP agent's token aborts its own sessions
+    over MCP); the reason, who aborted and through which credential are recorded."""
     session = _session(request, session_id)
     return deepwork.abort_workflow(
         project=session.project,
@@ -218,6 +222,7 @@ def abort_session(request: HttpRequest, session_id: Name, body: AbortIn) -> Abor
         explanation=body.reason,
         session_id=session.session_id,
         by=signed_in_user(request),
+        via=via(request),
     )
 
 
@@ -235,7 +240,7 @@ def go_to_step(request: HttpRequest, session_id: Name, body: GoToStepIn) -> GoTo
         agent=session.agent,
         step_id=body.step_id,
         session_id=session.session_id,
-        by=signed_in_user(request),
+        by=caller(request).person,
     )
 
 
@@ -250,7 +255,9 @@ def override_review(
 ) -> Status[HumanDecision]:
     """Pass the current step's review: the agent's next finish advances."""
     run = step_run_for_decision(session=_session(request, session_id), step_id=step_id)
-    decision = review_override(step_run=run, reason=body.reason, by=signed_in_user(request))
+    decision = review_override(
+        step_run=run, reason=body.reason, by=signed_in_user(request), via=via(request)
+    )
     return Status(201, decision)
 
 
@@ -267,7 +274,7 @@ def request_changes(
     feedback."""
     run = step_run_for_decision(session=_session(request, session_id), step_id=step_id)
     decision = review_request_changes(
-        step_run=run, feedback=body.feedback, by=signed_in_user(request)
+        step_run=run, feedback=body.feedback, by=signed_in_user(request), via=via(request)
     )
     return Status(201, decision)
 

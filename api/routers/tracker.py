@@ -13,7 +13,7 @@ from ninja.params.functions import Path, Query
 
 from accounts.identity import identity_project_check, identity_project_scope
 from accounts.people import signed_in_user
-from api.auth import RESOLVE_BLOCKER, VIEW, TokenAuth, caller
+from api.auth import RESOLVE_BLOCKER, VIEW, TokenAuth, caller, via
 from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS
 from api.routers.tracker_schemas import (
     IssueOut,
@@ -213,6 +213,6 @@ def resolve_blocker(
     if project_id is not None:
         identity_project_check(caller(request), project_id, f"issue {issue_id}")
     issue = blocker_resolve(
-        issue_id=issue_id, by=signed_in_user(request), resolution=body.resolution
+        issue_id=issue_id, by=signed_in_user(request), via=via(request), resolution=body.resolution
     )
     return Status(201, issue)

@@ -252,6 +252,10 @@ class IssueOut(_LogOut):
     requires_human_review: bool = Field(description="A blocker while no person has answered.")
     human_resolution: str = Field(description="A person's written answer, once resolved.")
     resolved_by: str | None
+    resolved_via: str = Field(
+        description="The credential the person answered through: dashboard, or "
+        "'API token <id> (<name>)'; empty while open."
+    )
     resolved_at: datetime | None
 
     @staticmethod

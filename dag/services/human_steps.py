@@ -37,10 +37,12 @@ def dag_person_report(
     workflow_id: str,
     step_id: str,
     by: User,
+    via: str,
     result: Any = None,
     error_message: str | None = None,
 ) -> Report:
-    """A person completes (or, with ``error_message``, fails) a human step that is ready.
+    """A person completes (or, with ``error_message``, fails) a human step that is ready;
+    ``via``, the credential they decided through, is recorded with their events.
 
     A step assigned to ``user:<name>`` is that person's only. Holding ``dag.decide_human_step``
     is the caller's check (the interfaces make it).
@@ -106,6 +108,7 @@ def dag_person_report(
                 failed_by=person,
                 error_message=error_message,
                 by=by,
+                via=via,
             )
             return Report(
                 workflow_id, step_id, WorkflowSession.Status.FAILED, Advance(status="failed")
@@ -118,6 +121,7 @@ def dag_person_report(
             project=project,
             session=session,
             by=by,
+            via=via,
             payload=events.DagStepCompleted(
                 workflow_id=workflow_id, step_id=step_id, agent_id=person
             ),

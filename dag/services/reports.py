@@ -168,9 +168,10 @@ def execution_fail(
     error_message: str,
     agent: Agent | None = None,
     by: User | None = None,
+    via: str = "",
 ) -> None:
     """A failed step fails its workflow (fail-fast): the execution's status and both events,
-    in the caller's transaction."""
+    in the caller's transaction; ``by`` and ``via`` as ``dag_person_report`` takes them."""
     WorkflowSession.objects.filter(pk=session.pk, status=RUNNING).update(
         status=WorkflowSession.Status.FAILED,
         completed_at=now,
@@ -183,6 +184,7 @@ def execution_fail(
         session=session,
         agent=agent,
         by=by,
+        via=via,
         payload=events.DagStepFailed(
             workflow_id=workflow_id,
             step_id=step_id,
@@ -195,6 +197,7 @@ def execution_fail(
         project=project,
         session=session,
         by=by,
+        via=via,
         payload=events.SessionFailed(
             workflow=session.workflow_name, step_id=step_id, error_message=error_message
         ),
@@ -208,10 +211,12 @@ def dag_cancel(
     reason: str,
     agent_id: str | None = None,
     by: User | None = None,
+    via: str = "",
 ) -> str:
     """Stop a running execution for good: it fails with ``reason`` (a DAG workflow runs once,
     so it cannot be resumed). Its creator, the creator's sub-agents or the agent that
-    executed it may, or a person (``by``; holding a permission is the caller's check).
+    executed it may, or a person (``by``, through ``via``; holding a permission is the
+    caller's check).
     Returns the reason stored.
 
     No step fails: a failed execution without a failed step is how a cancelled one is told
@@ -264,6 +269,7 @@ def dag_cancel(
                 else None
             ),
             by=by,
+            via=via,
             payload=events.SessionFailed(
                 workflow=session.workflow_name, step_id="", error_message=stored
             ),

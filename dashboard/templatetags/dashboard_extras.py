@@ -84,7 +84,8 @@ def event_detail(event: Event) -> str:
         if payload.get("step_id"):
             parts.append(f"step {payload['step_id']}")
         if payload.get("by"):
-            parts.append(f"by {payload['by']}")
+            via = f" via {payload['via']}" if payload.get("via") else ""
+            parts.append(f"by {payload['by']}{via}")
         for key in ("reason", "explanation", "workflow"):
             if payload.get(key):
                 parts.append(_shorten(payload[key]))

@@ -111,5 +111,7 @@ def every_model(demo_project, driver, failed_run, admin_user):
         session_id=aborted.session_id,
         explanation="not needed",
     )
-    review_request_changes(step_run=failed_run, feedback="Cite the sources", by=admin_user)
+    review_request_changes(
+        step_run=failed_run, feedback="Cite the sources", by=admin_user, via="admin"
+    )
     return failed_run

@@ -174,6 +174,7 @@ def test_decision_search_by_session(admin_client, driver, every_model):
         step_run=other,
         feedback="Other",
         by=get_user_model().objects.get_or_create(username="ann")[0],
+        via="admin",
     )
 
     found = admin_client.get(

@@ -62,6 +62,7 @@ def grow(driver, tmp_path, rounds: int) -> None:
             step_run=run,
             feedback="More",
             by=get_user_model().objects.get_or_create(username="ann")[0],
+            via="admin",
         )
 
 
@@ -116,6 +117,7 @@ def test_step_run_page_query_count_is_constant(admin_client, driver, django_asse
         step_run=other,
         feedback="More",
         by=get_user_model().objects.get_or_create(username="ann")[0],
+        via="admin",
     )
     assert (first.reviews.count(), other.reviews.count()) == (1, 2)
 

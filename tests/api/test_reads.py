@@ -301,7 +301,12 @@ def test_one_session_with_its_runs_reviews_and_decisions(viewer, operator, proje
     ]
     assert detail["runs"][0]["outputs"] == {"notes.md": "notes.md"}
     assert detail["runs"][1]["reviews"] == []
-    review_override(step_run=StepRun.objects.get(step_id="part_a"), reason="fine", by=operator.user)
+    review_override(
+        step_run=StepRun.objects.get(step_id="part_a"),
+        reason="fine",
+        by=operator.user,
+        via="dashboard",
+    )
     decision = viewer.get(f"/api/sessions/{session_id}").json()["runs"][1]["decisions"][0]
     assert (decision["kind"], decision["decided_by"], decision["reason"]) == (
         "override",
@@ -358,6 +363,7 @@ def test_session_detail_query_count_is_constant(
                 step_run=StepRun.objects.get(step_id=step, status="active"),
                 reason="ok",
                 by=operator.user,
+                via="dashboard",
             )
         sessions.session_go_to_step(project=project, agent=agent, step_id="gather")
     with django_assert_num_queries(expected):

@@ -507,9 +507,11 @@ def test_a_human_approval_blocks_the_plan_until_a_person_completes_it(proj):
     wid = defined.job.dir_name
     dag.dag_execute(project=proj, workflow_id=wid, triggering_agent_id="boss")
     with pytest.raises(Conflict, match="still waiting for the steps it depends on"):
-        dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, result="ok")
+        dag.dag_person_report(
+            workflow_id=wid, step_id="approve", by=dana, result="ok", via="dashboard"
+        )
     with pytest.raises(InvalidInput, match="is an agent's step"):
-        dag.dag_person_report(workflow_id=wid, step_id="draft", by=dana)
+        dag.dag_person_report(workflow_id=wid, step_id="draft", by=dana, via="dashboard")
     drafted = dag.dag_report_completion(
         project=proj, workflow_id=wid, step_id="draft", agent_id="w"
     )
@@ -519,13 +521,19 @@ def test_a_human_approval_blocks_the_plan_until_a_person_completes_it(proj):
     # An agent cannot take it, and nobody hands it to one.
     with pytest.raises(Conflict, match="not assigned to any agent"):
         dag.dag_report_completion(project=proj, workflow_id=wid, step_id="approve", agent_id="w")
-    approved = dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, result="yes")
+    approved = dag.dag_person_report(
+        workflow_id=wid, step_id="approve", by=dana, result="yes", via="dashboard"
+    )
     assert [i.reason for i in approved.advance.issues] == [
         "waiting for dana to complete it (dashboard or REST API)"
     ]
     with pytest.raises(InvalidInput, match="assigned to 'dana'; only that person"):
-        dag.dag_person_report(workflow_id=wid, step_id="sign", by=make_user(username="eve"))
-    signed = dag.dag_person_report(workflow_id=wid, step_id="sign", by=dana, result={"sig": 1})
+        dag.dag_person_report(
+            workflow_id=wid, step_id="sign", by=make_user(username="eve"), via="dashboard"
+        )
+    signed = dag.dag_person_report(
+        workflow_id=wid, step_id="sign", by=dana, result={"sig": 1}, via="dashboard"
+    )
     assert [(d.step_id, d.agent_id) for d in signed.advance.delegated] == [("ship", "w")]
     event = Event.objects.filter(kind=Event.Kind.DAG_STEP_COMPLETED).order_by("id").last()
     assert event.payload == {
@@ -534,7 +542,7 @@ def test_a_human_approval_blocks_the_plan_until_a_person_completes_it(proj):
         "agent_id": "user:dana",
         "by": "dana",
     }
-    again = dag.dag_person_report(workflow_id=wid, step_id="sign", by=dana)
+    again = dag.dag_person_report(workflow_id=wid, step_id="sign", by=dana, via="dashboard")
     assert again.already
     ship = selectors.dag_assignments(agent=Agent.objects.get(agent_id="w"))[0]
     assert ship["dependency_results"] == {"sign": {"sig": 1}}
@@ -549,9 +557,13 @@ def test_a_person_failing_a_human_step_fails_the_workflow(proj):
     dana = make_user(username="dana")
     before = counts()
     with pytest.raises(InvalidInput, match="error_message must say what went wrong"):
-        dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, error_message=" ")
+        dag.dag_person_report(
+            workflow_id=wid, step_id="approve", by=dana, error_message=" ", via="dashboard"
+        )
     assert counts() == before
-    failed = dag.dag_person_report(workflow_id=wid, step_id="approve", by=dana, error_message="no")
+    failed = dag.dag_person_report(
+        workflow_id=wid, step_id="approve", by=dana, error_message="no", via="dashboard"
+    )
     assert failed.status == "failed"
     assert WorkflowSession.objects.get(session_id=wid).abort_reason == "Step 'approve' failed: no"
 

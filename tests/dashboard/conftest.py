@@ -104,7 +104,7 @@ class Driver:
         """A person requests changes on the current step; the agent's hand-in receives them."""
         top = WorkflowSession.objects.filter(agent=self.agent, status="active").latest("id")
         run = StepRun.objects.get(session=top, status="active")
-        review_request_changes(step_run=run, feedback=feedback, by=by)
+        review_request_changes(step_run=run, feedback=feedback, by=by, via="dashboard")
         checkpoint = sessions.step_checkpoint(
             project=self.project, agent=self.agent, outputs=outputs
         )

@@ -81,7 +81,7 @@ def test_session_page_shows_picture_runs_reviews_decisions_and_events(watching, 
 
     session = driver.to_wrap_up()
     run = session.runs.get(step_id="wrap_up", status="active")
-    review_request_changes(step_run=run, feedback="Cite the notes", by=decider)
+    review_request_changes(step_run=run, feedback="Cite the notes", by=decider, via="dashboard")
 
     response = watching.get(f"/sessions/{session.session_id}/")
     html = response.content.decode()

@@ -76,7 +76,10 @@ def run_dag(tmp_path, monkeypatch):
             (
                 900,
                 lambda: dag.dag_person_report(
-                    workflow_id=wid, step_id="approve", by=make_user(username="pat")
+                    workflow_id=wid,
+                    step_id="approve",
+                    by=make_user(username="pat"),
+                    via="dashboard",
                 ),
             ),
         ]

@@ -102,7 +102,9 @@ def test_a_schema_failure_is_recorded_and_changes_no_step(project014, catalog, d
 def test_people_request_changes_and_override_on_014_steps(project014, catalog, person):
     start(project014, catalog)
     run = StepRun.objects.get(status="active")
-    review_request_changes(step_run=run, feedback="Cite the 2024 paper.", by=person)
+    review_request_changes(
+        step_run=run, feedback="Cite the 2024 paper.", by=person, via="dashboard"
+    )
     answer = finish(project014, override="agent says fine")
     assert isinstance(answer, NeedsWork)
     assert answer.failed[0].feedback == "Changes requested by rita: Cite the 2024 paper."
@@ -110,6 +112,6 @@ def test_people_request_changes_and_override_on_014_steps(project014, catalog, p
     assert (human.reviewer, human.passed) == ("rita", False)
     assert reviews_name_their_steps()
 
-    review_override(step_run=run, reason="Good enough for a draft.", by=person)
+    review_override(step_run=run, reason="Good enough for a draft.", by=person, via="dashboard")
     assert isinstance(finish(project014), v0_14.Advanced)
     assert HumanDecision.objects.filter(consumed_at__isnull=True).count() == 0

@@ -286,7 +286,9 @@ def test_issue_filters_blockers_and_resolved(admin_client, project, agent, admin
         description="The beta tests are flaky",
         resolution="Retried",
     )
-    tracker.blocker_resolve(issue_id=other.blocker.pk, by=admin_user, resolution="It is public")
+    tracker.blocker_resolve(
+        issue_id=other.blocker.pk, by=admin_user, resolution="It is public", via="admin"
+    )
     issues = url(Issue, "changelist")
 
     blockers = admin_client.get(issues, {"requires_human_review__exact": "1"})
@@ -339,7 +341,9 @@ def grow(project, admin_user, rounds: int) -> None:
         n = next(_counter)
         agent = agent_ensure(project=project, agent_id=f"named-{n}")
         tracked = track(project, agent, f"word{n}", complete=n % 2 == 0)
-        tracker.blocker_resolve(issue_id=tracked.blocker.pk, by=admin_user, resolution="yes")
+        tracker.blocker_resolve(
+            issue_id=tracked.blocker.pk, by=admin_user, resolution="yes", via="admin"
+        )
 
 
 @pytest.mark.parametrize(("name", "expected"), CHANGELISTS.items(), ids=list(CHANGELISTS))
@@ -387,7 +391,7 @@ def test_change_page_query_counts_are_constant(
         tracker.milestone_log(
             project=project, agent=agent, task_id=str(big.task.pk), message=f"m{n}"
         )
-    tracker.blocker_resolve(issue_id=big.blocker.pk, by=admin_user, resolution="ok")
+    tracker.blocker_resolve(issue_id=big.blocker.pk, by=admin_user, resolution="ok", via="admin")
 
     def page(model, obj) -> None:
         assert admin_client.get(url(model, "change", obj.pk)).status_code == 200

@@ -543,7 +543,9 @@ def test_log_list_query_count_is_constant(
             else:
                 issue = blocker(project, agent, on)
                 if n % 2:
-                    tracker.blocker_resolve(issue_id=issue.pk, by=decider.user, resolution="r")
+                    tracker.blocker_resolve(
+                        issue_id=issue.pk, by=decider.user, resolution="r", via="dashboard"
+                    )
 
     grow(2)
     # Authentication, the workflow (1), then one query for the page (task, its agent and

@@ -618,7 +618,9 @@ def test_workflow_page_query_count_is_constant(
             )
             answered = blocker(project, agent, top)
             blocker(project, agent, top)
-            tracker.blocker_resolve(issue_id=answered.pk, by=decider, resolution="r")
+            tracker.blocker_resolve(
+                issue_id=answered.pk, by=decider, resolution="r", via="dashboard"
+            )
 
     grow(range(1, 3))
     # auth, newest event id, the workflow with its counts (1) and phases (1), the top-level

@@ -311,11 +311,11 @@ def test_a_person_resolves_a_blocker_once_and_the_agent_sees_who_and_when(projec
         resolution="r",
     )
     ada = make_user(username="ada")
-    tracker.blocker_resolve(issue_id=blocker.pk, by=ada, resolution="Use JSON.")
+    tracker.blocker_resolve(issue_id=blocker.pk, by=ada, resolution="Use JSON.", via="dashboard")
     with pytest.raises(Conflict, match=f"issue {blocker.pk} was already resolved by ada at"):
-        tracker.blocker_resolve(issue_id=blocker.pk, by=ada, resolution="again")
+        tracker.blocker_resolve(issue_id=blocker.pk, by=ada, resolution="again", via="dashboard")
     with pytest.raises(InvalidInput, match="does not require human review"):
-        tracker.blocker_resolve(issue_id=plain.pk, by=ada, resolution="x")
+        tracker.blocker_resolve(issue_id=plain.pk, by=ada, resolution="x", via="dashboard")
 
     context = context_get(project=project, workflow_id=str(workflow.pk), include=["blockers"])
     assert context["blockers"] == []
@@ -352,7 +352,9 @@ def test_get_context_pages_open_and_resolved_blockers_apart(project, agent, work
     ada = make_user(username="ada")
     resolved = [issues[n] for n in (0, 2, 3)]
     for issue in resolved:
-        tracker.blocker_resolve(issue_id=issue.pk, by=ada, resolution=f"fix {issue.pk}")
+        tracker.blocker_resolve(
+            issue_id=issue.pk, by=ada, resolution=f"fix {issue.pk}", via="dashboard"
+        )
     open_ = [issues[n] for n in (1, 4, 5)]
 
     def walk(name: str) -> list[int]:

@@ -28,7 +28,9 @@ def test_tracker_rows_and_grants_survive_the_move(project, agent):
     person = User.objects.create_user("ann")
     done = track(project, agent, "alpha", complete=True)
     track(project, agent, "beta")
-    tracker.blocker_resolve(issue_id=done.blocker.pk, by=person, resolution="It is public")
+    tracker.blocker_resolve(
+        issue_id=done.blocker.pk, by=person, resolution="It is public", via="dashboard"
+    )
     expected = {model: every_row(model) for model in MODELS}
     assert all(len(rows) >= 2 for rows in expected.values())
     assert any(task.parent_id for task in Task.objects.all())

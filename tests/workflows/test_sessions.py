@@ -475,7 +475,7 @@ def test_an_override_is_consumed_with_its_event_and_the_advance_or_not_at_all(
     finish(project, agent, {"notes.md": "notes.md"})
     finish(project, agent, {"a.md": "a.md", "b.md": "b.md"})
     run = StepRun.objects.get(step_id="wrap_up", status="active")
-    review_override(step_run=run, reason="fine", by=make_user(username="ed"))
+    review_override(step_run=run, reason="fine", by=make_user(username="ed"), via="dashboard")
     real = events.event_record
 
     def failing_delivery(**kwargs):

@@ -535,13 +535,14 @@ def session_abort(
     explanation: str,
     session_id: str | None = None,
     by: User | None = None,
+    via: str = "",
     conversation: Conversation | None = None,
 ) -> Any:
     """Abort a session; the caller's stack resumes at its new top.
 
     ``by`` is the person aborting it from the dashboard, admin or API; it is recorded
-    with the reason. Without it the agent aborted its own session. A ``conversation``'s
-    stack can only have its top aborted.
+    with the reason, and with ``via``, the credential they used. Without it the agent aborted
+    its own session. A ``conversation``'s stack can only have its top aborted.
     """
     generation = generation_for(conversation)
     limits.EXPLANATION.check("explanation", explanation)
@@ -599,6 +600,7 @@ def session_abort(
             session=session,
             agent=agent if conversation is None else session.agent,
             by=by,
+            via=via,
             payload=events.SessionAborted(step_id=aborted_step, explanation=explanation),
         )
         if own_top:
