@@ -3,8 +3,13 @@ through ``workflows.selectors`` and ``reviews.selectors``, as every interface re
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from accounts.models import ApiToken
 from workflows.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 def api_token_find(*, ref: str) -> ApiToken:
@@ -38,3 +43,21 @@ def api_token_list(*, username: str | None = None) -> list[ApiToken]:
     if username is not None:
         tokens = tokens.filter(user__username=username)
     return list(tokens)
+
+
+def api_token_list_own(*, user: User) -> list[ApiToken]:
+    """``user``'s live tokens, newest first, each with the project it is bound to (one query)."""
+    return list(
+        ApiToken.objects.select_related("mcp_project")
+        .filter(user=user, revoked_at__isnull=True)
+        .order_by("-created_at", "-pk")
+    )
+
+
+def api_token_own(*, user: User, token_id: int) -> ApiToken:
+    """``user``'s own live token ``token_id``; ``NotFound`` for anyone else's, or a revoked one
+    (the same answer, so another person's token ids are not told apart from missing ones)."""
+    token = ApiToken.objects.filter(pk=token_id, user=user, revoked_at__isnull=True).first()
+    if token is None:
+        raise NotFound(f"You have no live API token with the id {token_id}")
+    return token

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from accounts.models import ApiToken
 from dag.services import MAX_ROLES
+from workflows import limits
 from workflows.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -56,8 +57,9 @@ def api_token_create(
     if not _may_act_for(by, user.pk):
         raise PermissionDenied("Only a superuser may make a token for another user")
     name = name.strip()
-    if not name or len(name) > 100:
+    if not name:
         raise InvalidInput("A token name must be 1 to 100 characters")
+    limits.TOKEN_NAME.check("The token name", name)
     if not user.is_active:
         raise InvalidInput(f"User '{user.get_username()}' is inactive")
     if mcp_project is not None and not mcp:

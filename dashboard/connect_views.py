@@ -1,25 +1,28 @@
 """The Connect page: how a person points an agent at this server.
 
-Everyone who may watch sees the stdio configuration of each client. A person who may make API
-tokens (``accounts.add_apitoken``, what the admin asks) and drive sessions (what ``/mcp``
-asks of a token's user) gets, with one POST, a new MCP token of their own bound to the project
-they pick, and each client's hosted configuration with it filled in: in that one response,
-never stored and never shown again.
+Everyone who may watch sees the stdio configuration of each client, and their own live tokens
+(name, when made and last used, what it is bound to), each of which they may revoke there. A
+person who may make API tokens (``accounts.add_apitoken``, what the admin asks) and drive
+sessions (what ``/mcp`` asks of a token's user) gets, with one POST, a new MCP token of their
+own bound to the project they pick, and each client's hosted configuration with it: the
+secret in that one response, never stored and never shown again.
 """
 
 from __future__ import annotations
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
-from django.views.decorators.http import require_http_methods
+from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.people import signed_in_user
-from accounts.services import api_token_create
-from dashboard.forms import ConnectTokenForm, first_error
+from accounts.selectors import api_token_list_own, api_token_own
+from accounts.services import api_token_create, api_token_revoke
+from dashboard.forms import MAX_ID, ConnectTokenForm, first_error
 from dashboard.views import watcher_required
 from deepwork_site.connect import (
     CLONE_COMMAND,
@@ -28,7 +31,7 @@ from deepwork_site.connect import (
     hosted_configs,
     stdio_configs,
 )
-from workflows.errors import WorkflowError
+from workflows.errors import NotFound, WorkflowError
 from workflows.selectors.catalog import project_list
 
 MAKE_TOKEN = "accounts.add_apitoken"
@@ -75,6 +78,7 @@ def connect(request: HttpRequest) -> HttpResponse:
         "dashboard/connect.html",
         {
             "projects": projects,
+            "tokens": api_token_list_own(user=signed_in_user(request)),
             "form": form,
             "missing": missing,
             "made": made,
@@ -88,3 +92,20 @@ def connect(request: HttpRequest) -> HttpResponse:
         # The secret is in this page alone: no cache may keep a copy.
         add_never_cache_headers(response)
     return response
+
+
+@require_POST
+@watcher_required
+def connect_token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
+    """Revoke one of the person's own tokens, at once; no permission beyond watching is
+    needed to give up a credential of one's own."""
+    user = signed_in_user(request)
+    if token_id > MAX_ID:
+        raise Http404(f"You have no live API token with the id {token_id}")
+    try:
+        token = api_token_own(user=user, token_id=token_id)
+    except NotFound as exc:
+        raise Http404(exc.message) from None
+    api_token_revoke(token=token, by=user)
+    messages.success(request, f"Token {token.prefix}… “{token.name}” revoked: it works no more")
+    return redirect(reverse("dashboard:connect") + "#connect-tokens")

@@ -16,6 +16,11 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", views.jobs, name="jobs"),
     path("connect/", connect_views.connect, name="connect"),
+    path(
+        "connect/tokens/<int:token_id>/revoke",
+        connect_views.connect_token_revoke,
+        name="connect_token_revoke",
+    ),
     path("sessions/", views.sessions, name="sessions"),
     path("sessions/<str:session_id>/", views.session_detail, name="session"),
     path("sessions/<str:session_id>/files/", views.session_file, name="session_file"),

@@ -22,6 +22,7 @@ shown on pages, sent in API answers and live payloads, so a field is at most a l
 | outputs: names per hand-in              |            100 |                  |
 | outputs: paths per ``files`` output     |          1,000 |                  |
 | agent_id, role                          |            128 | refused          |
+| API token name (also no ``<`` or ``>``) |            100 | refused          |
 | DAG step description, error_message     |         20,000 | allowed          |
 | DAG: steps / ``depends_on`` entries     | 1,000 / 10,000 |                  |
 | DAG: tool_arguments, result (JSON)      |   65,536 bytes |                  |
@@ -41,6 +42,9 @@ refuse only the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
 U+2066-U+2069): they reorder what a reader sees against what an agent reads (the
 "Trojan Source" trick), while the marks (U+200E, U+200F, U+061C), zero-width spaces and soft
 hyphens are ordinary in right-to-left and pasted prose and reorder nothing.
+
+A token's name is shown wherever the token acts (its agent id, who decided what and through
+which credential), so it is plain text: it also refuses the markup characters ``<`` and ``>``.
 
 JSON payloads (a DAG step's ``tool_arguments`` and ``result``, a whole DAG definition) are
 measured in bytes of their compact UTF-8 JSON, the size they take on the wire.
@@ -64,6 +68,7 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")
 # Bidirectional embeddings, overrides and isolates: refused in every text.
 _BIDI_CONTROL = re.compile(r"[\u202a-\u202e\u2066-\u2069]")
 _JOINERS = frozenset("\u200c\u200d")
+_MARKUP = re.compile(r"[<>]")
 
 
 def _code_point(char: str) -> str:
@@ -100,6 +105,8 @@ class TextLimit:
 
     max_chars: int
     multiline: bool
+    # Also refuse the markup characters ``<`` and ``>``.
+    plain: bool = False
 
     def check(self, field: str, value: str | None) -> None:
         """Raise ``InvalidInput`` naming ``field`` if ``value`` breaks the limit."""
@@ -151,6 +158,12 @@ class TextLimit:
                 f"{at:,}; names and single-line texts must not hold invisible or "
                 "direction-changing characters"
             )
+        markup = _MARKUP.search(value) if self.plain else None
+        if markup is not None:
+            raise InvalidInput(
+                f"{field} contains {markup.group()!r} at position {markup.start():,}; it must "
+                "be plain text, without the markup characters < and >"
+            )
 
 
 LONG_TEXT = TextLimit(max_chars=1_000_000, multiline=True)
@@ -166,6 +179,7 @@ DECISION_REASON = REASON
 INSTANCE_ID = NAME
 AGENT_ID = TextLimit(max_chars=128, multiline=False)
 ROLE = TextLimit(max_chars=128, multiline=False)
+TOKEN_NAME = TextLimit(max_chars=100, multiline=False, plain=True)
 JOB_NAME = NAME
 WORKFLOW_NAME = NAME
 STEP_ID = NAME

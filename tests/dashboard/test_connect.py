@@ -14,7 +14,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from accounts.models import ApiToken
-from accounts.services import api_token_authenticate
+from accounts.services import api_token_authenticate, api_token_create, api_token_revoke
 from tests.dashboard.conftest import client_for
 from tests.support.factories import make_user
 
@@ -172,7 +172,94 @@ def test_without_a_project_it_says_how_to_add_one(maker: User):
 def test_the_page_query_count(maker: User, project, django_assert_num_queries):
     client = client_for(maker)
     client.get(URL)
-    # The session, the user, their permissions (their own, their groups'), the projects.
-    with django_assert_num_queries(5):
+    # The session, the user, their permissions (their own, their groups'), the projects, the
+    # person's tokens.
+    with django_assert_num_queries(6):
         response = client.get(URL)
     assert response.status_code == 200
+
+
+def csrf_of(client: Client) -> str:
+    return re.search(
+        r'name="csrfmiddlewaretoken" value="([^"]+)"', client.get(URL).content.decode()
+    )[1]
+
+
+def test_the_person_lists_their_own_live_tokens(maker: User, project):
+    laptop, _ = api_token_create(user=maker, name="laptop", mcp=True, mcp_project=project)
+    key, _ = api_token_create(user=maker, name="ci")
+    gone, _ = api_token_create(user=maker, name="old")
+    api_token_revoke(token=gone)
+    other, _ = api_token_create(user=make_user(username="otto"), name="otto-key")
+    page = client_for(maker).get(URL).content.decode()
+    rows = dict(re.findall(r'<tr data-testid="connect-token-(\d+)">(.*?)</tr>', page, re.DOTALL))
+    assert set(rows) == {str(laptop.pk), str(key.pk)}
+    assert "laptop" in rows[str(laptop.pk)]
+    assert f"project <strong>{project.name}</strong> only" in rows[str(laptop.pk)]
+    assert "never" in rows[str(laptop.pk)]  # not used yet
+    assert "your own key (REST API)" in rows[str(key.pk)]
+    assert f"{key.prefix}…" in rows[str(key.pk)]
+    assert "otto-key" not in page
+    assert other.prefix not in page
+
+
+def test_the_person_revokes_their_own_token_and_no_one_elses(maker: User, project):
+    mine, secret = api_token_create(user=maker, name="laptop", mcp=True, mcp_project=project)
+    theirs, their_secret = api_token_create(user=make_user(username="otto"), name="k")
+    client = client_for(maker, enforce_csrf=True)
+    revoke = f"/connect/tokens/{mine.pk}/revoke"
+    # Without the CSRF token, or by GET: nothing is revoked.
+    assert client.post(revoke).status_code == 403
+    assert client.get(revoke).status_code == 405
+    assert api_token_authenticate(secret=secret) == mine
+    # Another person's token, a missing one, an id past any row: all the same 404.
+    csrf = csrf_of(client)
+    for token_id in (theirs.pk, 999_999, 2**64):
+        response = client.post(f"/connect/tokens/{token_id}/revoke", {"csrfmiddlewaretoken": csrf})
+        assert response.status_code == 404
+    assert api_token_authenticate(secret=their_secret) == theirs
+
+    response = client.post(revoke, {"csrfmiddlewaretoken": csrf}, follow=True)
+    assert response.redirect_chain[-1][0].endswith("/connect/#connect-tokens")
+    assert f"Token {mine.prefix}… “laptop” revoked" in response.content.decode()
+    assert api_token_authenticate(secret=secret) is None
+    assert f'data-testid="connect-token-{mine.pk}"' not in response.content.decode()
+    # Revoked once: a second revoke finds no live token.
+    assert client.post(revoke, {"csrfmiddlewaretoken": csrf}).status_code == 404
+
+
+def test_a_watcher_without_token_permissions_still_revokes_their_own(project):
+    watcher = make_user(username="walt", perms=(WATCH,))
+    token, secret = api_token_create(user=watcher, name="given by an admin")
+    client = client_for(watcher)
+    assert f'data-testid="connect-token-{token.pk}"' in client.get(URL).content.decode()
+    assert client.post(f"/connect/tokens/{token.pk}/revoke").status_code == 302
+    assert api_token_authenticate(secret=secret) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("\u202eevil", "invisible character U+202E (RIGHT-TO-LEFT OVERRIDE) at position 0"),
+        ("x\u200by", "invisible character U+200B (ZERO WIDTH SPACE) at position 1"),
+        ("<script>", "contains '<' at position 0; it must be plain text"),
+    ],
+)
+def test_a_token_name_with_invisible_or_markup_characters_is_refused(
+    maker: User, project, name: str, said: str
+):
+    response = client_for(maker).post(URL, {"project": project.pk, "name": name})
+    assert said in html.unescape(response.content.decode())
+    assert not ApiToken.objects.exists()
+
+
+def test_the_token_list_query_count(maker: User, project, django_assert_num_queries):
+    client = client_for(maker)
+    client.get(URL)
+    for n in range(5):
+        api_token_create(user=maker, name=f"t{n}", mcp=True, mcp_project=project)
+    # The session, the user, their permissions (their own, their groups'), the projects, the
+    # tokens with their projects: the same however many tokens.
+    with django_assert_num_queries(6):
+        response = client.get(URL)
+    assert response.content.decode().count('data-testid="connect-revoke-') == 5
