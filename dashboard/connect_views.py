@@ -28,6 +28,7 @@ from deepwork_site.connect import (
     CLONE_COMMAND,
     MCP_PATH,
     STDIO_COMMAND,
+    TOKEN_ENV,
     hosted_configs,
     stdio_configs,
 )
@@ -86,6 +87,7 @@ def connect(request: HttpRequest) -> HttpResponse:
             "stdio_command": " ".join(STDIO_COMMAND),
             "clone_command": CLONE_COMMAND,
             "mcp_url": request.build_absolute_uri(MCP_PATH),
+            "token_env": TOKEN_ENV,
         },
     )
     if made is not None:

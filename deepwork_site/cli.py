@@ -6,7 +6,7 @@
 - ``deepwork-server project add PATH``: serve a folder as a hosted project (prints its id);
   ``project list``; ``project remove PROJECT`` (served nowhere, its sessions kept);
 - ``deepwork-server token create --user U [--mcp] [--project P] [--create-user]``;
-- ``deepwork-server connect [--client C] [--url URL --token T]``: what to paste into a client;
+- ``deepwork-server connect [--client C] [--url URL [--token T]]``: what to paste into a client;
 - ``deepwork-server manage COMMAND ...``: any Django management command.
 
 Everything but ``connect`` runs Django's management commands, so the command line and
@@ -141,8 +141,9 @@ def _serve(host: str, port: int) -> None:
 
 
 def _connect(client: str | None, url: str | None, token: str | None) -> None:
-    """Print each client's snippets; where each goes is said on stderr, so that stdout holds
-    exactly the text to paste (``connect --client cursor > .cursor/mcp.json`` works)."""
+    """Print each client's files on stdout and nothing else, so that
+    ``connect --client codex >> ~/.codex/config.toml`` works; where each goes, and the
+    commands to run (the token's ``export``), are hints on stderr."""
     from deepwork_site import connect
 
     if url is not None:
@@ -151,7 +152,7 @@ def _connect(client: str | None, url: str | None, token: str | None) -> None:
             raise SystemExit(f"{PROG} connect: --url must be an http(s) address, got {url!r}")
         if not parts.path.rstrip("/").endswith(connect.MCP_PATH):
             url = url.rstrip("/") + connect.MCP_PATH
-        configs = connect.hosted_configs(url=url, token=token or "")
+        configs = connect.hosted_configs(url=url, token=token)
     else:
         configs = connect.stdio_configs()
     first = True
@@ -161,9 +162,14 @@ def _connect(client: str | None, url: str | None, token: str | None) -> None:
         for snippet in config.snippets:
             sys.stdout.flush()
             gap = "" if first else "\n"
-            sys.stderr.write(f"{gap}# {config.name}: {snippet.where}\n")
-            sys.stderr.flush()
-            sys.stdout.write(snippet.text)
+            if snippet.is_file:
+                sys.stderr.write(f"{gap}# {config.name}: {snippet.where}\n")
+                sys.stderr.flush()
+                sys.stdout.write(snippet.text)
+            else:
+                hint = "".join(f"#   {line}\n" for line in snippet.text.splitlines())
+                sys.stderr.write(f"{gap}# {config.name}, run ({snippet.where}):\n{hint}")
+                sys.stderr.flush()
             first = False
     sys.stdout.flush()
 
@@ -214,7 +220,11 @@ def _parser() -> argparse.ArgumentParser:
     connect.add_argument(
         "--url", help="A hosted server's address (its /mcp is added when missing)."
     )
-    connect.add_argument("--token", help="With --url: the MCP token to connect with.")
+    connect.add_argument(
+        "--token",
+        help="With --url: your MCP token, shown only in the hint that exports it (never in a "
+        "file; the files read $DEEPWORK_MCP_TOKEN).",
+    )
     commands.add_parser(
         "manage", help="Run a Django management command, e.g. 'manage migrate'.", add_help=False
     )
@@ -247,6 +257,6 @@ def main(argv: Sequence[str] | None = None) -> None:
             "workflows", f"project_{action}", [PROG, f"project {action}", *target], migrated=True
         )
     elif options.command == "connect":
-        if (options.url is None) != (options.token is None):
-            _parser().error("connect: give --url and --token together (a hosted server)")
+        if options.token is not None and options.url is None:
+            _parser().error("connect: --token goes with --url (a hosted server)")
         _connect(options.client, options.url, options.token)

@@ -3,11 +3,24 @@ stdio server the person runs in their own project, or for this server's hosted `
 API token. Below every interface, so the dashboard's Connect page and the command line print
 the same text.
 
-The formats are those each client documents: Claude Code's ``.mcp.json`` (``mcpServers``;
-``"type": "http"`` with ``headers`` for a remote server) and ``claude mcp add``; Codex's
-``config.toml`` (``[mcp_servers.<name>]``; a remote server's token read from the environment
-variable ``bearer_token_env_var`` names); Cursor's ``.cursor/mcp.json`` (``mcpServers``; ``url``
-and ``headers``); VS Code's ``.vscode/mcp.json`` (``servers``, each with a ``type``).
+The formats are those each client documents:
+
+- Claude Code: ``.mcp.json`` (``mcpServers``; ``"type": "http"`` with ``headers`` for a remote
+  server), which expands ``${VAR}`` and ``${VAR:-default}`` in ``command``, ``args``, ``env``,
+  ``url`` and ``headers``; its plugins' servers get the project folder as
+  ``${CLAUDE_PROJECT_DIR}``.
+- Codex: ``config.toml`` (``[mcp_servers.<name>]``; ``startup_timeout_sec``, 10 seconds when
+  not given; ``env_vars`` names the variables passed on to a stdio server, which otherwise gets
+  only a few; a remote server's token read from the variable ``bearer_token_env_var`` names).
+- Cursor: ``mcp.json`` (``mcpServers``; ``url`` and ``headers``), which expands
+  ``${workspaceFolder}`` and ``${env:NAME}``.
+- VS Code: ``.vscode/mcp.json`` (``servers``, each with a ``type``; ``inputs`` the editor
+  prompts for, a ``promptString`` with ``password`` kept in its secret storage, used as
+  ``${input:<id>}``), which expands ``${workspaceFolder}``.
+
+A file snippet never holds a token: it names the environment variable (or the client's
+prompt) the token comes from, so the file can be shared or committed. The token itself is
+only in a shell snippet (``export ...``), which is a hint to run, never a file's content.
 """
 
 from __future__ import annotations
@@ -23,17 +36,34 @@ SERVER_NAME = "deepwork"
 STDIO_COMMAND = ("uvx", "deepwork-server", "mcp", "--path", ".")
 # The same from a clone of this repository, until the package is installed.
 CLONE_COMMAND = ".venv/bin/python manage.py mcpserve --path ."
-# Codex reads a remote server's bearer token from the environment, not from its config file.
+# Where each client's file names the project folder, rather than trusting the folder the
+# client happens to start the server in. Claude Code's falls back to that folder when it sets
+# no project folder.
+CLAUDE_PROJECT = "${CLAUDE_PROJECT_DIR:-.}"
+WORKSPACE_FOLDER = "${workspaceFolder}"
+# Every client reads the hosted token from here (VS Code asks for it instead).
 TOKEN_ENV = "DEEPWORK_MCP_TOKEN"
+VSCODE_TOKEN_INPUT = "deepwork-token"
+# A first start may migrate a new database; Codex's default of 10 seconds can be too short.
+CODEX_STARTUP_TIMEOUT_SEC = 60
+# What a stdio server reads to find the database the dashboard uses; Codex passes a server
+# only a few variables of its own unless told to pass these.
+SERVER_ENV_VARS = ("DEEPWORK_VAR_DIR", "DATABASE_URL", "REDIS_URL")
+FILE_LANGUAGES = frozenset({"json", "toml"})
 
 
 @dataclass(frozen=True)
 class Snippet:
-    """One thing to paste: ``where`` it goes, in ``language`` (json, toml or shell)."""
+    """One thing to paste: ``where`` it goes, in ``language`` (json or toml: a file's content;
+    shell: a command to run)."""
 
     where: str
     language: str
     text: str
+
+    @property
+    def is_file(self) -> bool:
+        return self.language in FILE_LANGUAGES
 
 
 @dataclass(frozen=True)
@@ -47,27 +77,28 @@ def _json(value: object) -> str:
     return json.dumps(value, indent=2) + "\n"
 
 
-def _toml_string(value: str) -> str:
+def _toml_value(value: str | int | list[str]) -> str:
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
     # A JSON string (ASCII, escaped) is also a TOML basic string.
     return json.dumps(value)
 
 
-def _toml_table(name: str, fields: dict[str, str | list[str]]) -> str:
+def _toml_table(name: str, fields: dict[str, str | int | list[str]]) -> str:
     lines = [f"[mcp_servers.{name}]"]
-    for key, value in fields.items():
-        if isinstance(value, list):
-            rendered = "[" + ", ".join(_toml_string(item) for item in value) + "]"
-        else:
-            rendered = _toml_string(value)
-        lines.append(f"{key} = {rendered}")
+    lines += [f"{key} = {_toml_value(value)}" for key, value in fields.items()]
     return "\n".join(lines) + "\n"
+
+
+def _stdio_args(project: str) -> list[str]:
+    return [*STDIO_COMMAND[1:-1], project]
 
 
 def stdio_configs() -> list[ClientConfig]:
     """Each client's configuration of a stdio server of the project it is opened in."""
-    command, *args = STDIO_COMMAND
-    stdio: dict[str, str | list[str]] = {"command": command, "args": args}
-    vscode_args = [*args[:-1], "${workspaceFolder}"]
+    command = STDIO_COMMAND[0]
     return [
         ClientConfig(
             "claude-code",
@@ -81,14 +112,37 @@ def stdio_configs() -> list[ClientConfig]:
                 Snippet(
                     ".mcp.json in the project folder",
                     "json",
-                    _json({"mcpServers": {SERVER_NAME: stdio}}),
+                    _json(
+                        {
+                            "mcpServers": {
+                                SERVER_NAME: {
+                                    "command": command,
+                                    "args": _stdio_args(CLAUDE_PROJECT),
+                                }
+                            }
+                        }
+                    ),
                 ),
             ),
         ),
         ClientConfig(
             "codex",
             "Codex",
-            (Snippet("~/.codex/config.toml", "toml", _toml_table(SERVER_NAME, stdio)),),
+            (
+                Snippet(
+                    "~/.codex/config.toml (Codex starts it in the folder it works in)",
+                    "toml",
+                    _toml_table(
+                        SERVER_NAME,
+                        {
+                            "command": command,
+                            "args": list(STDIO_COMMAND[1:]),
+                            "env_vars": list(SERVER_ENV_VARS),
+                            "startup_timeout_sec": CODEX_STARTUP_TIMEOUT_SEC,
+                        },
+                    ),
+                ),
+            ),
         ),
         ClientConfig(
             "cursor",
@@ -97,7 +151,16 @@ def stdio_configs() -> list[ClientConfig]:
                 Snippet(
                     ".cursor/mcp.json in the project folder",
                     "json",
-                    _json({"mcpServers": {SERVER_NAME: stdio}}),
+                    _json(
+                        {
+                            "mcpServers": {
+                                SERVER_NAME: {
+                                    "command": command,
+                                    "args": _stdio_args(WORKSPACE_FOLDER),
+                                }
+                            }
+                        }
+                    ),
                 ),
             ),
         ),
@@ -114,7 +177,7 @@ def stdio_configs() -> list[ClientConfig]:
                                 SERVER_NAME: {
                                     "type": "stdio",
                                     "command": command,
-                                    "args": vscode_args,
+                                    "args": _stdio_args(WORKSPACE_FOLDER),
                                 }
                             }
                         }
@@ -125,22 +188,40 @@ def stdio_configs() -> list[ClientConfig]:
     ]
 
 
-def hosted_configs(*, url: str, token: str) -> list[ClientConfig]:
-    """Each client's configuration of the hosted server at ``url`` with the bearer ``token``."""
-    bearer = f"Bearer {token}"
-    remote = {"type": "http", "url": url, "headers": {"Authorization": bearer}}
+def token_export(token: str | None) -> Snippet:
+    """The shell line that hands the token to a client started from that shell; without a
+    token, a placeholder to replace."""
+    value = shlex.quote(token or "<your token>")
+    return Snippet(
+        "Shell, before starting the client (or your shell's profile)",
+        "shell",
+        f"export {TOKEN_ENV}={value}\n",
+    )
+
+
+def hosted_configs(*, url: str, token: str | None = None) -> list[ClientConfig]:
+    """Each client's configuration of the hosted server at ``url``: files that read the token
+    from ``$DEEPWORK_MCP_TOKEN`` (VS Code: from its prompt), and the line that sets it, with
+    ``token`` when given."""
+    export = token_export(token)
+    from_env = {"Authorization": f"Bearer ${{{TOKEN_ENV}}}"}
     return [
         ClientConfig(
             "claude-code",
             "Claude Code",
             (
                 Snippet(
-                    "Shell (kept in your own Claude Code settings, not in the project)",
-                    "shell",
-                    f"claude mcp add --transport http --scope user {SERVER_NAME} "
-                    f"{shlex.quote(url)} --header {shlex.quote('Authorization: ' + bearer)}\n",
+                    ".mcp.json",
+                    "json",
+                    _json(
+                        {
+                            "mcpServers": {
+                                SERVER_NAME: {"type": "http", "url": url, "headers": from_env}
+                            }
+                        }
+                    ),
                 ),
-                Snippet(".mcp.json", "json", _json({"mcpServers": {SERVER_NAME: remote}})),
+                export,
             ),
         ),
         ClientConfig(
@@ -150,13 +231,16 @@ def hosted_configs(*, url: str, token: str) -> list[ClientConfig]:
                 Snippet(
                     "~/.codex/config.toml",
                     "toml",
-                    _toml_table(SERVER_NAME, {"url": url, "bearer_token_env_var": TOKEN_ENV}),
+                    _toml_table(
+                        SERVER_NAME,
+                        {
+                            "url": url,
+                            "bearer_token_env_var": TOKEN_ENV,
+                            "startup_timeout_sec": CODEX_STARTUP_TIMEOUT_SEC,
+                        },
+                    ),
                 ),
-                Snippet(
-                    "Shell, before starting Codex",
-                    "shell",
-                    f"export {TOKEN_ENV}={shlex.quote(token)}\n",
-                ),
+                export,
             ),
         ),
         ClientConfig(
@@ -167,14 +251,48 @@ def hosted_configs(*, url: str, token: str) -> list[ClientConfig]:
                     "~/.cursor/mcp.json",
                     "json",
                     _json(
-                        {"mcpServers": {SERVER_NAME: {"url": url, "headers": remote["headers"]}}}
+                        {
+                            "mcpServers": {
+                                SERVER_NAME: {
+                                    "url": url,
+                                    "headers": {"Authorization": f"Bearer ${{env:{TOKEN_ENV}}}"},
+                                }
+                            }
+                        }
                     ),
                 ),
+                export,
             ),
         ),
         ClientConfig(
             "vscode",
             "VS Code",
-            (Snippet(".vscode/mcp.json", "json", _json({"servers": {SERVER_NAME: remote}})),),
+            (
+                Snippet(
+                    ".vscode/mcp.json (VS Code asks for the token once and keeps it secret)",
+                    "json",
+                    _json(
+                        {
+                            "inputs": [
+                                {
+                                    "type": "promptString",
+                                    "id": VSCODE_TOKEN_INPUT,
+                                    "description": "deepwork-server MCP token",
+                                    "password": True,
+                                }
+                            ],
+                            "servers": {
+                                SERVER_NAME: {
+                                    "type": "http",
+                                    "url": url,
+                                    "headers": {
+                                        "Authorization": f"Bearer ${{input:{VSCODE_TOKEN_INPUT}}}"
+                                    },
+                                }
+                            },
+                        }
+                    ),
+                ),
+            ),
         ),
     ]

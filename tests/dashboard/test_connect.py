@@ -34,7 +34,7 @@ def maker(db) -> User:
 def snippets(page: str, prefix: str) -> dict[str, tuple[str, str]]:
     """``data-testid`` -> (language, text) of the page's ``<pre>`` blocks under ``prefix``."""
     found = re.findall(
-        r'<pre data-testid="(' + prefix + r'-[^"]+)" data-language="(\w+)">(.*?)</pre>',
+        r'<pre id="[^"]+" data-testid="(' + prefix + r'-[^"]+)" data-language="(\w+)">(.*?)</pre>',
         page,
         re.DOTALL,
     )
@@ -54,10 +54,25 @@ def test_every_watcher_sees_each_clients_stdio_configuration(watching: Client):
     assert shown["stdio-claude-code-1"][1] == (
         "claude mcp add deepwork -- uvx deepwork-server mcp --path .\n"
     )
-    command = {"command": "uvx", "args": ["deepwork-server", "mcp", "--path", "."]}
-    assert json.loads(shown["stdio-claude-code-2"][1]) == {"mcpServers": {"deepwork": command}}
-    assert json.loads(shown["stdio-cursor-1"][1]) == {"mcpServers": {"deepwork": command}}
-    assert tomllib.loads(shown["stdio-codex-1"][1]) == {"mcp_servers": {"deepwork": command}}
+
+    def command(project: str) -> dict:
+        return {"command": "uvx", "args": ["deepwork-server", "mcp", "--path", project]}
+
+    assert json.loads(shown["stdio-claude-code-2"][1]) == {
+        "mcpServers": {"deepwork": command("${CLAUDE_PROJECT_DIR:-.}")}
+    }
+    assert json.loads(shown["stdio-cursor-1"][1]) == {
+        "mcpServers": {"deepwork": command("${workspaceFolder}")}
+    }
+    assert tomllib.loads(shown["stdio-codex-1"][1]) == {
+        "mcp_servers": {
+            "deepwork": {
+                **command("."),
+                "env_vars": ["DEEPWORK_VAR_DIR", "DATABASE_URL", "REDIS_URL"],
+                "startup_timeout_sec": 60,
+            }
+        }
+    }
     vscode = json.loads(shown["stdio-vscode-1"][1])["servers"]["deepwork"]
     assert vscode == {
         "type": "stdio",
@@ -92,32 +107,45 @@ def test_one_click_makes_one_token_of_the_person_and_shows_it_once(maker: User, 
     page = response.content.decode()
     shown = snippets(page, "hosted")
     url = "http://testserver/mcp"
-    config = json.loads(shown["hosted-claude-code-2"][1])
-    server = config["mcpServers"]["deepwork"]
-    assert (server["type"], server["url"]) == ("http", url)
-    secret = server["headers"]["Authorization"].removeprefix("Bearer ")
+    export = shown["hosted-claude-code-2"]
+    assert export[0] == "shell"
+    secret = export[1].removeprefix("export DEEPWORK_MCP_TOKEN=").removesuffix("\n")
     # The secret on the page is the new token's, and it works.
     assert api_token_authenticate(secret=secret) == token
-    assert json.loads(shown["hosted-cursor-1"][1]) == {
-        "mcpServers": {"deepwork": {"url": url, "headers": {"Authorization": f"Bearer {secret}"}}}
+    # It is in the lines that export it, and in no file.
+    for testid, (language, text) in shown.items():
+        assert (secret in text) == (language == "shell"), testid
+    server = json.loads(shown["hosted-claude-code-1"][1])["mcpServers"]["deepwork"]
+    assert server == {
+        "type": "http",
+        "url": url,
+        "headers": {"Authorization": "Bearer ${DEEPWORK_MCP_TOKEN}"},
     }
-    assert json.loads(shown["hosted-vscode-1"][1]) == {
-        "servers": {
+    assert json.loads(shown["hosted-cursor-1"][1]) == {
+        "mcpServers": {
             "deepwork": {
-                "type": "http",
                 "url": url,
-                "headers": {"Authorization": f"Bearer {secret}"},
+                "headers": {"Authorization": "Bearer ${env:DEEPWORK_MCP_TOKEN}"},
             }
         }
     }
+    vscode = json.loads(shown["hosted-vscode-1"][1])
+    assert vscode["servers"]["deepwork"]["headers"] == {
+        "Authorization": "Bearer ${input:deepwork-token}"
+    }
     assert tomllib.loads(shown["hosted-codex-1"][1]) == {
-        "mcp_servers": {"deepwork": {"url": url, "bearer_token_env_var": "DEEPWORK_MCP_TOKEN"}}
+        "mcp_servers": {
+            "deepwork": {
+                "url": url,
+                "bearer_token_env_var": "DEEPWORK_MCP_TOKEN",
+                "startup_timeout_sec": 60,
+            }
+        }
     }
     assert shown["hosted-codex-2"][1] == f"export DEEPWORK_MCP_TOKEN={secret}\n"
-    assert shown["hosted-claude-code-1"][1] == (
-        f"claude mcp add --transport http --scope user deepwork {url} "
-        f"--header 'Authorization: Bearer {secret}'\n"
-    )
+    # Every snippet has its copy button.
+    for testid in shown:
+        assert f'data-copy="{testid}"' in page
     assert "it is shown only on this page" in page
     # Never again: the page, fetched again, holds no secret.
     again = client.get(URL).content.decode()

@@ -32,11 +32,11 @@ def _json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def check_server_command(command: str, args: list[str]) -> None:
+def check_server_command(command: str, args: list[str], path: str = ".") -> None:
     """``command args`` runs this package's MCP server: ``uvx`` (or the script itself) starts a
     console script of pyproject.toml, whose subcommand ``cli`` knows, and whose remaining
-    arguments the MCP server's parser takes. Raises AssertionError (or the parser's
-    CommandError) otherwise."""
+    arguments the MCP server's parser takes, with the project folder ``path``. Raises
+    AssertionError (or the parser's CommandError) otherwise."""
     argv = [command, *args]
     if argv[0] == "uvx":
         argv = argv[1:]
@@ -47,7 +47,7 @@ def check_server_command(command: str, args: list[str]) -> None:
     assert subcommand in known, f"{subcommand!r} is not a subcommand of {script}"
     assert subcommand == "mcp", "an MCP client must start the MCP server"
     options = McpServe().create_parser(script, subcommand).parse_args(rest)
-    assert options.path == "."
+    assert options.path == path
 
 
 def test_the_marketplace_lists_the_plugin():
@@ -67,13 +67,17 @@ def test_the_marketplace_lists_the_plugin():
     assert manifest["description"] == entry["description"]
 
 
-def test_the_plugin_runs_the_mcp_server_with_uvx():
+def test_the_plugin_runs_the_mcp_server_with_uvx_in_the_project_folder():
+    """The plugin's server is the one the Connect page gives Claude Code: started by the
+    plugin, whose folder is not the project, it is told the project folder Claude Code sets."""
     (entry,) = _json(MARKETPLACE)["plugins"]
-    servers = _json(MARKETPLACE.parent.parent / entry["source"] / ".mcp.json")["mcpServers"]
-    assert list(servers) == [connect.SERVER_NAME]
-    server = servers[connect.SERVER_NAME]
-    assert [server["command"], *server["args"]] == list(connect.STDIO_COMMAND)
-    check_server_command(server["command"], server["args"])
+    plugin = _json(MARKETPLACE.parent.parent / entry["source"] / ".mcp.json")
+    claude = next(c for c in connect.stdio_configs() if c.key == "claude-code")
+    (project_file,) = (s for s in claude.snippets if s.is_file)
+    assert plugin == json.loads(project_file.text)
+    server = plugin["mcpServers"][connect.SERVER_NAME]
+    assert server["args"][-1] == "${CLAUDE_PROJECT_DIR:-.}"
+    check_server_command(server["command"], server["args"], path=connect.CLAUDE_PROJECT)
 
 
 def test_server_json_names_the_package_and_the_hosted_remote():

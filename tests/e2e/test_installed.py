@@ -303,9 +303,17 @@ def test_serve_logs_in_and_serves_mcp_to_a_token_of_a_new_project(
             for config in connect.hosted_configs(url=f"{base}/mcp", token=secret)
             if config.key == "claude-code"
         )
-        assert configured.stdout == "".join(snippet.text for snippet in claude.snippets)
-        remote = json.loads(claude.snippets[1].text)["mcpServers"]["deepwork"]
-        assert "nested" in asyncio.run(_hosted_jobs(remote["url"], remote["headers"]))
+        (file,) = (snippet for snippet in claude.snippets if snippet.is_file)
+        # Only the file, which reads the token from the environment, as Claude Code expands it.
+        assert configured.stdout == file.text
+        assert secret not in configured.stdout
+        assert f"export {connect.TOKEN_ENV}={secret}" in configured.stderr
+        remote = json.loads(file.text)["mcpServers"]["deepwork"]
+        headers = {
+            name: value.replace(f"${{{connect.TOKEN_ENV}}}", secret)
+            for name, value in remote["headers"].items()
+        }
+        assert "nested" in asyncio.run(_hosted_jobs(remote["url"], headers))
     finally:
         stop(server)  # type: ignore[arg-type]
     _assert_private(var_dir)
@@ -315,12 +323,12 @@ def test_connect_prints_each_clients_stdio_configuration(venv: Path, tmp_path: P
     env = user_env(venv, tmp_path, tmp_path / "data")
     for config in connect.stdio_configs():
         printed = _run(venv, env, "connect", "--client", config.key, cwd=tmp_path)
-        assert printed.stdout == "".join(snippet.text for snippet in config.snippets)
+        assert printed.stdout == "".join(s.text for s in config.snippets if s.is_file)
     everything = _run(venv, env, "connect", cwd=tmp_path)
     assert everything.stdout == "".join(
-        snippet.text for config in connect.stdio_configs() for snippet in config.snippets
+        s.text for config in connect.stdio_configs() for s in config.snippets if s.is_file
     )
-    assert "uvx deepwork-server mcp --path ." in everything.stdout
+    assert "uvx deepwork-server mcp --path ." in everything.stderr
     # The command without its script, as ``python -m`` runs it.
     module = subprocess.run(
         [str(venv / "bin" / "python"), "-m", DIST, "connect"],
