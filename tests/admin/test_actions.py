@@ -247,7 +247,12 @@ def test_override_from_the_step_runs_records_a_decision(admin_client, admin_user
     assert decision.consumed_at is None
     event = Event.objects.filter(session=failed_run.session).latest("id")
     assert event.kind == Event.Kind.REVIEW_OVERRIDDEN
-    assert event.payload == {"step_id": "wrap_up", "by": "admin", "reason": "good enough"}
+    assert event.payload == {
+        "step_id": "wrap_up",
+        "by": "admin",
+        "via": "admin",
+        "reason": "good enough",
+    }
 
 
 def test_request_changes_from_the_failed_reviews(admin_client, admin_user, driver, failed_run):

@@ -541,6 +541,7 @@ def test_a_human_approval_blocks_the_plan_until_a_person_completes_it(proj):
         "step_id": "sign",
         "agent_id": "user:dana",
         "by": "dana",
+        "via": "dashboard",
     }
     again = dag.dag_person_report(workflow_id=wid, step_id="sign", by=dana, via="dashboard")
     assert again.already

@@ -372,7 +372,10 @@ async def test_human_override_passes_the_next_hand_in_without_a_review(gated, re
     assert (await hand_in(gated, gate, {"draft.md": "draft.md"})).status == "needs_work"
     run = await StepRun.objects.aget(step_id="draft")
     await database_sync_to_async(review_override)(
-        step_run=run, by=await person("alice"), reason="The draft is fine for a first pass"
+        step_run=run,
+        by=await person("alice"),
+        via="dashboard",
+        reason="The draft is fine for a first pass",
     )
 
     response = await hand_in(gated, gate, {"draft.md": "draft.md"})
@@ -390,7 +393,7 @@ async def test_human_request_changes_reaches_the_agent(gated, reviewer_env):
     log = reviewer_env("pass")
     run = await StepRun.objects.aget(step_id="draft")
     await database_sync_to_async(review_request_changes)(
-        step_run=run, by=await person("bob"), feedback="Cite your sources"
+        step_run=run, by=await person("bob"), via="dashboard", feedback="Cite your sources"
     )
 
     response = await hand_in(gated, command_gate(), {"draft.md": "draft.md"})
@@ -410,12 +413,12 @@ async def test_human_decisions_need_a_reason_and_a_current_step(gated):
     run = await StepRun.objects.aget(step_id="draft")
     with pytest.raises(InvalidInput, match="A reason is required"):
         await database_sync_to_async(review_override)(
-            step_run=run, by=await person("alice"), reason=" "
+            step_run=run, by=await person("alice"), via="dashboard", reason=" "
         )
     await StepRun.objects.filter(pk=run.pk).aupdate(status="completed")
     with pytest.raises(Conflict, match="only the current step can be overridden"):
         await database_sync_to_async(review_override)(
-            step_run=run, by=await person("a"), reason="ok"
+            step_run=run, by=await person("a"), via="dashboard", reason="ok"
         )
 
 

@@ -35,12 +35,14 @@ ADVANCED = ["step_finished", "step_started"]
 
 async def request_changes(person, feedback: str) -> None:
     run = await current_run()
-    await sync_to_async(review_request_changes)(step_run=run, feedback=feedback, by=person)
+    await sync_to_async(review_request_changes)(
+        step_run=run, feedback=feedback, by=person, via="dashboard"
+    )
 
 
 async def override(person, reason: str) -> None:
     run = await current_run()
-    await sync_to_async(review_override)(step_run=run, reason=reason, by=person)
+    await sync_to_async(review_override)(step_run=run, reason=reason, by=person, via="dashboard")
 
 
 async def test_a_persons_requested_changes_are_delivered_once_and_use_no_attempt(driver, person):
