@@ -38,13 +38,18 @@ def test_override_records_the_decision_and_the_agent_gets_it(deciding, decider, 
         decider,
         "wrap_up",
     )
-    assert Event.objects.filter(kind="review_overridden", payload__by="dana").exists()
+    assert decision.via == "dashboard"
+    overridden = Event.objects.get(kind="review_overridden")
+    assert (overridden.payload["by"], overridden.payload["via"]) == ("dana", "dashboard")
     assert flashes(deciding, url) == [
         (
             "success",
             "Review of step 'wrap_up' overridden: the agent's next finished_step passes it",
         )
     ]
+    # The session page says who ruled and through what.
+    page = deciding.get(url).content.decode()
+    assert '<span class="muted" data-testid="decision-via">via dashboard</span>' in page
     # The agent's next hand-in passes without a review.
     answer = driver.finish({"summary.md": "summary.md"})
     assert answer.status == "workflow_complete"

@@ -406,13 +406,13 @@ def test_a_decider_resolves_a_blocker_and_the_agent_sees_who_and_when(decider, p
     assert response["Location"] == f"{url}#blockers"
     issue.refresh_from_db()
     assert issue.human_resolution == "Use JSON.\nNot YAML."
-    assert issue.resolved_by == decider
+    assert (issue.resolved_by, issue.resolved_via) == (decider, "dashboard")
     page = flashes(deciding, url)
     assert f"Blocker {issue.pk} resolved" in page
     assert not tagged(page, "blocker")
     assert tagged(page, "no-blockers")
     assert "Use JSON." in tagged_text(page, "human-resolution")
-    assert "dana" in tagged_text(page, "resolved-by")
+    assert "dana via dashboard" in tagged_text(page, "resolved-by")
     assert Event.objects.filter(kind="issue:updated").count() == 1
 
     context = context_get(project=project, workflow_id=str(workflow.pk), include=["blockers"])
