@@ -9,13 +9,18 @@ holds every route that records a person to it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
 from accounts.identity import (
+    ADD_PROJECT,
     Identity,
     identity_authenticate,
     identity_person_required,
+    identity_project_add_check,
     identity_via,
 )
 from api.errors import ApiError
@@ -26,12 +31,14 @@ ABORT = "workflows.abort_session"
 DECIDE = "reviews.decide_review"
 RESOLVE_BLOCKER = "tracker.resolve_blocker"
 DECIDE_HUMAN_STEP = "dag.decide_human_step"
-# The permissions of a person's decisions, each with what the refusal calls it.
-DECISIONS = {
-    DECIDE: "ruling on a review",
-    ABORT: "aborting a session",
-    RESOLVE_BLOCKER: "answering a blocker",
-    DECIDE_HUMAN_STEP: "deciding a human step",
+# The permissions of a person's decisions, each with the check that refuses an agent's token
+# (and says what the decision is).
+DECISIONS: dict[str, Callable[[Identity], object]] = {
+    DECIDE: partial(identity_person_required, decision="ruling on a review"),
+    ABORT: partial(identity_person_required, decision="aborting a session"),
+    RESOLVE_BLOCKER: partial(identity_person_required, decision="answering a blocker"),
+    DECIDE_HUMAN_STEP: partial(identity_person_required, decision="deciding a human step"),
+    ADD_PROJECT: identity_project_add_check,
 }
 
 
@@ -56,7 +63,7 @@ class TokenAuth(HttpBearer):
         if not found.user.has_perm(self.permission):
             raise ApiError(403, "forbidden", f"This needs the permission '{self.permission}'")
         if self.decision is not None:
-            identity_person_required(found, self.decision)
+            self.decision(found)
         return found
 
 

@@ -12,7 +12,7 @@ from ninja import Router, Status
 # what the shortcuts build at runtime, and the one spelling mypy also accepts.
 from ninja.params.functions import Path, Query
 
-from accounts.identity import ADD_PROJECT, identity_project_add_check
+from accounts.identity import ADD_PROJECT
 from api.auth import VIEW, TokenAuth, caller
 from api.common import ACTION_ERRORS, MAX_ID, READ_ERRORS, visible_project
 from api.schemas import CatalogOut, ErrorOut, ProjectAddedOut, ProjectAddIn, ProjectOut, ProjectPage
@@ -50,8 +50,8 @@ def add_project(request: HttpRequest, body: ProjectAddIn) -> Status[dict[str, An
     back (a removed one). A folder the server cannot read (yet) is added anyway, with one
     warning whatever is at the path: a server may mount it later. `/`, the server's data
     folder and its user's home folder (or a folder holding one) are refused. Needs
-    `workflows.add_project` and a person's token (not an MCP agent's)."""
-    identity_project_add_check(caller(request))
+    `workflows.add_project` and a person's token (not an MCP agent's: ``TokenAuth`` refuses
+    it)."""
     added = project_add(root_path=body.root_path)
     return Status(
         201 if added.created else 200,
@@ -82,9 +82,9 @@ def remove_project(
     local stdio server on its next start); its sessions and their history are kept,
     read-only. Adding its folder again brings it back. Removing a removed project changes
     nothing. Needs `workflows.add_project` and a person's token (not an MCP agent's)."""
-    identity = caller(request)
-    identity_project_add_check(identity)
-    return project_remove(project=visible_project(request, project_id), by=identity.describe())
+    return project_remove(
+        project=visible_project(request, project_id), by=caller(request).describe()
+    )
 
 
 @router.get(

@@ -91,6 +91,8 @@ def test_every_decision_permission_is_guarded_on_the_mounted_api():
         "resolve_blocker",
         "complete_human_step",
         "fail_human_step",
+        "add_project",
+        "remove_project",
     }
 
 
