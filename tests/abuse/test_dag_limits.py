@@ -23,7 +23,7 @@ from workflow_tools.dag_source import DagSource
 from workflows import limits
 from workflows.errors import InvalidInput
 from workflows.models import Event, Job, Project, StepRun, WorkflowSession
-from workflows.services.projects import project_ensure
+from workflows.services.projects import project_add, project_ensure
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -150,7 +150,8 @@ async def test_tool_arguments_of_65_kb_are_refused_over_mcp_and_rest(project_dir
     assert result.content[0].text.endswith(refused), result.content[0].text
 
     def over_rest() -> None:
-        project = project_ensure(root_path=project_dir)
+        # Added as a person adds it: REST acts only on hosted projects.
+        project = project_add(root_path=str(project_dir)).project
         token = _token(("workflows.view_workflowsession", "workflows.drive_session"))
         body = {"project": project.pk, "creator_id": "boss", "name": "w", "steps": big}
         response = HttpClient().post(

@@ -31,7 +31,7 @@ from workflows.models import Job, JobLoadError, WorkflowSession
 from workflows.services import catalog as catalog_service
 from workflows.services.agents import agent_claim
 from workflows.services.catalog import Catalog, catalog_view
-from workflows.services.projects import project_ensure
+from workflows.services.projects import project_add, project_ensure
 from workflows.services.sessions import session_start
 
 SUMMARY = 'summary: "A one-workflow job used for nesting"'
@@ -199,7 +199,8 @@ async def test_every_hostile_job_at_once_leaves_the_tools_and_rest_working(demo_
 
     @sync_to_async
     def over_rest() -> None:
-        project = project_ensure(root_path=demo_project)
+        # Added as a person adds it: REST acts only on hosted projects.
+        project = project_add(root_path=str(demo_project)).project
         http = HttpClient(headers={"Authorization": f"Bearer {_viewer_token()}"})
         jobs = http.get(f"/api/projects/{project.pk}/jobs")
         assert jobs.status_code == 200
