@@ -12,7 +12,7 @@ from workflow_tools.selectors import DEEPWORK_SOURCE_KEY, deepwork_published, se
 from workflow_tools.services import goal_with_inputs
 from workflow_tools.sources import PublishedWorkflow, RunStarted, RunStatus
 from workflows.dialects import deepwork
-from workflows.errors import InvalidInput, NotFound
+from workflows.errors import Forbidden, InvalidInput, NotFound
 from workflows.models import Agent, Project, WorkflowSession
 from workflows.services.catalog import CatalogView
 from workflows.services.sessions import session_abort
@@ -98,6 +98,17 @@ class DeepWorkSource:
         )
         if session is None:
             raise NotFound(f"Unknown run id '{run_id}': no workflow run of this project has it")
+        if by is None and self._agent is not None:
+            # An agent cancels only its own runs, as abort_workflow aborts only its own
+            # session: another agent's work is a person's to stop.
+            caller = self._agent()
+            if session.agent_id != caller.pk:
+                held = session.agent.agent_id if session.agent is not None else "(none)"
+                raise Forbidden(
+                    f"Run '{run_id}' is agent {held[:120]!r}'s; agent "
+                    f"{caller.agent_id[:120]!r} may cancel only its own runs (a person can "
+                    "abort it on the dashboard)"
+                )
         session_abort(
             project=project,
             agent=session.agent,
