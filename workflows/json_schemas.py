@@ -17,6 +17,7 @@ jsonschema and referencing are imported on first use: the stdio server starts wi
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -124,6 +125,34 @@ def all_errors(validator: Validator, instance: Any) -> list[ValidationError]:
         return [_too_deep()]
     except Unresolvable as exc:
         return [_unresolvable(exc)]
+
+
+# How much of a failing value an error shown to a client quotes.
+EXCERPT_CHARS = 200
+
+_EXCERPT = reprlib.Repr()
+_EXCERPT.maxlevel = 3
+_EXCERPT.maxdict = _EXCERPT.maxlist = _EXCERPT.maxtuple = _EXCERPT.maxset = 8
+_EXCERPT.maxstring = _EXCERPT.maxother = 80
+
+
+def excerpt(value: Any) -> str:
+    """The start of ``value``'s repr, at most ``EXCERPT_CHARS``, built without ever writing
+    the whole value out (it may be megabytes)."""
+    shown = _EXCERPT.repr(value)
+    return shown if len(shown) <= EXCERPT_CHARS else f"{shown[: EXCERPT_CHARS - 3]}..."
+
+
+def error_brief(error: ValidationError) -> str:
+    """What failed, which keyword and where: ``<what> (keyword '<k>' at <JSON path>)``.
+
+    jsonschema's message quotes the whole failing value (``<value> is not of type ...``); it
+    is kept only when short, else the value is shown as an excerpt. Nothing else of the
+    checked data is quoted, so an error never carries a document back to whoever sent it."""
+    what = error.message
+    if len(what) > EXCERPT_CHARS:
+        what = f"{excerpt(error.instance)} does not satisfy '{error.validator}'"
+    return f"{what} (keyword '{error.validator}' at {error.json_path})"
 
 
 def _too_deep() -> ValidationError:

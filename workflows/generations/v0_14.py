@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from workflows import yaml_bounded
 from workflows.errors import InvalidInput, JobBroken, NotFound
 from workflows.files import read_regular_text
 from workflows.generations.base import Conversation, Value
@@ -48,6 +47,8 @@ ABORT_TOLD_NEXT = (
 )
 JSON_SCHEMA_FAILED = "JSON schema validation failed:"
 MAX_SCHEMA_FILE_BYTES = 16 * 1024 * 1024
+# A handed-in file is bounded as a job file is, except that its values may fill the file.
+HANDED_IN_LIMITS = yaml_bounded.Limits(chars=MAX_SCHEMA_FILE_BYTES)
 
 # Conversation and agent ids become part of an agent key and, in 0.14.0, of file names; path
 # characters are refused rather than sanitised.
@@ -239,8 +240,8 @@ def schema_feedback(*, step: RtStep, outputs: dict[str, Value], project_root: Pa
         for path in [value] if isinstance(value, str) else value:
             try:
                 text = read_regular_text(project_root / path, limit=MAX_SCHEMA_FILE_BYTES)
-                data = yaml.safe_load(text)
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+                data = yaml_bounded.load(text, name=path, limits=HANDED_IN_LIMITS)
+            except (OSError, UnicodeDecodeError, *yaml_bounded.LOAD_ERRORS) as exc:
                 lines.append(f"- Output '{name}' file '{path}': failed to parse: {exc}")
                 continue
             error = json_schemas.best_error(validator, data)
@@ -248,7 +249,7 @@ def schema_feedback(*, step: RtStep, outputs: dict[str, Value], project_root: Pa
                 loc = " -> ".join(str(p) for p in error.path) if error.path else "root"
                 lines.append(
                     f"- Output '{name}' file '{path}': JSON schema validation failed: "
-                    f"Validation error at {loc}: {error.message}"
+                    f"Validation error at {loc}: {json_schemas.error_brief(error)}"
                 )
     if not lines:
         return None
