@@ -157,7 +157,7 @@ class FileFilters:
             self._stamp = stamp  # a broken file is reported once, not on every listing
             try:
                 self._rules = self._read()
-            except (OSError, UnicodeDecodeError, FilterSyntaxError, *yaml_bounded.LOAD_ERRORS) as exc:
+            except (OSError, FilterSyntaxError, *yaml_bounded.LOAD_ERRORS) as exc:
                 logger.warning("%s is not applied (%s); its last rules still apply", self.path, exc)
         return self._rules
 

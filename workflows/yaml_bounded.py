@@ -178,9 +178,7 @@ def _check(parser: Any, limits: Limits) -> None:
             return
 
 
-def _load_with(
-    loader_class: Any, text: str, name: str | None, limits: Limits
-) -> Any:
+def _load_with(loader_class: Any, text: str, name: str | None, limits: Limits) -> Any:
     # Checked on one parser, built from a fresh one: the check reads events without keeping
     # them, and the document it passed is small enough to parse twice.
     checker = loader_class(_stream(text, name))
