@@ -17,6 +17,7 @@ jsonschema and referencing are imported on first use: the stdio server starts wi
 
 from __future__ import annotations
 
+import itertools
 import reprlib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -99,16 +100,21 @@ def validator(schema: Any, *, dialect: Dialect = "draft7") -> Validator:
     return validator
 
 
+MAX_ERRORS_WEIGHED = 1000
+
+
 def best_error(validator: Validator, instance: Any) -> ValidationError | None:
     """The most relevant error of ``instance`` (jsonschema's ``best_match``), or None.
 
     Data nested deeper than Python's stack, or a ref that cannot be followed, is reported as
-    an error of the data rather than escaping as RecursionError."""
+    an error of the data rather than escaping as RecursionError. Only the first
+    ``MAX_ERRORS_WEIGHED`` errors are weighed: a list of 100,000 wrong items would otherwise
+    build (and quote) 100,000 errors to show one."""
     from jsonschema.exceptions import best_match
     from referencing.exceptions import Unresolvable
 
     try:
-        return best_match(validator.iter_errors(instance))
+        return best_match(itertools.islice(validator.iter_errors(instance), MAX_ERRORS_WEIGHED))
     except RecursionError:
         return _too_deep()
     except Unresolvable as exc:

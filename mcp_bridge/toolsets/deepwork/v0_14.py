@@ -43,6 +43,7 @@ from workflows.generations import Conversation
 from workflows.results import NeedsWork
 
 if TYPE_CHECKING:
+    from workflows.jobdefs.base import RtStep
     from workflows.services.session_jobs import ParsedSessionJob
 
 # The session services and the selectors read the database: they are imported inside the calls,
@@ -222,6 +223,37 @@ def finish_call(
     if isinstance(outcome, NeedsWork):
         return dialect.needs_work(outcome)
     return shown(state, dialect.finished(cast(Any, outcome)))
+
+
+async def schemas_checked_ahead(
+    state: ServerState, *, session_id: str, agent_id: str | None, outputs: dict[str, Any]
+) -> None:
+    """Check the hand-in's ``json_schema`` outputs before ``finish_call``, off the database
+    thread: reading, parsing and validating the files is the slow part of a hand-in, and
+    every caller shares that thread. Only finding the step takes a short turn on it; the
+    finish call then uses the result (``schema_checked_ahead``) if the step is unchanged."""
+    from workflows.db import db_sync_to_async
+    from workflows.generations import v0_14 as later
+
+    try:
+        conversation_id = conversation(state, session_id)
+    except InvalidInput:
+        return  # the finish call says so
+
+    def step_and_root() -> tuple[RtStep | None, Path]:
+        project = state.project()
+        step = later.schema_step(
+            project=project, conversation_id=conversation_id, agent_id=agent_id
+        )
+        return step, Path(project.root_path)
+
+    step, root = await db_sync_to_async(step_and_root)()
+    if step is None:
+        return
+    checked = await asyncio.to_thread(
+        later.schema_feedback_ahead, step=step, outputs=outputs, project_root=root
+    )
+    later.schema_checked_ahead.set(checked)
 
 
 def abort_call(
@@ -456,6 +488,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         `begin_step`) or `workflow_complete`."""
         if not session_id:
             return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        await schemas_checked_ahead(
+            state, session_id=session_id, agent_id=agent_id, outputs=outputs
+        )
         return await db(
             f"{prefix}finished_step",
             {"outputs": outputs, "session_id": session_id},
