@@ -472,7 +472,7 @@ def test_unchanged_matching_files_for_matches_together(tmp_path: Path) -> None:
 
 
 def test_an_alias_bomb_is_refused_by_the_bounded_loader_at_once(tmp_path: Path) -> None:
-    from tests.workflows.test_yaml_bounded import laughs
+    from tests.support.yaml_bombs import laughs
 
     path = write_text_rules(tmp_path, laughs(6))
     started = time.monotonic()

@@ -261,7 +261,7 @@ def test_all_passed_answers_of_each_dialect(tmp_path: Path) -> None:
 def test_a_schema_that_is_an_alias_bomb_is_a_failure_found_at_once(tmp_path: Path) -> None:
     import time
 
-    from tests.workflows.test_yaml_bounded import laughs
+    from tests.support.yaml_bombs import laughs
 
     write(tmp_path, ".deepwork/schemas/bomb/deepschema.yml", laughs(6))
     started = time.monotonic()

@@ -28,7 +28,7 @@ def test_named_schemas_sorted_with_failures_listed(tmp_path: Path) -> None:
 
 
 def test_a_schema_that_is_an_alias_bomb_is_listed_as_failing(tmp_path: Path) -> None:
-    from tests.workflows.test_yaml_bounded import laughs
+    from tests.support.yaml_bombs import laughs
 
     folder = tmp_path / ".deepwork" / "schemas" / "bomb"
     folder.mkdir(parents=True)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.workflows.test_yaml_bounded import laughs
+from tests.support.yaml_bombs import laughs
 from workflows.generations.v0_14 import JSON_SCHEMA_FAILED, schema_feedback
 from workflows.jobdefs.base import RtArg, RtStep
 

@@ -103,4 +103,5 @@ def test_session_jobs_are_parsed_without_the_database(project, django_assert_num
             job_name="tmpjob",
             yaml_text=TMP_JOB,
         )
-    assert parsed.revision is not None and parsed.error == ""
+    assert parsed.revision is not None
+    assert parsed.error == ""

@@ -8,17 +8,11 @@ import time
 import pytest
 import yaml
 
+from tests.support.yaml_bombs import laughs
 from workflows import yaml_bounded
 from workflows.yaml_bounded import LimitExceeded
 
 MB = 1024 * 1024
-
-
-def laughs(levels: int) -> str:
-    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    for i in range(1, levels + 1):
-        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
-    return "\n".join(lines) + "\n"
 
 
 HOSTILE = {

@@ -414,7 +414,9 @@ def register_session_tools(
         name, summary and the file patterns each applies to."""
         from workflows.selectors.deepschemas import named_schemas
 
-        answer = named_schemas(project_root=state.project_root)
+        # Reading and parsing the schema files is file work: kept off the event loop, which
+        # serves every caller.
+        answer = await asyncio.to_thread(named_schemas, project_root=state.project_root)
         log_call(state, f"{prefix}get_named_schemas", {})
         return answer
 
