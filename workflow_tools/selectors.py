@@ -25,6 +25,8 @@ DEEPWORK_SOURCE_KEY = "deepwork"
 
 logger = logging.getLogger("deepwork.workflow_tools")
 
+_UNREADABLE: tuple[type[Exception], ...] = (OSError, *yaml_bounded.LOAD_ERRORS)
+
 
 def workflow_tool_names(*, project: Project) -> dict[str, str]:
     """Every persisted workflow key -> tool name of the project (one query)."""
@@ -157,7 +159,7 @@ class FileFilters:
             self._stamp = stamp  # a broken file is reported once, not on every listing
             try:
                 self._rules = self._read()
-            except (OSError, FilterSyntaxError, *yaml_bounded.LOAD_ERRORS) as exc:
+            except _UNREADABLE as exc:
                 logger.warning("%s is not applied (%s); its last rules still apply", self.path, exc)
         return self._rules
 

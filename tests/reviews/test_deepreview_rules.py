@@ -475,10 +475,10 @@ def test_an_alias_bomb_is_refused_by_the_bounded_loader_at_once(tmp_path: Path) 
     from tests.support.yaml_bombs import laughs
 
     path = write_text_rules(tmp_path, laughs(6))
-    started = time.monotonic()
+    started = time.thread_time()
     with pytest.raises(ConfigError) as excinfo:
         parse_deepreview_file(path)
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0
     assert "more than 100000 nodes with aliases expanded" in str(excinfo.value)
 
 

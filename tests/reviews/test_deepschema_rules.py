@@ -264,9 +264,9 @@ def test_a_schema_that_is_an_alias_bomb_is_a_failure_found_at_once(tmp_path: Pat
     from tests.support.yaml_bombs import laughs
 
     write(tmp_path, ".deepwork/schemas/bomb/deepschema.yml", laughs(6))
-    started = time.monotonic()
+    started = time.thread_time()
     rules, failures = load_deepschema_rules(tmp_path)
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0
     assert rules == []
     [failure] = failures
     assert "more than 100000 nodes with aliases expanded" in failure.error

@@ -34,9 +34,9 @@ def feedback_for(tmp_path: Path, text: str, schema: dict[str, Any]) -> str:
 
 
 def test_an_alias_bomb_is_refused_in_a_short_answer_at_once(tmp_path: Path) -> None:
-    started = time.monotonic()
+    started = time.thread_time()
     feedback = feedback_for(tmp_path, laughs(7), {"type": "integer"})
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0
     assert feedback.startswith(
         f"{JSON_SCHEMA_FAILED}\n\n- Output 'f' file 'out.yml': failed to parse: "
     )

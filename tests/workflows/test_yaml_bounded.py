@@ -61,10 +61,11 @@ def test_a_hostile_megabyte_is_refused_within_a_second(name: str) -> None:
     if not yaml_bounded.HAVE_LIBYAML:
         pytest.skip("needs libyaml")
     text, _ = HOSTILE[name]
-    started = time.monotonic()
+    # This thread's CPU time: what the document costs, whatever else the machine is doing.
+    started = time.thread_time()
     with pytest.raises(LimitExceeded):
         yaml_bounded.load(text)
-    assert time.monotonic() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_deep_nesting_never_escapes_as_recursion_error(parser: str) -> None:

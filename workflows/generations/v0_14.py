@@ -50,6 +50,7 @@ JSON_SCHEMA_FAILED = "JSON schema validation failed:"
 MAX_SCHEMA_FILE_BYTES = 16 * 1024 * 1024
 # A handed-in file is bounded as a job file is, except that its values may fill the file.
 HANDED_IN_LIMITS = yaml_bounded.Limits(chars=MAX_SCHEMA_FILE_BYTES)
+_UNREADABLE: tuple[type[Exception], ...] = (OSError, *yaml_bounded.LOAD_ERRORS)
 
 # Conversation and agent ids become part of an agent key and, in 0.14.0, of file names; path
 # characters are refused rather than sanitised.
@@ -242,7 +243,7 @@ def schema_feedback(*, step: RtStep, outputs: dict[str, Value], project_root: Pa
             try:
                 text = read_regular_text(project_root / path, limit=MAX_SCHEMA_FILE_BYTES)
                 data = yaml_bounded.load(text, name=path, limits=HANDED_IN_LIMITS)
-            except (OSError, UnicodeDecodeError, *yaml_bounded.LOAD_ERRORS) as exc:
+            except _UNREADABLE as exc:
                 lines.append(f"- Output '{name}' file '{path}': failed to parse: {exc}")
                 continue
             error = json_schemas.best_error(validator, data)

@@ -10,6 +10,7 @@ from workflows.files import read_project_text
 
 # A schema file is prose and globs, as a review rules file is.
 MAX_SCHEMA_FILE_BYTES = 1024 * 1024
+_UNREADABLE: tuple[type[Exception], ...] = (OSError, *yaml_bounded.LOAD_ERRORS)
 
 
 def named_schemas(*, project_root: Path) -> list[dict[str, Any]]:
@@ -41,7 +42,7 @@ def named_schemas(*, project_root: Path) -> list[dict[str, Any]]:
                     "matchers": [str(m) for m in data.get("matchers", []) or []],
                 }
             )
-        except (OSError, *yaml_bounded.LOAD_ERRORS):
+        except _UNREADABLE:
             found.append(
                 {"name": entry.name, "summary": f"(failed to parse {path})", "matchers": []}
             )
