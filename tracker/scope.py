@@ -7,22 +7,13 @@ to the project root. The original matched raw substrings, so ``api`` covered ``r
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workflows import limits
+from workflows import globs, limits
 from workflows.errors import InvalidInput
-
-
-def _glob() -> Any:
-    # Imported on first use: mcpserve loads this module at start and answers tools/list
-    # without it.
-    from wcmatch import glob
-
-    return glob
 
 
 def _flags(glob: Any) -> int:
@@ -32,13 +23,9 @@ def _flags(glob: Any) -> int:
 _GLOB_CHARS = re.compile(r"[*?\[\]{}!]")
 _CLASS = re.compile(r"\[!?\]?[^\]]*\]")
 _RANGE = re.compile(r"(.)-(.)")
-_POSIX_CLASS = re.compile(
-    r"\[:(alnum|alpha|ascii|blank|cntrl|digit|graph|lower|print|punct|space|upper|word|xdigit):\]"
-)
 
-# Braces and '|' multiply an area into several patterns (``{a,b}/{c,d}`` is four); each is
-# matched against every changed file, so their number is bounded.
-MAX_AREA_PATTERNS = 128
+# Braces and '|' multiply an area into several patterns; their number is bounded.
+MAX_AREA_PATTERNS = globs.MAX_PATTERNS
 
 
 def _is_glob(area: str) -> bool:
@@ -70,251 +57,24 @@ def areas_check(areas: Sequence[str]) -> None:
         if area.count("{") != area.count("}"):
             raise InvalidInput(f"{field} is not a valid glob: its braces '{{' '}}' do not pair")
         try:
-            _matcher(area)
-        except _TooMany:
+            globs.expanded_matcher(area)
+        except globs.TooManyPatterns:
             raise InvalidInput(
                 f"{field} expands to more than {MAX_AREA_PATTERNS} patterns (its braces and "
                 f"'|' multiply); the limit is {MAX_AREA_PATTERNS}"
             ) from None
         except Exception as exc:  # wcmatch raises several kinds; all mean "cannot use this"
             raise InvalidInput(f"{field} is not a valid glob: {exc}") from None
-        glob = _glob()
+        glob = globs.wcmatch_glob()
         try:
             glob.translate(area, flags=_flags(glob))
         except Exception as exc:
             raise InvalidInput(f"{field} is not a valid glob: {exc}") from None
 
 
-# --- Matching a glob in time linear in the path's depth ---------------------------------------
-#
-# wcmatch turns a whole glob into one regular expression, and Python's backtracking engine
-# tries every way of sharing a path's folders among the glob's ``**``: exponential in their
-# number (``**/a/**/a/**/a/**/a/c`` against a path 80 folders deep ran for most of a minute).
-# Here a glob is cut at its ``**`` segments instead. What lies between two ``**`` covers a
-# fixed number of segments and is still wcmatch's own expression (so classes, escapes, dots
-# and every other rule of a segment stay exactly wcmatch's); the ``**`` are matched by a
-# pass over the path that keeps, after each piece, the set of positions it can end at: work
-# proportional to the path's segments times the glob's pieces. Braces, '|' and a leading
-# '!' are handled as wcmatch handles them (braces first, then '|', then negation).
-#
-# Paths are as git names them: relative, '/'-separated, with no empty, '.' or '..' segment.
-
-
-class _TooMany(Exception):
-    pass
-
-
-_GLOBSTAR = None  # a ``**`` segment among a pattern's pieces
-
-
-@dataclass(frozen=True)
-class _Chunk:
-    """Consecutive segments with no ``**``: ``size`` of them, matched by ``regex`` as one."""
-
-    size: int
-    regex: re.Pattern[str]
-
-
-@dataclass(frozen=True)
-class _Pattern:
-    # None: the pattern can match no path of that kind (an empty one, or one that starts or
-    # ends with '/').
-    pieces: tuple[_Chunk | None, ...] | None
-
-    def matches(self, segments: Sequence[str]) -> bool:
-        if self.pieces is None:
-            return False
-        count = len(segments)
-        # ends[k]: the pieces so far can cover exactly the first k segments.
-        ends = [True] + [False] * count
-        last = len(self.pieces) - 1
-        for index, piece in enumerate(self.pieces):
-            if piece is _GLOBSTAR:
-                # A trailing ``**`` after other pieces needs a segment: ``a/**`` is not ``a``.
-                at_least = 1 if index == last and index > 0 else 0
-                seen = False
-                new = [False] * (count + 1)
-                for k in range(count + 1):
-                    if k - at_least >= 0 and ends[k - at_least]:
-                        seen = True
-                    new[k] = seen
-                ends = new
-            else:
-                assert isinstance(piece, _Chunk)
-                new = [False] * (count + 1)
-                for k in range(count - piece.size + 1):
-                    if ends[k] and piece.regex.match("/".join(segments[k : k + piece.size])):
-                        new[k + piece.size] = True
-                ends = new
-            if not any(ends):
-                return False
-        return ends[count]
-
-
-@dataclass(frozen=True)
-class _Matcher:
-    include: tuple[_Pattern, ...]
-    exclude: tuple[_Pattern, ...]
-
-    def matches(self, path: str) -> bool:
-        segments = path.split("/")
-        return any(p.matches(segments) for p in self.include) and not any(
-            p.matches(segments) for p in self.exclude
-        )
-
-
-def _bar_split(pattern: str) -> list[str]:
-    """``pattern`` split at each '|' that is neither escaped nor inside a ``[...]`` class, as
-    wcmatch splits it."""
-    parts: list[str] = []
-    start = 0
-    i = 0
-    bad = -1
-    n = len(pattern)
-    while i < n:
-        c = pattern[i]
-        i += 1
-        if c == "|":
-            parts.append(pattern[start : i - 1])
-            start = i
-        elif c == "\\":
-            if i < n:
-                i += 1
-        elif c == "[" and (bad == -1 or i > bad):
-            end, failed_at = _class_end(pattern, i)
-            if end is None:
-                bad = failed_at
-            else:
-                i = end
-    parts.append(pattern[start:])
-    return parts
-
-
-def _class_end(pattern: str, i: int) -> tuple[int | None, int]:
-    """Where the ``[...]`` class opened just before ``i`` ends (after its ']'), or None and
-    where reading it failed: it reaches the end, or holds a '/' (then '[' is a plain
-    character)."""
-    n = len(pattern)
-
-    def take() -> str:
-        nonlocal i
-        if i >= n:
-            raise IndexError
-        i += 1
-        return pattern[i - 1]
-
-    try:
-        c = take()
-        if c in ("!", "^"):
-            c = take()
-        if c in ("-", "]"):
-            c = take()
-        while c != "]":
-            if c == "\\":
-                if take() == "/":
-                    return None, i
-            elif c == "/":
-                return None, i
-            elif c == "[":
-                found = _POSIX_CLASS.match(pattern, i - 1)
-                if found:
-                    i = found.end()
-            c = take()
-    except IndexError:
-        return None, i
-    return i, i
-
-
-def _pieces(pattern: str) -> list[str] | None:
-    """``pattern``'s segments: split at every '/', escaped or not (wcmatch reads both as the
-    separator), with the escape of an escaped one dropped. None when it asks for an empty
-    segment, which no path has: wcmatch folds '//' into one separator, but an escaped '/'
-    right after a separator is a second one."""
-    segments: list[str] = []
-    current: list[str] = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            if pattern[i + 1] == "/":
-                if not current:
-                    return None
-                segments.append("".join(current))
-                current = []
-            else:
-                current.append(pattern[i : i + 2])
-            i += 2
-            continue
-        if c == "/":
-            segments.append("".join(current))
-            current = []
-        else:
-            current.append(c)
-        i += 1
-    segments.append("".join(current))
-    return segments
-
-
-def _compile_pattern(pattern: str, glob: Any) -> _Pattern:
-    segments = _pieces(pattern)
-    if segments is None or pattern == "" or segments[0] == "" or segments[-1] == "":
-        return _Pattern(None)
-    pieces: list[_Chunk | None] = []
-    run: list[str] = []
-
-    def close_run() -> None:
-        if run:
-            [regex] = glob.translate("/".join(run), flags=int(glob.GLOBSTAR | glob.DOTGLOB))[0]
-            pieces.append(_Chunk(len(run), re.compile(regex)))
-            run.clear()
-
-    for segment in segments:
-        if segment == "":  # 'a//b' is 'a/b'
-            continue
-        if segment == "**":
-            close_run()
-            if not pieces or pieces[-1] is not _GLOBSTAR:  # '**/**' is '**'
-                pieces.append(_GLOBSTAR)
-        else:
-            run.append(segment)
-    close_run()
-    return _Pattern(tuple(pieces))
-
-
-@functools.lru_cache(maxsize=512)
-def _matcher(area: str) -> _Matcher:
-    """The compiled form of a glob ``area`` (raises ``_TooMany`` past the limit)."""
-    import bracex
-
-    glob = _glob()
-    include: list[_Pattern] = []
-    exclude: list[_Pattern] = []
-    seen: set[str] = set()
-    try:
-        expanded = list(
-            bracex.iexpand(area, keep_escapes=True, limit=MAX_AREA_PATTERNS, return_empty=True)
-        )
-    except bracex.ExpansionLimitException:
-        raise _TooMany from None
-    total = 0
-    for braced in expanded:
-        for pattern in _bar_split(braced):
-            total += 1
-            if total > MAX_AREA_PATTERNS:
-                raise _TooMany
-            if pattern in seen:
-                continue
-            seen.add(pattern)
-            if pattern.startswith("!"):
-                exclude.append(_compile_pattern(pattern[1:], glob))
-            else:
-                include.append(_compile_pattern(pattern, glob))
-    return _Matcher(tuple(include), tuple(exclude))
-
-
 def _covers(area: str, path: str) -> bool:
     if _is_glob(area):
-        return _matcher(area).matches(path)
+        return globs.expanded_matcher(area).matches(path)
     prefix = area.strip("/")
     return prefix in ("", ".") or path == prefix or path.startswith(prefix + "/")
 
@@ -341,8 +101,8 @@ def scope_verify(*, areas: Sequence[str], paths: Iterable[str]) -> Verification:
     for area in areas:
         try:
             if _is_glob(area):
-                _matcher(area)
-        except _TooMany:
+                globs.expanded_matcher(area)
+        except globs.TooManyPatterns:
             # Stored before the limit was set: matched as covering nothing, and said so.
             warnings.append(
                 f"the area {area!r} expands to more than {MAX_AREA_PATTERNS} patterns; it was "

@@ -14,10 +14,9 @@ from pathlib import Path
 from stat import S_ISREG
 from typing import Any
 
-import yaml
-
 from workflow_tools.models import WorkflowToolFilter, WorkflowToolName
 from workflow_tools.sources import GENERIC_SCHEMA, PublishedWorkflow, RunState, RunStatus
+from workflows import yaml_bounded
 from workflows.errors import NotFound
 from workflows.models import Job, Project, StepRun, WorkflowSession, WorkflowStep
 from workflows.services.catalog import CatalogView
@@ -25,6 +24,8 @@ from workflows.services.catalog import CatalogView
 DEEPWORK_SOURCE_KEY = "deepwork"
 
 logger = logging.getLogger("deepwork.workflow_tools")
+
+_UNREADABLE: tuple[type[Exception], ...] = (OSError, *yaml_bounded.LOAD_ERRORS)
 
 
 def workflow_tool_names(*, project: Project) -> dict[str, str]:
@@ -158,14 +159,14 @@ class FileFilters:
             self._stamp = stamp  # a broken file is reported once, not on every listing
             try:
                 self._rules = self._read()
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, FilterSyntaxError) as exc:
+            except _UNREADABLE as exc:
                 logger.warning("%s is not applied (%s); its last rules still apply", self.path, exc)
         return self._rules
 
     def _read(self) -> tuple[FilterRule, ...]:
         if self.path.stat().st_size > 1024 * 1024:
             raise FilterSyntaxError("the file is over 1 MiB")
-        data = yaml.safe_load(self.path.read_text(encoding="utf-8"))
+        data = yaml_bounded.load(self.path.read_text(encoding="utf-8"), name=str(self.path))
         if data is None:
             return ()
         if not isinstance(data, dict):

@@ -195,6 +195,12 @@ def _resolved_inside(root: Path, inside: PurePosixPath, relative: str) -> PurePo
     return PurePosixPath(resolved.relative_to(root).as_posix())
 
 
+# What the server writes into a project quotes other files of it (a review instruction file
+# inlines the file under review), whatever their own modes: readable by the server's user
+# alone, as are the folders it makes for them.
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_FOLDER_MODE = 0o700
+
 # The server's scratch folder inside a project: made with a ``.gitignore`` of its own, so what
 # the server writes there never shows in the project's ``git status``.
 SCRATCH_FOLDER = (".deepwork", "tmp")
@@ -208,7 +214,7 @@ def _walk(fd: int, folders: tuple[str, ...], *, create: bool) -> int:
             if create:
                 # mkdirat never follows: a planted link here is EEXIST, then refused below.
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(folder, 0o755, dir_fd=fd)
+                    os.mkdir(folder, PRIVATE_FOLDER_MODE, dir_fd=fd)
                     made = True
             inner = os.open(folder, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
@@ -285,7 +291,7 @@ def read_project_text(*, root: Path, relative: str, limit: int) -> str:
 
 @contextmanager
 def project_directory(*, root: Path, relative: str, create: bool = False) -> Iterator[int]:
-    """A descriptor of the project directory ``relative``, made (0755) when ``create`` says so.
+    """A descriptor of the project directory ``relative``, made (0700) when ``create`` says so.
 
     Links inside the project are followed, never out of it; raises as ``open_project_file``.
     """
@@ -306,7 +312,7 @@ def open_regular_at(dir_fd: int, name: str, *, create: bool = False) -> int:
     """A read-write descriptor of the regular file ``name`` in ``dir_fd`` (for locks and the
     like), created when missing if ``create``; a link there is ELOOP, a pipe ``NotRegularFile``."""
     flags = os.O_RDWR | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(name, flags | (os.O_CREAT if create else 0), 0o644, dir_fd=dir_fd)
+    fd = os.open(name, flags | (os.O_CREAT if create else 0), PRIVATE_FILE_MODE, dir_fd=dir_fd)
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -318,7 +324,7 @@ def open_regular_at(dir_fd: int, name: str, *, create: bool = False) -> int:
 
 
 def write_text_at(dir_fd: int, name: str, text: str) -> None:
-    """Put ``text`` (UTF-8) at ``name`` in ``dir_fd``: a new file renamed over the entry.
+    """Put ``text`` (UTF-8) at ``name`` in ``dir_fd``: a new file (0600) renamed over the entry.
 
     Whatever stood there (a link, a pipe, an older file) is replaced, never written through; a
     directory there raises ``IsADirectoryError``. Readers see the old file or the new, whole.
@@ -328,7 +334,7 @@ def write_text_at(dir_fd: int, name: str, text: str) -> None:
     # Named so that the stale-file sweep of the review scratch folder also removes orphans.
     tmp = f".{name[:100]}.{secrets.token_hex(8)}{_TMP_SUFFIX}"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
+    fd = os.open(tmp, flags, PRIVATE_FILE_MODE, dir_fd=dir_fd)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(text.encode("utf-8"))

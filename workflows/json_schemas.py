@@ -17,6 +17,8 @@ jsonschema and referencing are imported on first use: the stdio server starts wi
 
 from __future__ import annotations
 
+import itertools
+import reprlib
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -98,16 +100,21 @@ def validator(schema: Any, *, dialect: Dialect = "draft7") -> Validator:
     return validator
 
 
+MAX_ERRORS_WEIGHED = 1000
+
+
 def best_error(validator: Validator, instance: Any) -> ValidationError | None:
     """The most relevant error of ``instance`` (jsonschema's ``best_match``), or None.
 
     Data nested deeper than Python's stack, or a ref that cannot be followed, is reported as
-    an error of the data rather than escaping as RecursionError."""
+    an error of the data rather than escaping as RecursionError. Only the first
+    ``MAX_ERRORS_WEIGHED`` errors are weighed: a list of 100,000 wrong items would otherwise
+    build (and quote) 100,000 errors to show one."""
     from jsonschema.exceptions import best_match
     from referencing.exceptions import Unresolvable
 
     try:
-        return best_match(validator.iter_errors(instance))
+        return best_match(itertools.islice(validator.iter_errors(instance), MAX_ERRORS_WEIGHED))
     except RecursionError:
         return _too_deep()
     except Unresolvable as exc:
@@ -124,6 +131,34 @@ def all_errors(validator: Validator, instance: Any) -> list[ValidationError]:
         return [_too_deep()]
     except Unresolvable as exc:
         return [_unresolvable(exc)]
+
+
+# How much of a failing value an error shown to a client quotes.
+EXCERPT_CHARS = 200
+
+_EXCERPT = reprlib.Repr()
+_EXCERPT.maxlevel = 3
+_EXCERPT.maxdict = _EXCERPT.maxlist = _EXCERPT.maxtuple = _EXCERPT.maxset = 8
+_EXCERPT.maxstring = _EXCERPT.maxother = 80
+
+
+def excerpt(value: Any) -> str:
+    """The start of ``value``'s repr, at most ``EXCERPT_CHARS``, built without ever writing
+    the whole value out (it may be megabytes)."""
+    shown = _EXCERPT.repr(value)
+    return shown if len(shown) <= EXCERPT_CHARS else f"{shown[: EXCERPT_CHARS - 3]}..."
+
+
+def error_brief(error: ValidationError) -> str:
+    """What failed, which keyword and where: ``<what> (keyword '<k>' at <JSON path>)``.
+
+    jsonschema's message quotes the whole failing value (``<value> is not of type ...``); it
+    is kept only when short, else the value is shown as an excerpt. Nothing else of the
+    checked data is quoted, so an error never carries a document back to whoever sent it."""
+    what = error.message
+    if len(what) > EXCERPT_CHARS:
+        what = f"{excerpt(error.instance)} does not satisfy '{error.validator}'"
+    return f"{what} (keyword '{error.validator}' at {error.json_path})"
 
 
 def _too_deep() -> ValidationError:

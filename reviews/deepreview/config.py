@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import io
 import json
 import os
 import posixpath
@@ -19,9 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from workflows import json_schemas
+from workflows import json_schemas, yaml_bounded
 from workflows.files import (
     LINK_OUT,
     FileTooLarge,
@@ -184,12 +181,10 @@ def parse_deepreview_text(
 
 
 def _load_yaml(text: str, path: Path) -> Any:
-    # A named stream makes PyYAML's error marks say 'in "<path>"' rather than "<unicode string>".
-    stream = io.StringIO(text)
-    stream.name = str(path)
+    # Named, so the error marks say 'in "<path>"' rather than "<unicode string>".
     try:
-        return yaml.safe_load(stream)
-    except yaml.YAMLError as exc:
+        return yaml_bounded.load(text, name=str(path))
+    except yaml_bounded.LOAD_ERRORS as exc:
         raise ConfigError(
             f"Failed to parse {path}: Failed to parse YAML file {path}: {exc}"
         ) from exc

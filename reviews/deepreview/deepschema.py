@@ -29,7 +29,6 @@ it beside the inheriting one).
 from __future__ import annotations
 
 import functools
-import io
 import json
 import os
 from collections.abc import Mapping
@@ -37,12 +36,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from wcmatch import glob
 
 from reviews.deepreview.config import ConfigError, ReviewRule, _read_text
 from reviews.deepreview.discovery import ParseFailure, is_skipped_dir
-from workflows import json_schemas
+from workflows import json_schemas, yaml_bounded
 
 SCHEMAS_DIR = ".deepwork/schemas"
 SCHEMA_FILENAME = "deepschema.yml"
@@ -75,11 +73,9 @@ def _load(path: Path, project_root: Path) -> dict[str, Any]:
         raise SchemaError("file not found") from exc
     except ConfigError as exc:
         raise SchemaError(str(exc)) from None
-    stream = io.StringIO(text)
-    stream.name = str(path)
     try:
-        data = yaml.safe_load(stream)
-    except yaml.YAMLError as exc:
+        data = yaml_bounded.load(text, name=str(path))
+    except yaml_bounded.LOAD_ERRORS as exc:
         raise SchemaError(f"invalid YAML: {exc}") from None
     if data is None:
         return {}

@@ -13,6 +13,7 @@ from wcmatch import glob
 
 from reviews.deepreview.config import ReviewRule, ReviewTask
 from reviews.deepreview.discovery import SKIPPED_DIRS
+from workflows import globs
 
 # GLOBSTAR: `**/` spans zero or more directories, so `**/*.py` matches `app.py`.
 # DOTGLOB: `*` matches leading dots, as 0.9.1's hand-written regex did.
@@ -43,7 +44,8 @@ def relative_to_dir(path: str, directory: str) -> str | None:
 
 
 def glob_matches(path: str, pattern: str) -> bool:
-    return glob.globmatch(path, pattern, flags=GLOB_FLAGS)
+    # Linear in the path's depth; wcmatch's own globmatch backtracks on repeated `**`.
+    return globs.glob_matches(path, pattern)
 
 
 def _matches_patterns(rel_path: str, rule: ReviewRule) -> bool:

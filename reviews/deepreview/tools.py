@@ -28,6 +28,7 @@ from reviews.deepreview.instructions import (
 from reviews.deepreview.instructions014 import prepare_render_extended
 from reviews.deepreview.matching import build_tasks, file_matches_rule, source_location
 from reviews.deepreview.precompute import NO_COMMANDS, CommandPolicy
+from workflows import globs
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +158,9 @@ def _project_relative(path: str, root: Path, real_root: Path) -> str:
             raise UnsafePathError("escapes the project root with '..'")
     if rel in ("", "."):
         raise UnsafePathError("names the project root, not a file")
+    too_deep = globs.path_too_deep(rel)
+    if too_deep is not None:
+        raise UnsafePathError(too_deep)
     # A symlink inside the project can still point outside it; the reviewer would then be
     # handed a file the caller could not name directly.
     try:

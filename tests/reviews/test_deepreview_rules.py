@@ -7,6 +7,7 @@ directly. Error texts are spelled out in full because agents see them verbatim.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -468,3 +469,39 @@ def test_unchanged_matching_files_for_matches_together(tmp_path: Path) -> None:
         # Honoured only for matches_together, as in 0.9.1.
         ("individual", ()),
     ]
+
+
+def test_an_alias_bomb_is_refused_by_the_bounded_loader_at_once(tmp_path: Path) -> None:
+    from tests.support.yaml_bombs import laughs
+
+    path = write_text_rules(tmp_path, laughs(6))
+    started = time.thread_time()
+    with pytest.raises(ConfigError) as excinfo:
+        parse_deepreview_file(path)
+    assert time.thread_time() - started < 1.0
+    assert "more than 100000 nodes with aliases expanded" in str(excinfo.value)
+
+
+def test_a_rules_file_nested_too_deeply_is_refused_as_such(tmp_path: Path) -> None:
+    path = write_text_rules(tmp_path, "r: " + "[" * 2000 + "]" * 2000 + "\n")
+    with pytest.raises(ConfigError, match="nesting deeper than 32 levels"):
+        parse_deepreview_file(path)
+
+
+def test_review_globs_match_as_wcmatch_does(tmp_path: Path) -> None:
+    """The linear matcher gives wcmatch's answers for the globs rules write (GLOBSTAR and
+    DOTGLOB, no braces): a differential run over random globs and paths."""
+    import random
+
+    from wcmatch import glob as wcglob
+
+    from reviews.deepreview.matching import GLOB_FLAGS, glob_matches
+
+    rng = random.Random(7)
+    parts = ["a", "b", ".c", "*", "**", "?", "[ab]", "*.py", "a*", "[!a]", "x.py"]
+    names = ["a", "b", ".c", "x.py", "ab", "c.py", ".py"]
+    for _ in range(3000):
+        pattern = "/".join(rng.choice(parts) for _ in range(rng.randint(1, 5)))
+        path = "/".join(rng.choice(names) for _ in range(rng.randint(1, 6)))
+        expected = bool(wcglob.globmatch(path, pattern, flags=GLOB_FLAGS))
+        assert glob_matches(path, pattern) == expected, (pattern, path)

@@ -529,3 +529,35 @@ def test_scratch_files_are_not_reviewed_on_the_next_run(project: Path) -> None:
     # The instruction files from the first run are untracked files now, yet not reviewed.
     [(instruction_file, _)] = second
     assert "- @README.md\n\n" in (project / instruction_file).read_text()
+
+
+def test_an_instruction_file_quoting_a_private_file_is_private_too(project: Path) -> None:
+    (project / "a.py").write_text("TOKEN = 'do not share'\n")
+    (project / "a.py").chmod(0o600)
+    previous = os.umask(0o022)
+    try:
+        output = review(project, files=["a.py"])
+    finally:
+        os.umask(previous)
+    [(relative, _)] = prompts(output)
+    written = project / relative
+    assert oct(written.stat().st_mode & 0o777) == oct(0o600)
+    assert oct(written.parent.stat().st_mode & 0o777) == oct(0o700)
+
+
+def test_a_path_too_deep_to_match_is_refused_by_name(project: Path) -> None:
+    deep = "/".join(["a"] * 300) + "/x.py"
+    output = review(project, files=[deep])
+    assert output.startswith("Review error: Only files inside the project can be reviewed")
+    assert "has 301 path segments, more than the 256 a matched path may have" in output
+
+
+def test_repeated_globstars_match_a_deep_path_in_linear_time(project: Path) -> None:
+    # A rule with many `**` used to backtrack over every way of sharing the path's folders
+    # among them (half a minute at 60 folders); each call must now answer at once.
+    write_rules(project, {"deep": rule(["**/a/**/a/**/a/**/a/**/a/**/a/c"], instructions="x")})
+    deep = "/".join(["a"] * 60) + "/x"
+    started = time.monotonic()
+    output = review(project, files=[deep])
+    assert time.monotonic() - started < 5
+    assert output == "No review rules matched the changed files."

@@ -256,3 +256,17 @@ def test_all_passed_answers_of_each_dialect(tmp_path: Path) -> None:
     again = get_review_instructions(project_root=tmp_path, files=["a.md"], platform=None)
     assert again.startswith("Warning: Some .deepreview files could not be parsed:\n")
     assert again.endswith("\n\nNo review tasks to execute.")
+
+
+def test_a_schema_that_is_an_alias_bomb_is_a_failure_found_at_once(tmp_path: Path) -> None:
+    import time
+
+    from tests.support.yaml_bombs import laughs
+
+    write(tmp_path, ".deepwork/schemas/bomb/deepschema.yml", laughs(6))
+    started = time.thread_time()
+    rules, failures = load_deepschema_rules(tmp_path)
+    assert time.thread_time() - started < 1.0
+    assert rules == []
+    [failure] = failures
+    assert "more than 100000 nodes with aliases expanded" in failure.error

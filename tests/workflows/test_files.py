@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,24 @@ def test_an_existing_scratch_folder_is_left_as_it_is(tmp_path):
     (tmp_path / ".deepwork/tmp").mkdir(parents=True)
     project_makedirs(root=tmp_path, relative=".deepwork/tmp/sessions")
     assert not (tmp_path / ".deepwork/tmp/.gitignore").exists()
+
+
+def test_what_the_server_writes_into_a_project_is_private_whatever_the_umask(tmp_path):
+    # A review instruction file quotes the file under review: never readable by other users,
+    # even under the most common umask, and even when it replaces a file that was.
+    (tmp_path / ".deepwork" / "tmp").mkdir(parents=True)
+    old = tmp_path / ".deepwork" / "tmp" / "old.md"
+    old.write_text("older")
+    old.chmod(0o644)
+    previous = os.umask(0o022)
+    try:
+        written = project_write_text(
+            root=tmp_path, relative=".deepwork/tmp/review_instructions/x.md", text="secret"
+        )
+        project_write_text(root=tmp_path, relative=".deepwork/tmp/old.md", text="newer")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert stat.S_IMODE(written.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(old.stat().st_mode) == 0o600
+    assert old.read_text() == "newer"

@@ -25,3 +25,13 @@ def test_named_schemas_sorted_with_failures_listed(tmp_path: Path) -> None:
         {"name": "b_schema", "summary": "Release notes", "matchers": ["docs/releases/*.md"]},
     ]
     assert named_schemas(project_root=tmp_path / "elsewhere") == []
+
+
+def test_a_schema_that_is_an_alias_bomb_is_listed_as_failing(tmp_path: Path) -> None:
+    from tests.support.yaml_bombs import laughs
+
+    folder = tmp_path / ".deepwork" / "schemas" / "bomb"
+    folder.mkdir(parents=True)
+    (folder / "deepschema.yml").write_text(laughs(9))
+    [listed] = named_schemas(project_root=tmp_path)
+    assert listed["summary"].startswith("(failed to parse ")

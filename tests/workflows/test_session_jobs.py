@@ -75,3 +75,33 @@ def test_a_014_job_with_an_invalid_json_schema_is_a_load_error(project, catalog,
     (error,) = view.errors
     assert "the JSON schema of 'data.json' is invalid" in error.error
     assert [job.name for job in view.jobs][:2] == ["demo", "nested"]
+
+
+def test_a_definition_over_256_kib_is_refused_unread(project):
+    # Valid YAML, but far more of it than a plan written on the fly needs.
+    text = TMP_JOB + "".join(f"# padding line {i}\n" for i in range(20_000))
+    assert len(text.encode()) > 256 * 1024
+    with pytest.raises(InvalidInput) as info:
+        register(project, text)
+    assert str(info.value).startswith(
+        f"The job definition is {len(text.encode())} bytes; a session job may be at most "
+        "262144 bytes (256 KiB)."
+    )
+    assert not SessionJob.objects.exists()
+
+
+def test_session_jobs_are_parsed_without_the_database(project, django_assert_num_queries):
+    from pathlib import Path
+
+    from workflows.services.session_jobs import session_job_parse
+
+    with django_assert_num_queries(0):
+        parsed = session_job_parse(
+            project_root=Path(project.root_path),
+            platform="claude",
+            conversation_id="S5",
+            job_name="tmpjob",
+            yaml_text=TMP_JOB,
+        )
+    assert parsed.revision is not None
+    assert parsed.error == ""

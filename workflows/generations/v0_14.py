@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from workflows.errors import InvalidInput, JobBroken, NotFound
+from workflows import yaml_bounded
+from workflows.errors import InvalidInput, JobBroken, NotFound, WorkflowError
 from workflows.files import read_regular_text
 from workflows.generations.base import Conversation, Value
 from workflows.generations.v0_9 import read_step_instructions
@@ -48,6 +48,9 @@ ABORT_TOLD_NEXT = (
 )
 JSON_SCHEMA_FAILED = "JSON schema validation failed:"
 MAX_SCHEMA_FILE_BYTES = 16 * 1024 * 1024
+# A handed-in file is bounded as a job file is, except that its values may fill the file.
+HANDED_IN_LIMITS = yaml_bounded.Limits(chars=MAX_SCHEMA_FILE_BYTES)
+_UNREADABLE: tuple[type[Exception], ...] = (OSError, *yaml_bounded.LOAD_ERRORS)
 
 # Conversation and agent ids become part of an agent key and, in 0.14.0, of file names; path
 # characters are refused rather than sanitised.
@@ -239,8 +242,8 @@ def schema_feedback(*, step: RtStep, outputs: dict[str, Value], project_root: Pa
         for path in [value] if isinstance(value, str) else value:
             try:
                 text = read_regular_text(project_root / path, limit=MAX_SCHEMA_FILE_BYTES)
-                data = yaml.safe_load(text)
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+                data = yaml_bounded.load(text, name=path, limits=HANDED_IN_LIMITS)
+            except _UNREADABLE as exc:
                 lines.append(f"- Output '{name}' file '{path}': failed to parse: {exc}")
                 continue
             error = json_schemas.best_error(validator, data)
@@ -248,7 +251,7 @@ def schema_feedback(*, step: RtStep, outputs: dict[str, Value], project_root: Pa
                 loc = " -> ".join(str(p) for p in error.path) if error.path else "root"
                 lines.append(
                     f"- Output '{name}' file '{path}': JSON schema validation failed: "
-                    f"Validation error at {loc}: {error.message}"
+                    f"Validation error at {loc}: {json_schemas.error_brief(error)}"
                 )
     if not lines:
         return None
@@ -256,6 +259,57 @@ def schema_feedback(*, step: RtStep, outputs: dict[str, Value], project_root: Pa
         f"{JSON_SCHEMA_FAILED}\n\n" + "\n".join(lines) + "\n\nFix these issues and call "
         "finished_step again."
     )
+
+
+@dataclass(frozen=True)
+class SchemaChecked:
+    """``schema_feedback`` of ``outputs`` for ``step``, computed before the hand-in reached
+    the database thread (see ``schema_feedback_ahead``)."""
+
+    step: RtStep
+    outputs: dict[str, Value]
+    project_root: Path
+    feedback: str | None
+
+
+# Set by an interface around its finish call; read by ``output_feedback``, which uses it when
+# it was computed for the very step, outputs and folder it is asked about.
+schema_checked_ahead: ContextVar[SchemaChecked | None] = ContextVar(
+    "schema_checked_ahead", default=None
+)
+
+
+def schema_step(*, project: Project, conversation_id: str, agent_id: str | None) -> RtStep | None:
+    """The current step of the conversation's top 0.14 session, when an output of it has a
+    ``json_schema`` to check; None otherwise, or when there is no such session (reads only)."""
+    try:
+        agent = conversation_stack_agent(
+            project=project, conversation_id=conversation_id, agent_id=agent_id
+        )
+        session = top_session(agent)
+        if session is None or session.generation != WorkflowSession.Generation.DEEPWORK_014:
+            return None
+        step = current_rt_step(session, runtime_workflow_of(session))
+    except WorkflowError:
+        return None
+    if any(arg.type == "file_path" and arg.json_schema is not None for arg in step.outputs):
+        return step
+    return None
+
+
+def schema_feedback_ahead(
+    *, step: RtStep, outputs: dict[str, Value], project_root: Path
+) -> SchemaChecked | None:
+    """``schema_feedback`` computed with no database: reading, parsing and validating a
+    handed-in file is the slow part of a hand-in, so an interface whose callers share one
+    database thread runs this first, on a worker, and sets ``schema_checked_ahead``. None when
+    the outputs fail the earlier checks (the hand-in then says so itself)."""
+    try:
+        check_typed_outputs(step=step, outputs=outputs, project_root=project_root)
+    except WorkflowError:
+        return None
+    feedback = schema_feedback(step=step, outputs=outputs, project_root=project_root)
+    return SchemaChecked(step, outputs, project_root, feedback)
 
 
 class LaterGeneration:
@@ -370,6 +424,14 @@ class LaterGeneration:
     def output_feedback(
         self, *, entry: RtStep, outputs: dict[str, Value], project_root: Path
     ) -> str | None:
+        checked = schema_checked_ahead.get()
+        if (
+            checked is not None
+            and checked.step == entry
+            and checked.outputs == outputs
+            and checked.project_root == project_root
+        ):
+            return checked.feedback
         return schema_feedback(step=entry, outputs=outputs, project_root=project_root)
 
     def run_outputs(self, entry: RtStep, key: str, outputs: dict[str, Value]) -> dict[str, Value]:

@@ -1,5 +1,6 @@
-"""What every job.yml format shares: the catalog's job types, the limits, the bounded YAML
-loader and the errors whose texts reach agents.
+"""What every job.yml format shares: the catalog's job types, the limits, reading the YAML
+(through the server's one bounded loader, ``workflows.yaml_bounded``) and the errors whose
+texts reach agents.
 
 Pure Python on purpose: job discovery, the MCP bridge and the tests all parse jobs, and none of
 them should need Django configured to do it. Every ``JobParseError`` text reaches agents
@@ -19,30 +20,26 @@ each format module says how its stored form reads as one.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from yaml.composer import ComposerError
-from yaml.events import AliasEvent
-from yaml.nodes import Node, ScalarNode
+
+from workflows import yaml_bounded
 
 # Bumped whenever the shape produced by job_to_dict changes, so rows stored by an older build
 # are re-parsed from job.yml instead of being misread.
 DICT_FORMAT = 1
 
 # The limits below are far above any real job (the standard job is 12 KB, 8 steps, depth 7,
-# under 1,000 nodes) and low enough that a refused file costs milliseconds.
+# under 1,000 nodes) and low enough that a refused file costs milliseconds. The YAML bounds
+# are the shared loader's defaults (``workflows.yaml_bounded``), which every YAML read uses.
 MAX_FILE_BYTES = 1024 * 1024
-# Levels of nested collections, counted through aliases. jsonschema recurses a few frames per
-# level, so this keeps validation far from Python's recursion limit.
-MAX_DEPTH = 32
-# Nodes and scalar characters of the document as if every alias were written out in full.
-MAX_NODES = 100_000
-MAX_EXPANDED_CHARS = MAX_FILE_BYTES
+MAX_DEPTH = yaml_bounded.DEFAULT_LIMITS.depth
+MAX_NODES = yaml_bounded.DEFAULT_LIMITS.nodes
+MAX_EXPANDED_CHARS = yaml_bounded.DEFAULT_LIMITS.chars
 MAX_STEPS = 5000
 MAX_WORKFLOWS = 200
 # An error text is stored once per broken job and sent with every get_workflows: a few KB.
@@ -182,16 +179,9 @@ def too_large_error(yml_path: Path | None) -> JobParseError:
 
 
 def load_yaml(text: str, yml_path: Path | None) -> dict[str, Any]:
-    # PyYAML names the stream in its error marks ('in "<name>", line N'); a named stream keeps
-    # the file path there, as when 0.9.1 passed the open file. Text that was sent is given as
-    # a string, which PyYAML calls "<unicode string>" and quotes the offending line of.
-    stream: io.StringIO | str = text
-    if yml_path is not None:
-        stream = io.StringIO(text)
-        stream.name = str(yml_path)
-    loader = _BoundedLoader(stream)
+    # A file's path names its marks; text that was sent is "<unicode string>" (yaml_bounded).
     try:
-        data = loader.get_single_data()
+        data = yaml_bounded.load(text, name=None if yml_path is None else str(yml_path))
     except yaml.YAMLError as exc:
         raise JobYamlError(
             f"Failed to load job.yml: Failed to parse YAML file {file_named(yml_path)}: {exc}",
@@ -205,8 +195,6 @@ def load_yaml(text: str, yml_path: Path | None) -> dict[str, Any]:
             f"Failed to load job.yml: Failed to parse YAML file {file_named(yml_path)}: {detail}",
             detail=detail,
         ) from exc
-    finally:
-        loader.dispose()
     # An empty file (only comments, or a bare `null`) says so, rather than failing the schema
     # as a mapping that lacks every key (0.9.1 did that, by accident: it meant to say this).
     if data is None:
@@ -217,92 +205,6 @@ def load_yaml(text: str, yml_path: Path | None) -> dict[str, Any]:
             f"got {type(data).__name__}"
         )
     return data
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a document past ``MAX_DEPTH``, ``MAX_NODES`` or
-    ``MAX_EXPANDED_CHARS`` while composing it, before any Python object is built.
-
-    An alias costs what its anchored node cost, so these are the figures of the document with
-    every alias written out. An alias inside the node it names (``&a [*a]``) has no finite
-    size and is refused. Errors are ``ComposerError`` with the mark of the offending node.
-    """
-
-    def __init__(self, stream: io.StringIO | str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-        self._nodes = 0
-        self._chars = 0
-        # Height (levels below and including it) of the node being composed at each depth.
-        self._heights: list[int] = [0]
-        # anchor -> (nodes, chars, height) of the finished anchored node.
-        self._costs: dict[str, tuple[int, int, int]] = {}
-
-    def compose_document(self) -> Node | None:
-        self._costs = {}
-        return super().compose_document()
-
-    def compose_node(self, parent: Node | None, index: int) -> Node | None:
-        if self.check_event(AliasEvent):
-            event = self.peek_event()
-            if event.anchor in self.anchors and event.anchor not in self._costs:
-                raise ComposerError(
-                    None,
-                    None,
-                    f"found alias {event.anchor!r} inside the node it names",
-                    event.start_mark,
-                )
-            node = super().compose_node(parent, index)
-            nodes, chars, height = self._costs[event.anchor]
-            self._charge(nodes, chars, event.start_mark)
-            self._report_height(height, event.start_mark)
-            return node
-        event = self.peek_event()
-        self._depth += 1
-        if self._depth > MAX_DEPTH:
-            raise ComposerError(
-                None, None, f"nesting deeper than {MAX_DEPTH} levels", event.start_mark
-            )
-        nodes_before, chars_before = self._nodes, self._chars
-        self._charge(1, 0, event.start_mark)
-        self._heights.append(0)
-        node = super().compose_node(parent, index)
-        if isinstance(node, ScalarNode):
-            self._charge(0, len(node.value), event.start_mark)
-        self._depth -= 1
-        height = 1 + self._heights.pop()
-        self._report_height(height, event.start_mark)
-        if event.anchor is not None:
-            self._costs[event.anchor] = (
-                self._nodes - nodes_before,
-                self._chars - chars_before,
-                height,
-            )
-        return node
-
-    def _charge(self, nodes: int, chars: int, mark: yaml.Mark) -> None:
-        self._nodes += nodes
-        self._chars += chars
-        if self._nodes > MAX_NODES:
-            raise ComposerError(
-                None,
-                None,
-                f"more than {MAX_NODES} nodes with aliases expanded",
-                mark,
-            )
-        if self._chars > MAX_EXPANDED_CHARS:
-            raise ComposerError(
-                None,
-                None,
-                f"more than {MAX_EXPANDED_CHARS} characters of values with aliases expanded",
-                mark,
-            )
-
-    def _report_height(self, height: int, mark: yaml.Mark) -> None:
-        # The parent sits at self._depth; through an alias a short path can reach a deep node.
-        if self._depth + height > MAX_DEPTH:
-            raise ComposerError(None, None, f"nesting deeper than {MAX_DEPTH} levels", mark)
-        self._heights[-1] = max(self._heights[-1], height)
 
 
 # --- the runtime view every format reads as ----------------------------------------------

@@ -5,7 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
+from workflows import yaml_bounded
+from workflows.files import read_project_text
+
+# A schema file is prose and globs, as a review rules file is.
+MAX_SCHEMA_FILE_BYTES = 1024 * 1024
+_UNREADABLE: tuple[type[Exception], ...] = (OSError, *yaml_bounded.LOAD_ERRORS)
 
 
 def named_schemas(*, project_root: Path) -> list[dict[str, Any]]:
@@ -22,7 +27,12 @@ def named_schemas(*, project_root: Path) -> list[dict[str, Any]]:
         if not path.is_file():
             continue
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            text = read_project_text(
+                root=project_root,
+                relative=path.relative_to(project_root).as_posix(),
+                limit=MAX_SCHEMA_FILE_BYTES,
+            )
+            data = yaml_bounded.load(text, name=str(path)) or {}
             if not isinstance(data, dict):
                 raise ValueError("not a mapping")
             found.append(
@@ -32,7 +42,7 @@ def named_schemas(*, project_root: Path) -> list[dict[str, Any]]:
                     "matchers": [str(m) for m in data.get("matchers", []) or []],
                 }
             )
-        except (OSError, ValueError, yaml.YAMLError):
+        except _UNREADABLE:
             found.append(
                 {"name": entry.name, "summary": f"(failed to parse {path})", "matchers": []}
             )

@@ -300,6 +300,9 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             )
         if not session_id:
             return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        await v0_14.schemas_checked_ahead(
+            state, session_id=session_id, agent_id=agent_id, outputs=outputs
+        )
         return await call(
             state,
             name,

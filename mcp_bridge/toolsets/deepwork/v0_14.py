@@ -8,11 +8,12 @@ the service through the one database-call path (``common.call``).
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from fastmcp import FastMCP
 from mcp.types import ToolAnnotations
@@ -40,6 +41,10 @@ from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.generations import Conversation
 from workflows.results import NeedsWork
+
+if TYPE_CHECKING:
+    from workflows.jobdefs.base import RtStep
+    from workflows.services.session_jobs import ParsedSessionJob
 
 # The session services and the selectors read the database: they are imported inside the calls,
 # because ``mcpserve`` lists these tools before Django's app registry is ready and runs no call
@@ -220,6 +225,37 @@ def finish_call(
     return shown(state, dialect.finished(cast(Any, outcome)))
 
 
+async def schemas_checked_ahead(
+    state: ServerState, *, session_id: str, agent_id: str | None, outputs: dict[str, Any]
+) -> None:
+    """Check the hand-in's ``json_schema`` outputs before ``finish_call``, off the database
+    thread: reading, parsing and validating the files is the slow part of a hand-in, and
+    every caller shares that thread. Only finding the step takes a short turn on it; the
+    finish call then uses the result (``schema_checked_ahead``) if the step is unchanged."""
+    from workflows.db import db_sync_to_async
+    from workflows.generations import v0_14 as later
+
+    try:
+        conversation_id = conversation(state, session_id)
+    except InvalidInput:
+        return  # the finish call says so
+
+    def step_and_root() -> tuple[RtStep | None, Path]:
+        project = state.project()
+        step = later.schema_step(
+            project=project, conversation_id=conversation_id, agent_id=agent_id
+        )
+        return step, Path(project.root_path)
+
+    step, root = await db_sync_to_async(step_and_root)()
+    if step is None:
+        return
+    checked = await asyncio.to_thread(
+        later.schema_feedback_ahead, step=step, outputs=outputs, project_root=root
+    )
+    later.schema_checked_ahead.set(checked)
+
+
 def abort_call(
     state: ServerState, *, session_id: str, agent_id: str | None, explanation: str
 ) -> dialect.AbortWorkflowResponse:
@@ -251,27 +287,42 @@ def go_to_step_call(
     )
 
 
+def parse_session_job(
+    state: ServerState, *, conversation_id: str, job_name: str, yaml_text: str
+) -> ParsedSessionJob | InvalidInput:
+    """The definition read and checked, no database involved (see ``session_job_parse``), or
+    why it cannot be."""
+    from workflows.services import session_jobs
+
+    try:
+        return session_jobs.session_job_parse(
+            project_root=state.project_root,
+            platform=platform(state),
+            conversation_id=conversation_id,
+            job_name=job_name,
+            yaml_text=yaml_text,
+        )
+    except InvalidInput as exc:
+        return exc
+
+
 def register_session_job_call(
-    state: ServerState, *, session_id: str, job_name: str, yaml_text: str
+    state: ServerState, parsed: ParsedSessionJob | InvalidInput
 ) -> dict[str, Any]:
     from workflows.services import session_jobs
 
     try:
-        registered = session_jobs.session_job_register(
-            project=state.project(),
-            platform=platform(state),
-            conversation_id=conversation(state, session_id),
-            job_name=job_name,
-            yaml_text=yaml_text,
-        )
+        if isinstance(parsed, InvalidInput):
+            raise parsed
+        registered = session_jobs.session_job_store(project=state.project(), parsed=parsed)
     except InvalidInput as exc:
         return dialect.soft_error(str(exc))
     return {
         "status": "registered",
         "job_name": registered.job_name,
         "job_dir": registered.job_dir,
-        "message": f"Session job '{job_name}' registered successfully. It can be started "
-        f"with start_workflow(job_name='{job_name}', ...).",
+        "message": f"Session job '{registered.job_name}' registered successfully. It can be "
+        f"started with start_workflow(job_name='{registered.job_name}', ...).",
     }
 
 
@@ -313,12 +364,25 @@ def register_session_tools(
         of the same name for this conversation only."""
         if not session_id:
             return dialect.soft_error(dialect.SESSION_ID_REQUIRED_JOBS)
+        # Parsing a big definition takes a while: done on a worker thread of its own, so the
+        # database thread that every caller shares only stores the result. The session id is
+        # read here, where the request's identity is.
+        try:
+            conversation_id = conversation(state, session_id)
+        except InvalidInput as exc:
+            parsed: ParsedSessionJob | InvalidInput = exc
+        else:
+            parsed = await asyncio.to_thread(
+                parse_session_job,
+                state,
+                conversation_id=conversation_id,
+                job_name=job_name,
+                yaml_text=job_definition_yaml,
+            )
         return await db(
             f"{prefix}register_session_job",
             {"job_name": job_name, "session_id": session_id},
-            lambda: register_session_job_call(
-                state, session_id=session_id, job_name=job_name, yaml_text=job_definition_yaml
-            ),
+            lambda: register_session_job_call(state, parsed),
         )
 
     @tool(
@@ -350,7 +414,9 @@ def register_session_tools(
         name, summary and the file patterns each applies to."""
         from workflows.selectors.deepschemas import named_schemas
 
-        answer = named_schemas(project_root=state.project_root)
+        # Reading and parsing the schema files is file work: kept off the event loop, which
+        # serves every caller.
+        answer = await asyncio.to_thread(named_schemas, project_root=state.project_root)
         log_call(state, f"{prefix}get_named_schemas", {})
         return answer
 
@@ -424,6 +490,9 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         `begin_step`) or `workflow_complete`."""
         if not session_id:
             return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+        await schemas_checked_ahead(
+            state, session_id=session_id, agent_id=agent_id, outputs=outputs
+        )
         return await db(
             f"{prefix}finished_step",
             {"outputs": outputs, "session_id": session_id},
