@@ -47,6 +47,7 @@ from dag.schemas import (
 )
 from mcp_bridge.runner import described
 from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets import hints
 from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 from mcp_bridge.toolsets.specs import AGENTS_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
 from mcp_bridge.toolsets.specs import AGENTS_TOOL_NAMES as TOOL_NAMES  # noqa: F401
@@ -273,7 +274,6 @@ def _register(mcp: FastMCP, fn: Callable[..., Any], name: str, **options: Any) -
 
 def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     """Put the agents toolset's tools on ``mcp``, each named ``prefix + name``."""
-    read_only = ToolAnnotations(read_only_hint=True)
 
     async def define_workflow(
         creator_id: str,
@@ -609,15 +609,22 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             await asyncio.sleep(min(poll, max(0.0, deadline - now)))
         return await _db(state, "await_assignment", params, lambda: _assignments(agent_id))
 
-    _register(mcp, define_workflow, f"{prefix}define_workflow")
-    _register(mcp, get_workflow_details, f"{prefix}get_workflow_details", annotations=read_only)
-    _register(mcp, list_workflows, f"{prefix}list_workflows", annotations=read_only)
-    _register(mcp, delete_workflow, f"{prefix}delete_workflow")
-    _register(mcp, execute_workflow, f"{prefix}execute_workflow")
-    _register(mcp, report_step_completion, f"{prefix}report_step_completion")
-    _register(mcp, report_step_failure, f"{prefix}report_step_failure")
-    _register(mcp, register_agent, f"{prefix}register_agent")
-    _register(mcp, heartbeat, f"{prefix}heartbeat")
-    _register(mcp, get_my_assignments, f"{prefix}get_my_assignments", annotations=read_only)
-    _register(mcp, await_assignment, f"{prefix}await_assignment")
-    _register(mcp, get_step_result, f"{prefix}get_step_result", annotations=read_only)
+    tools: list[tuple[Callable[..., Any], ToolAnnotations]] = [
+        (define_workflow, hints.writes("Define a DAG workflow")),
+        (get_workflow_details, hints.reads("Show a DAG workflow")),
+        (list_workflows, hints.reads("List DAG workflows")),
+        # Deleting it again finds nothing more to delete.
+        (delete_workflow, hints.writes("Delete a DAG workflow", destructive=True, idempotent=True)),
+        (execute_workflow, hints.writes("Run a DAG workflow")),
+        (report_step_completion, hints.writes("Report a step done")),
+        # A failed step fails its whole workflow, which cannot be run again.
+        (report_step_failure, hints.writes("Report a step failed", destructive=True)),
+        (register_agent, hints.writes("Register as an agent", idempotent=True)),
+        (heartbeat, hints.writes("Send a heartbeat", idempotent=True)),
+        (get_my_assignments, hints.reads("List my assignments")),
+        # Waiting counts as a heartbeat.
+        (await_assignment, hints.writes("Wait for an assignment", idempotent=True)),
+        (get_step_result, hints.reads("Read a step's result")),
+    ]
+    for fn, declared in tools:
+        _register(mcp, fn, f"{prefix}{fn.__name__}", annotations=declared)

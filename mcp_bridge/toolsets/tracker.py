@@ -19,13 +19,14 @@ from fastmcp import FastMCP
 from fastmcp.exceptions import ValidationError
 from fastmcp.server.middleware import Middleware, MiddlewareContext
 from fastmcp.tools.base import ToolResult
-from mcp.types import TextContent, ToolAnnotations
+from mcp.types import TextContent
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_json
 
 from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets import hints
 from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 from mcp_bridge.toolsets.specs import TRACKER_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
 from mcp_bridge.toolsets.specs import TRACKER_TOOL_NAMES as TOOL_NAMES
@@ -168,7 +169,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     def ids() -> tuple[Any, Any]:
         return state.project(), state.agent()
 
-    @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}start_workflow",
+        annotations=hints.writes("Start tracking a workflow"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def start_workflow(
         name: Annotated[str, Field(description="Short workflow name (at most 200 characters).")],
         objective: Annotated[str | None, Field(description="Measurable goal.")] = None,
@@ -207,7 +213,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
         return await run(state, f"{prefix}start_workflow", {"name": name}, call)
 
-    @tool(mcp, name=f"{prefix}complete_workflow", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}complete_workflow",
+        annotations=hints.writes("Complete a tracked workflow"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def complete_workflow(
         workflow_id: Annotated[str, Field(description="From start_workflow.")],
         status: Annotated[
@@ -254,7 +265,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_context",
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=hints.reads("Read the tracked work"),
         output_schema=LOOSE_OBJECT,
     )
     async def get_context(
@@ -301,7 +312,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         params = {"workflow_id": workflow_id, "include": include}
         return await run(state, f"{prefix}get_context", params, call)
 
-    @tool(mcp, name=f"{prefix}start_task", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}start_task",
+        annotations=hints.writes("Start a task"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def start_task(
         workflow_id: Annotated[str, Field(description="From start_workflow.")],
         name: Annotated[str, Field(description="Task name (at most 200 characters).")],
@@ -378,7 +394,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         params = {"workflow_id": workflow_id, "name": name, "phase": phase}
         return await run(state, f"{prefix}start_task", params, call)
 
-    @tool(mcp, name=f"{prefix}complete_task", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}complete_task",
+        annotations=hints.writes("Complete a task"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def complete_task(
         task_id: Annotated[str, Field(description="From start_task.")],
         status: Annotated[
@@ -442,7 +463,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         params = {"task_id": task_id, "status": status}
         return await run(state, f"{prefix}complete_task", params, call)
 
-    @tool(mcp, name=f"{prefix}log_decision", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}log_decision",
+        annotations=hints.writes("Log a decision"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def log_decision(
         task_id: Annotated[str, Field(description="The task the decision belongs to.")],
         category: Literal["architecture", "library_choice", "trade_off", "workaround", "other"],
@@ -472,7 +498,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         params = {"task_id": task_id, "category": category}
         return await run(state, f"{prefix}log_decision", params, call)
 
-    @tool(mcp, name=f"{prefix}log_issue", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}log_issue",
+        annotations=hints.writes("Log an issue"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def log_issue(
         task_id: Annotated[str, Field(description="The task the issue came up in.")],
         type: Literal[
@@ -507,7 +538,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         params = {"task_id": task_id, "type": type}
         return await run(state, f"{prefix}log_issue", params, call)
 
-    @tool(mcp, name=f"{prefix}log_milestone", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}log_milestone",
+        annotations=hints.writes("Log a milestone"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def log_milestone(
         task_id: Annotated[str, Field(description="The task making progress.")],
         message: Annotated[str, Field(description="The progress, at most 500 characters.")],
@@ -530,7 +566,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
 
         return await run(state, f"{prefix}log_milestone", {"task_id": task_id}, call)
 
-    @tool(mcp, name=f"{prefix}start_phase", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}start_phase",
+        annotations=hints.writes("Start a phase"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def start_phase(
         workflow_id: Annotated[str, Field(description="From start_workflow.")],
         number: Annotated[int, Field(description="Phase number, 1 to 100.")],
@@ -557,7 +598,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         params = {"workflow_id": workflow_id, "number": number}
         return await run(state, f"{prefix}start_phase", params, call)
 
-    @tool(mcp, name=f"{prefix}complete_phase", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}complete_phase",
+        annotations=hints.writes("Complete a phase"),
+        output_schema=LOOSE_OBJECT,
+    )
     async def complete_phase(
         phase_id: Annotated[str, Field(description="From start_phase or start_task.")],
         status: Literal["completed", "failed"] = "completed",

@@ -20,13 +20,17 @@ from __future__ import annotations
 from typing import Annotated, Any, cast
 
 from fastmcp import Context, FastMCP
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets import hints
 from mcp_bridge.toolsets.deepwork import v0_9, v0_14
 from mcp_bridge.toolsets.deepwork.common import (
+    ABORT_HINTS,
+    GO_TO_STEP_HINTS,
+    LIST_HINTS,
+    START_HINTS,
     AgentId,
     Capture,
     Goal,
@@ -39,6 +43,7 @@ from mcp_bridge.toolsets.deepwork.common import (
     call,
     conversation,
     fail,
+    finish_hints,
     platform,
     shown,
     started_here,
@@ -189,7 +194,7 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_workflows",
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=LIST_HINTS,
         output_schema=LOOSE_OBJECT,
     )
     async def get_workflows() -> Any:
@@ -198,7 +203,7 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         are listed under `errors` with the reason."""
         return await legacy_fn["get_workflows"]()
 
-    @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}start_workflow", annotations=START_HINTS, output_schema=LOOSE_OBJECT)
     async def start_workflow(
         goal: Goal,
         job_name: JobName,
@@ -258,7 +263,13 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             return False
         return bool(await db_sync_to_async(live_conversation)(state, session_id, None))
 
-    @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}finished_step",
+        # A 0.14 session's hand-in builds review tasks whose rules may run commands.
+        annotations=finish_hints(open_world=True),
+        output_schema=LOOSE_OBJECT,
+    )
     async def finished_step(
         outputs: Annotated[
             dict[str, str | list[str]],
@@ -317,7 +328,7 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @tool(mcp, name=f"{prefix}abort_workflow", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}abort_workflow", annotations=ABORT_HINTS, output_schema=LOOSE_OBJECT)
     async def abort_workflow(
         explanation: Annotated[str, Field(description="Why the workflow is being aborted.")],
         session_id: Annotated[
@@ -344,7 +355,7 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @tool(mcp, name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}go_to_step", annotations=GO_TO_STEP_HINTS, output_schema=LOOSE_OBJECT)
     async def go_to_step(
         step_id: Annotated[str, Field(description="The earlier step to return to.")],
         session_id: Annotated[
@@ -378,7 +389,7 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         mcp,
         name=f"{prefix}get_active_workflow",
         output_schema=LOOSE_OBJECT,
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=hints.reads("Show the active workflow"),
     )
     async def get_active_workflow(
         session_id: Annotated[
@@ -404,7 +415,7 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         mcp,
         name=f"{prefix}validate_step_outputs",
         output_schema=LOOSE_OBJECT,
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=hints.reads("Check a step's outputs"),
     )
     async def validate_step_outputs(
         outputs: Annotated[

@@ -9,12 +9,27 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, NoReturn, TypeVar
 
 from fastmcp.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets import hints
 from mcp_bridge.toolsets.calls import Refusal, db_tool_call
 
 T = TypeVar("T")
+
+# The workflow tools' hints, the same in every generation.
+LIST_HINTS = hints.reads("List workflows")
+START_HINTS = hints.writes("Start a workflow")
+ABORT_HINTS = hints.writes("Abort a workflow", destructive=True)
+# Going back discards the progress after the step; going back there again discards no more.
+GO_TO_STEP_HINTS = hints.writes("Go back to a step", destructive=True, idempotent=True)
+
+
+def finish_hints(*, open_world: bool) -> ToolAnnotations:
+    """``finished_step``'s hints; ``open_world`` when a hand-in may run a program (a reviewer
+    the server runs, a review rule's precompute command)."""
+    return hints.writes("Hand in a step", open_world=open_world)
 
 
 def fail(tool: str, message: object) -> ToolError:

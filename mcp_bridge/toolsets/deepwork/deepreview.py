@@ -12,15 +12,21 @@ from typing import Annotated, Any, TypeVar
 
 import anyio
 from fastmcp import FastMCP
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from mcp_bridge.runner import tool
 from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets import hints
 
 T = TypeVar("T")
 
 TOOL_NAMES = ("get_review_instructions", "get_configured_reviews", "mark_review_as_passed")
+
+# The same three in either generation's wording. Building review tasks writes their
+# instruction files and may run the rules' precompute commands.
+REVIEW_INSTRUCTIONS_HINTS = hints.writes("Get review tasks", idempotent=True, open_world=True)
+CONFIGURED_REVIEWS_HINTS = hints.reads("List review rules")
+MARK_PASSED_HINTS = hints.writes("Mark a review as passed", idempotent=True)
 
 
 def _deepreview() -> ModuleType:
@@ -61,7 +67,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_review_instructions",
-        annotations=ToolAnnotations(read_only_hint=False),
+        annotations=REVIEW_INSTRUCTIONS_HINTS,
     )
     async def get_review_instructions(
         files: Annotated[
@@ -94,7 +100,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_configured_reviews",
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=CONFIGURED_REVIEWS_HINTS,
     )
     async def get_configured_reviews(
         only_rules_matching_files: Annotated[
@@ -119,7 +125,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @tool(mcp, name=f"{prefix}mark_review_as_passed")
+    @tool(mcp, name=f"{prefix}mark_review_as_passed", annotations=MARK_PASSED_HINTS)
     async def mark_review_as_passed(
         review_id: Annotated[
             str, Field(description="The review id named in the review's instructions file.")

@@ -16,13 +16,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from fastmcp import FastMCP
-from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets import hints
 from mcp_bridge.toolsets.deepwork import deepreview
 from mcp_bridge.toolsets.deepwork.common import (
+    ABORT_HINTS,
+    GO_TO_STEP_HINTS,
+    LIST_HINTS,
+    START_HINTS,
     AgentId,
     Capture,
     Inputs,
@@ -32,6 +36,7 @@ from mcp_bridge.toolsets.deepwork.common import (
     WorkSummary,
     call,
     conversation,
+    finish_hints,
     platform,
     shown,
     started_here,
@@ -351,7 +356,13 @@ def register_session_tools(
     async def db(name: str, params: dict[str, Any], fn: Callable[[], Any]) -> Any:
         return with_issue(await call(state, name, params, fn), issue)
 
-    @tool(mcp, name=f"{prefix}register_session_job", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}register_session_job",
+        # Registering a name again replaces its definition.
+        annotations=hints.writes("Register a session job", destructive=True, idempotent=True),
+        output_schema=LOOSE_OBJECT,
+    )
     async def register_session_job(
         job_name: Annotated[str, Field(description="Name for the job (^[a-z][a-z0-9_]*$).")],
         job_definition_yaml: Annotated[
@@ -389,7 +400,7 @@ def register_session_tools(
         mcp,
         name=f"{prefix}get_session_job",
         output_schema=LOOSE_OBJECT,
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=hints.reads("Read a session job"),
     )
     async def get_session_job(
         job_name: Annotated[str, Field(description="The registered job's name.")],
@@ -407,7 +418,7 @@ def register_session_tools(
     @tool(
         mcp,
         name=f"{prefix}get_named_schemas",
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=hints.reads("List named schemas"),
     )
     async def get_named_schemas() -> list[dict[str, Any]]:
         """List the project's named DeepSchemas (.deepwork/schemas/<name>/deepschema.yml):
@@ -443,7 +454,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_workflows",
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=LIST_HINTS,
         output_schema=LOOSE_OBJECT,
     )
     async def get_workflows() -> dialect.GetWorkflowsResponse:
@@ -451,7 +462,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         Jobs whose job.yml fails to load are listed under `errors`."""
         return await db(f"{prefix}get_workflows", {}, workflows)
 
-    @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}start_workflow",
+        annotations=START_HINTS,
+        output_schema=LOOSE_OBJECT,
+    )
     async def start_workflow(
         goal: Annotated[str, Field(description="What the user wants to accomplish.")],
         job_name: Annotated[str, Field(description="The job's name as get_workflows lists it.")],
@@ -477,7 +493,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}finished_step",
+        annotations=finish_hints(open_world=True),
+        output_schema=LOOSE_OBJECT,
+    )
     async def finished_step(
         outputs: Outputs,
         session_id: SessionId = None,
@@ -506,7 +527,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @tool(mcp, name=f"{prefix}abort_workflow", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}abort_workflow", annotations=ABORT_HINTS, output_schema=LOOSE_OBJECT)
     async def abort_workflow(
         explanation: Annotated[str, Field(description="Why the workflow is being aborted.")],
         session_id: SessionId = None,
@@ -523,7 +544,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             ),
         )
 
-    @tool(mcp, name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
+    @tool(mcp, name=f"{prefix}go_to_step", annotations=GO_TO_STEP_HINTS, output_schema=LOOSE_OBJECT)
     async def go_to_step(
         step_id: Annotated[str, Field(description="The earlier (or current) step to return to.")],
         session_id: SessionId = None,
@@ -565,7 +586,7 @@ def register_review_tools(mcp: FastMCP, state: ServerState, prefix: str = "") ->
     @tool(
         mcp,
         name=f"{prefix}get_review_instructions",
-        annotations=ToolAnnotations(read_only_hint=False),
+        annotations=deepreview.REVIEW_INSTRUCTIONS_HINTS,
     )
     async def get_review_instructions(
         files: Annotated[
@@ -598,7 +619,7 @@ def register_review_tools(mcp: FastMCP, state: ServerState, prefix: str = "") ->
     @tool(
         mcp,
         name=f"{prefix}get_configured_reviews",
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=deepreview.CONFIGURED_REVIEWS_HINTS,
     )
     async def get_configured_reviews(
         only_rules_matching_files: Annotated[
@@ -625,7 +646,7 @@ def register_review_tools(mcp: FastMCP, state: ServerState, prefix: str = "") ->
             ),
         )
 
-    @tool(mcp, name=f"{prefix}mark_review_as_passed")
+    @tool(mcp, name=f"{prefix}mark_review_as_passed", annotations=deepreview.MARK_PASSED_HINTS)
     async def mark_review_as_passed(
         review_id: Annotated[
             str, Field(description="The review id named in the review's instructions file.")

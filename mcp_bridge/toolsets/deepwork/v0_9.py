@@ -15,17 +15,21 @@ import logging
 from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState, log_call
 from mcp_bridge.toolsets.deepwork.common import (
+    ABORT_HINTS,
+    GO_TO_STEP_HINTS,
+    LIST_HINTS,
+    START_HINTS,
     Goal,
     JobName,
     WorkflowName,
     call,
     fail,
+    finish_hints,
 )
 from workflows.db import BUSY_MESSAGE, db_sync_to_async, is_busy
 from workflows.errors import WorkflowError
@@ -110,7 +114,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_workflows",
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=LIST_HINTS,
         output_schema=LOOSE_OBJECT,
     )
     async def get_workflows() -> GetWorkflowsResponse:
@@ -125,7 +129,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             return listed[0][1]
         return await call(state, f"{prefix}get_workflows", {}, workflows, stack=_stack)
 
-    @tool(mcp, name=f"{prefix}start_workflow", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}start_workflow",
+        annotations=START_HINTS,
+        output_schema=LOOSE_OBJECT,
+    )
     async def start_workflow(
         goal: Goal,
         job_name: JobName,
@@ -158,7 +167,16 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             stack=_stack,
         )
 
-    @tool(mcp, name=f"{prefix}finished_step", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}finished_step",
+        # 0.9.1's gate runs no review rule's command, only a reviewer the server was told
+        # to run (--external-runner).
+        annotations=finish_hints(
+            open_world=state.gate is not None and state.gate.reviewer is not None
+        ),
+        output_schema=LOOSE_OBJECT,
+    )
     async def finished_step(
         outputs: Annotated[
             dict[str, str | list[str]],
@@ -229,7 +247,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         log_call(state, tool, params, answer.stack)
         return answer
 
-    @tool(mcp, name=f"{prefix}abort_workflow", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}abort_workflow",
+        annotations=ABORT_HINTS,
+        output_schema=LOOSE_OBJECT,
+    )
     async def abort_workflow(
         explanation: Annotated[str, Field(description="Why the workflow is being aborted.")],
         session_id: Annotated[
@@ -249,7 +272,12 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
             stack=_stack,
         )
 
-    @tool(mcp, name=f"{prefix}go_to_step", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}go_to_step",
+        annotations=GO_TO_STEP_HINTS,
+        output_schema=LOOSE_OBJECT,
+    )
     async def go_to_step(
         step_id: Annotated[str, Field(description="The earlier step to return to.")],
         session_id: Annotated[

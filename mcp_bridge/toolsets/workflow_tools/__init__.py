@@ -9,11 +9,12 @@ from contextlib import suppress
 from typing import Annotated, Any
 
 from fastmcp import Context, FastMCP
-from mcp.types import ToolAnnotations, ToolListChangedNotification
+from mcp.types import ToolListChangedNotification
 from pydantic import Field
 
 from mcp_bridge.runner import LOOSE_OBJECT, tool
 from mcp_bridge.state import ServerState
+from mcp_bridge.toolsets import hints
 from mcp_bridge.toolsets.workflow_tools.listing import ListingMiddleware
 from mcp_bridge.toolsets.workflow_tools.provider import WorkflowToolsProvider
 from mcp_bridge.toolsets.workflow_tools.runs import status_call
@@ -62,7 +63,16 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     mcp._mcp_server.middleware.append(ListingMiddleware(provider, settings.page_size))
     mcp.workflow_tools = provider  # type: ignore[attr-defined]  # for tests
 
-    @tool(mcp, name=f"{prefix}refresh_workflow_tools", output_schema=LOOSE_OBJECT)
+    # Only a remote source is reached beyond this server; a run is cancelled by its id, so a
+    # second cancel finds nothing more to stop.
+    remote = bool(configs)
+
+    @tool(
+        mcp,
+        name=f"{prefix}refresh_workflow_tools",
+        annotations=hints.reads("Refresh the workflow tools", open_world=remote),
+        output_schema=LOOSE_OBJECT,
+    )
     async def refresh_workflow_tools(ctx: Context = None) -> dict[str, Any]:  # type: ignore[assignment]
         """Re-read every workflow source now (the project's jobs, and any remote source) and
         answer which workflow tools were added, updated, removed or are unchanged since you
@@ -77,7 +87,7 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
     @tool(
         mcp,
         name=f"{prefix}get_workflow_status",
-        annotations=ToolAnnotations(read_only_hint=True),
+        annotations=hints.reads("Show a workflow run", open_world=remote),
         output_schema=LOOSE_OBJECT,
     )
     async def get_workflow_status(
@@ -97,7 +107,14 @@ def register(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         status = await status_call(source, lambda: source.status(run_id=local_id), run_id)
         return {**status.wire(), "run_id": run_id}
 
-    @tool(mcp, name=f"{prefix}cancel_workflow_run", output_schema=LOOSE_OBJECT)
+    @tool(
+        mcp,
+        name=f"{prefix}cancel_workflow_run",
+        annotations=hints.writes(
+            "Cancel a workflow run", destructive=True, idempotent=True, open_world=remote
+        ),
+        output_schema=LOOSE_OBJECT,
+    )
     async def cancel_workflow_run(
         run_id: Annotated[
             str,

@@ -32,7 +32,6 @@ from fastmcp.server.providers import Provider
 from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
 from fastmcp.utilities.versions import VersionSpec
-from mcp.types import ToolAnnotations
 from mcp_types.methods import serialize_server_result
 
 from mcp_bridge.runner import LOOSE_OBJECT, client_connection
@@ -44,7 +43,12 @@ from mcp_bridge.toolsets.workflow_tools.settings import (
     MANY_WORKFLOW_TOOLS,
     Settings,
 )
-from mcp_bridge.toolsets.workflow_tools.tools import WorkflowTool, describe, workflow_meta
+from mcp_bridge.toolsets.workflow_tools.tools import (
+    WorkflowTool,
+    describe,
+    workflow_hints,
+    workflow_meta,
+)
 from workflow_tools.models import workflow_key
 from workflow_tools.selectors import (
     DEEPWORK_SOURCE_KEY,
@@ -93,15 +97,18 @@ class Snapshot:
 
 
 def wire_entry(wf_tool: WorkflowTool) -> dict[str, Any]:
-    """A workflow tool as tools/list shows it: name, title, description, input schema and
-    where it comes from. No output schema (any object, which says nothing) and no FastMCP
-    tags: a thousand of them are a good part of what a client must parse."""
+    """A workflow tool as tools/list shows it: name, title, description, input schema, what
+    a call may do (its annotations, which clients decide approval by) and where it comes from.
+    No output schema (any object, which says nothing) and no FastMCP tags: a thousand of them
+    are a good part of what a client must parse."""
     workflow = wf_tool._workflow
+    assert wf_tool.annotations is not None  # every workflow tool is made with them
     return {
         "name": wf_tool.name,
         "title": workflow.name[:200],
         "description": wf_tool.description,
         "inputSchema": wf_tool.parameters,
+        "annotations": wf_tool.annotations.model_dump(by_alias=True, exclude_none=True),
         "_meta": workflow_meta(workflow, wf_tool._source),
     }
 
@@ -286,7 +293,7 @@ class WorkflowToolsProvider(Provider):
                     description=describe(workflow, source, self.settings.run_timeout),
                     parameters=dict(workflow.input_schema),
                     output_schema=LOOSE_OBJECT,
-                    annotations=ToolAnnotations(title=workflow.name[:200]),
+                    annotations=workflow_hints(workflow, source),
                     meta=workflow_meta(workflow, source),
                 )
                 wf_tool._workflow = workflow

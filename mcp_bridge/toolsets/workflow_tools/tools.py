@@ -11,8 +11,10 @@ from typing import Any
 from fastmcp.exceptions import ToolError
 from fastmcp.tools import Tool
 from fastmcp.tools.base import ToolResult
+from mcp.types import ToolAnnotations
 from pydantic import PrivateAttr
 
+from mcp_bridge.toolsets import hints
 from mcp_bridge.toolsets.workflow_tools.settings import SEARCH_HINT_CHARS, SEARCH_HINT_META
 from workflow_tools.dag_source import DAG_SOURCE_KEY
 from workflow_tools.selectors import DEEPWORK_SOURCE_KEY
@@ -87,6 +89,16 @@ def describe(workflow: PublishedWorkflow, source: WorkflowSource, timeout: float
         f"{workflow.category}; version: {workflow.version}; execution: "
         f"{workflow.execution_type})"
     )
+
+
+def workflow_hints(workflow: PublishedWorkflow, source: WorkflowSource) -> ToolAnnotations:
+    """A workflow tool's annotations, titled with the workflow's name. Each call starts a new
+    run. A project's DeepWork or DAG workflow runs here; what a remote one does is its
+    source's business, so it is declared as able to do anything."""
+    title = workflow.name[:200]
+    if source.key in (DEEPWORK_SOURCE_KEY, DAG_SOURCE_KEY):
+        return hints.writes(title)
+    return hints.writes(title, destructive=True, open_world=True)
 
 
 def search_hint(workflow: PublishedWorkflow) -> str:
