@@ -24,7 +24,6 @@ from typing import Annotated, Any, NoReturn, TypeVar
 from django.conf import settings
 from django.utils import timezone
 from fastmcp import Context, FastMCP
-from fastmcp.exceptions import ToolError
 from fastmcp.tools.function_tool import FunctionTool
 from mcp.types import ToolAnnotations
 from pydantic import Field
@@ -48,7 +47,7 @@ from dag.schemas import (
 from mcp_bridge.runner import described
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets import hints
-from mcp_bridge.toolsets.calls import Refusal, db_tool_call
+from mcp_bridge.toolsets.calls import Refusal, db_tool_call, refusal_error
 from mcp_bridge.toolsets.specs import AGENTS_INSTRUCTIONS as INSTRUCTIONS  # noqa: F401  # its name here
 from mcp_bridge.toolsets.specs import AGENTS_TOOL_NAMES as TOOL_NAMES  # noqa: F401
 from workflows.db import db_sync_to_async
@@ -239,7 +238,7 @@ def _steps_phrase(n: int) -> str:
 
 
 def _refused(refusal: Refusal) -> NoReturn:
-    raise ToolError(refusal.message)
+    raise refusal_error(refusal.message)
 
 
 async def _db(state: ServerState, tool: str, params: dict[str, Any], fn: Callable[[], T]) -> T:

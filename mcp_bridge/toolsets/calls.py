@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from fastmcp.exceptions import ToolError
+
 from mcp_bridge.state import ServerState, log_call
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
@@ -22,6 +24,16 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def refusal_error(message: str) -> ToolError:
+    """The tool error that carries a refusal to the caller.
+
+    A refusal (no active workflow, an unknown job, outputs that break a rule) is the answer the
+    agent needs, not a fault of the server: FastMCP logs tool errors at ERROR unless told
+    otherwise, and the call itself is already in the DEBUG call log.
+    """
+    return ToolError(message, log_level=logging.DEBUG)
 
 
 @dataclass(frozen=True)

@@ -505,10 +505,10 @@ async def test_014_instructions_and_issue_detected(project: Path) -> None:
         assert instructions.startswith(
             "## **IMPORTANT: ISSUE DETECTED**\n\nSuggest repairing this immediately to the user."
         )
-        assert f"The invalid file is {broken}/job.yml." in instructions
+        assert f"The file to fix is {broken}/job.yml." in instructions
         listed = await agent.call("get_workflows")
         (error,) = listed["errors"]
-        assert error["error"].endswith("to migrate legacy formats.")
+        assert error["error"].endswith('workflow_name "repair".')
         assert listed["issue_detected"].startswith("\n\n---\n**IMPORTANT: ISSUE DETECTED.**")
         started = await agent.call("start_workflow", start_args("plain", session_id="I"))
         assert list(started)[-1] == "issue_detected"

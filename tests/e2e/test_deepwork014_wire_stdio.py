@@ -113,10 +113,11 @@ async def test_an_empty_job_yml_is_reported_as_014_reports_it(wire_project: Path
         listed = await agent.call("get_workflows")
         assert with_root(json.dumps(listed["errors"]), wire_project) == snapshot(
             '[{"job_name": "empty_job", "job_dir": "<root>/.deepwork/jobs/empty_job", '
-            '"error": "job.yml is empty\\nThe invalid file is '
-            "<root>/.deepwork/jobs/empty_job/job.yml. If you edited that file this session, "
-            "fix it directly. If you did not edit it, the project may need `/deepwork repair` "
-            'to migrate legacy formats."}]'
+            '"error": "job.yml is empty\\nThe file to fix is '
+            "<root>/.deepwork/jobs/empty_job/job.yml. If it was edited in this session, fix "
+            "it directly. Otherwise repair the project's jobs, older job formats included, "
+            'with the repair workflow: start_workflow with job_name \\"deepwork_jobs\\" and '
+            'workflow_name \\"repair\\"."}]'
         )
         started = await agent.call_error(
             "start_workflow",

@@ -72,3 +72,36 @@ async def test_both_keeps_091_instructions_and_adds_the_014_note(demo_project: P
     assert instructions is not None
     assert "**Discover**" in instructions
     assert "## DeepWork 0.14 clients" in instructions
+
+
+async def test_both_says_which_generation_takes_each_finished_step_parameter(
+    demo_project: Path,
+) -> None:
+    tools, _ = await listed(create_server(demo_project))
+    finished = next(tool for tool in tools if tool["name"] == "finished_step")
+    described = {
+        name: spec.get("description", "")
+        for name, spec in finished["inputSchema"]["properties"].items()
+    }
+    # What one generation alone accepts is marked as that generation's.
+    assert described["notes"].startswith("DeepWork 0.9.1: ")
+    assert described["work_summary"].startswith("DeepWork 0.14: ")
+    assert described["agent_id"].startswith("DeepWork 0.14: ")
+
+
+@pytest.mark.parametrize("tool", ["finished_step", "abort_workflow", "go_to_step"])
+async def test_both_flags_a_014_call_without_session_id_as_an_error(
+    demo_project: Path, tool: str
+) -> None:
+    args = {
+        "finished_step": {"outputs": {}, "work_summary": "done"},
+        "abort_workflow": {"explanation": "stop", "agent_id": "sub"},
+        "go_to_step": {"step_id": "gather", "agent_id": "sub"},
+    }[tool]
+    async with Client(create_server(demo_project)) as client:
+        result = await client.call_tool(tool, args, raise_on_error=False)
+    assert result.is_error
+    assert result.content[0].text == (
+        f"Error calling tool '{tool}': session_id is required. Pass CLAUDE_CODE_SESSION_ID on "
+        "Claude Code, or the session_id returned by start_workflow on other platforms."
+    )

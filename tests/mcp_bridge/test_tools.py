@@ -7,6 +7,7 @@ Tools run their services in Django's database thread, so these tests use committ
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -97,8 +98,9 @@ async def test_get_workflows_lists_jobs_and_errors_with_the_repair_hint(server, 
     assert error["job_dir"] == str(demo_project / ".deepwork/jobs/broken")
     assert error["error"] == (
         "Failed to load job.yml: YAML file must contain a dictionary, got list\n"
-        "This project likely needs `/deepwork:repair` run to correct the issue unless the "
-        "offending file(s) were changed this session and the agent can fix it directly."
+        "If this job.yml was edited in this session, fix it directly. Otherwise repair the "
+        'project\'s jobs with the repair workflow: start_workflow with job_name "deepwork_jobs" '
+        'and workflow_name "repair".'
     )
 
 
@@ -261,6 +263,23 @@ async def test_each_call_is_logged_with_the_stack_at_debug(server, caplog):
         for r in calls
     )
     assert {r.levelname for r in calls} == {"DEBUG"}
+
+
+async def test_a_refusal_is_an_answer_not_an_error_in_the_log(server, caplog):
+    caplog.set_level("DEBUG")
+    async with Client(server, mode="legacy") as client:
+        for tool, args in [
+            ("finished_step", {"outputs": {}}),
+            ("abort_workflow", {"explanation": "x"}),
+            ("get_active_workflow", {}),
+        ]:
+            result, text = await call(client, tool, args)
+            assert result.is_error
+            assert text == (
+                f"Error calling tool '{tool}': No active workflow session. Use start_workflow "
+                "to begin a workflow."
+            )
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
 
 
 async def test_review_tools_over_deepreview_rules(server, demo_project, monkeypatch, tmp_path):

@@ -198,6 +198,21 @@ def test_abort_resumes_the_parent_and_records_why(project, agent, catalog):
     assert session.runs.get().status == StepRun.Status.ABORTED
 
 
+def test_a_persons_reason_ending_in_a_full_stop_is_told_with_one(project, agent, catalog):
+    sid = start(project, agent, catalog).begin_step.session_id
+    sessions.session_abort(
+        project=project,
+        agent=agent,
+        explanation="The customer cancelled.",
+        session_id=sid,
+        by=make_user(username="alice"),
+    )
+    with pytest.raises(sessions.AbortedByPerson) as told:
+        finish(project, agent, {"notes.md": "notes.md"})
+    assert "Their reason: The customer cancelled. Nothing was handed in." in told.value.message
+    assert ".." not in told.value.message
+
+
 def test_no_active_session_and_unknown_session_ids(project, agent, catalog):
     with pytest.raises(NotFound) as excinfo:
         finish(project, agent, {})

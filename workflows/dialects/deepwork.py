@@ -56,10 +56,13 @@ P = ParamSpec("P")
 R = TypeVar("R")
 W = TypeVar("W")
 
-# Follows each job's load error in ``get_workflows``.
+# Follows each job's load error in ``get_workflows``. It names the standard job's ``repair``
+# workflow, which every server serves, rather than a client's slash command that a project
+# may not have installed.
 REPAIR_HINT = (
-    "\nThis project likely needs `/deepwork:repair` run to correct the issue unless the "
-    "offending file(s) were changed this session and the agent can fix it directly."
+    "\nIf this job.yml was edited in this session, fix it directly. Otherwise repair the "
+    "project's jobs with the repair workflow: start_workflow with job_name "
+    '"deepwork_jobs" and workflow_name "repair".'
 )
 
 # What ``finished_step`` wants as the value of each output type.

@@ -149,10 +149,14 @@ def how_to_invoke(job: str, workflow: str, agent: str | None) -> str:
 
 
 def repair_suggestion(job_dir: str) -> str:
+    """What to do about a job.yml that fails to load: the file, and the standard job's
+    ``repair`` workflow (which also migrates jobs written in the older format), since a
+    client's slash command may not be installed."""
     return (
-        f"The invalid file is {job_dir}/job.yml. If you edited that file this session, fix it "
-        "directly. If you did not edit it, the project may need `/deepwork repair` to migrate "
-        "legacy formats."
+        f"The file to fix is {job_dir}/job.yml. If it was edited in this session, fix it "
+        "directly. Otherwise repair the project's jobs, older job formats included, with the "
+        'repair workflow: start_workflow with job_name "deepwork_jobs" and workflow_name '
+        '"repair".'
     )
 
 

@@ -39,7 +39,6 @@ from mcp_bridge.toolsets.deepwork.common import (
     Override,
     SessionId,
     WorkflowName,
-    WorkSummary,
     call,
     conversation,
     fail,
@@ -292,7 +291,13 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 "your conversation id, which names your stack."
             ),
         ] = None,
-        work_summary: WorkSummary = None,
+        work_summary: Annotated[
+            str | None,
+            Field(
+                description="DeepWork 0.14: what you did in this step, checked against its "
+                "process requirements (a 0.9.1 session takes `notes`)."
+            ),
+        ] = None,
         agent_id: AgentId = None,
         ctx: Context = None,  # type: ignore[assignment]  # FastMCP injects it
     ) -> Any:
@@ -310,7 +315,9 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
                 ctx=ctx,
             )
         if not session_id:
-            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+            # Refused as an error: this server is not 0.14's wire, whose answer here is a
+            # plain result holding the text.
+            raise fail(name, dialect.SESSION_ID_REQUIRED)
         await v0_14.schemas_checked_ahead(
             state, session_id=session_id, agent_id=agent_id, outputs=outputs
         )
@@ -345,7 +352,7 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         if not await routes_by_conversation(session_id, agent_id, agent_id is not None):
             return await legacy_fn["abort_workflow"](explanation=explanation, session_id=session_id)
         if not session_id:
-            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+            raise fail(f"{prefix}abort_workflow", dialect.SESSION_ID_REQUIRED)
         return await call(
             state,
             f"{prefix}abort_workflow",
@@ -373,7 +380,7 @@ def register_both(mcp: FastMCP, state: ServerState, prefix: str = "") -> None:
         if not await routes_by_conversation(session_id, agent_id, agent_id is not None):
             return await legacy_fn["go_to_step"](step_id=step_id, session_id=session_id)
         if not session_id:
-            return dialect.soft_error(dialect.SESSION_ID_REQUIRED)
+            raise fail(f"{prefix}go_to_step", dialect.SESSION_ID_REQUIRED)
         return await call(
             state,
             f"{prefix}go_to_step",

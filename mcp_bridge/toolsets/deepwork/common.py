@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from mcp_bridge.state import ServerState
 from mcp_bridge.toolsets import hints
-from mcp_bridge.toolsets.calls import Refusal, db_tool_call
+from mcp_bridge.toolsets.calls import Refusal, db_tool_call, refusal_error
 
 T = TypeVar("T")
 
@@ -34,7 +34,7 @@ def finish_hints(*, open_world: bool) -> ToolAnnotations:
 
 def fail(tool: str, message: object) -> ToolError:
     # DeepWork's clients see this exact prefix on every tool error.
-    return ToolError(f"Error calling tool '{tool}': {message}")
+    return refusal_error(f"Error calling tool '{tool}': {message}")
 
 
 async def call(

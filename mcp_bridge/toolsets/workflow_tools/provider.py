@@ -36,6 +36,7 @@ from mcp_types.methods import serialize_server_result
 
 from mcp_bridge.runner import LOOSE_OBJECT, client_connection
 from mcp_bridge.state import ServerState, log_call
+from mcp_bridge.toolsets.calls import refusal_error
 from mcp_bridge.toolsets.workflow_tools.runs import source_call
 from mcp_bridge.toolsets.workflow_tools.settings import (
     EXCLUDE_ENV,
@@ -415,7 +416,7 @@ class WorkflowToolsProvider(Provider):
             )
         except WorkflowError as exc:
             log_call(state, wf_tool.name, params)
-            raise ToolError(f"Error calling tool '{wf_tool.name}': {exc}") from None
+            raise refusal_error(f"Error calling tool '{wf_tool.name}': {exc}") from None
         except DatabaseBusy:
             log_call(state, wf_tool.name, params)
             raise ToolError(f"Error calling tool '{wf_tool.name}': {BUSY_MESSAGE}") from None

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from fastmcp.exceptions import ToolError
 
+from mcp_bridge.toolsets.calls import refusal_error
 from workflow_tools.sources import NotSupported, RunStatus, SourceError, WorkflowSource
 from workflows.db import BUSY_MESSAGE, DatabaseBusy, db_sync_to_async, retrying_when_busy
 from workflows.errors import WorkflowError
@@ -34,7 +35,9 @@ async def status_call(
         raise ToolError(
             f"Status and cancellation are not supported for run '{run_id}': {exc}"
         ) from None
-    except (WorkflowError, SourceError) as exc:
+    except WorkflowError as exc:
+        raise refusal_error(str(exc)) from None
+    except SourceError as exc:
         raise ToolError(str(exc)) from None
     except DatabaseBusy:
         raise ToolError(BUSY_MESSAGE) from None
