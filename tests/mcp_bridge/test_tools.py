@@ -104,6 +104,29 @@ async def test_get_workflows_lists_jobs_and_errors_with_the_repair_hint(server, 
     )
 
 
+async def test_a_misspelt_instructions_file_is_reported_by_get_workflows(server, demo_project):
+    job_yml = demo_project / ".deepwork/jobs/nested/job.yml"
+    job_yml.write_text(job_yml.read_text().replace("steps/second.md", "steps/secnod.md"))
+    async with Client(server) as client:
+        _, text = await call(client, "get_workflows")
+        result, refused = await call(
+            client, "start_workflow", {"goal": "g", "job_name": "nested", "workflow_name": "only"}
+        )
+    payload = json.loads(text)
+    assert "nested" not in [job["name"] for job in payload["jobs"]]
+    (error,) = payload["errors"]
+    assert error["job_name"] == "nested"
+    assert error["error"].startswith(
+        "Step 'second' has instructions_file 'steps/secnod.md', which does not exist in the job "
+        "folder\nIf this job.yml was edited in this session, fix it directly."
+    )
+    assert result.is_error
+    assert refused == (
+        "Error calling tool 'start_workflow': Failed to parse job 'nested': Step 'second' has "
+        "instructions_file 'steps/secnod.md', which does not exist in the job folder"
+    )
+
+
 async def test_a_workflow_from_start_to_finish(server, demo_project, mode):
     async with Client(server, mode=mode) as client:
         result, text = await call(

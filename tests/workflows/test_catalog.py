@@ -49,6 +49,8 @@ def test_order_is_project_jobs_then_standard_then_env_folders(
     extra_job = extra / "from_env"
     (extra_job / "steps").mkdir(parents=True)
     (extra_job / "job.yml").write_text(NESTED_JOB.replace("name: nested", "name: from_env"))
+    for step in ("first", "second"):
+        (extra_job / "steps" / f"{step}.md").write_text(f"# {step}\n")
     monkeypatch.setenv("DEEPWORK_ADDITIONAL_JOBS_FOLDERS", f" :{extra} : /does/not/exist")
 
     view = Catalog(project_ensure(root_path=project_dir)).view()
@@ -257,3 +259,44 @@ def test_a_revision_stored_by_another_process_meanwhile_is_reused(project, monke
     slow = result["view"]
     assert [job.pk for job in slow.jobs] == [job.pk for job in fast.jobs]
     assert Job.objects.filter(project=project, dir_name="nested").count() == 1
+
+
+def test_a_step_whose_instructions_file_is_not_there_is_a_load_error(project_dir, db):
+    from workflows.services.projects import project_ensure
+
+    job_dir = write_job(project_dir, "typo", NESTED_JOB.replace("name: nested", "name: typo"), [])
+    (job_dir / "steps" / "second.md").mkdir()
+    catalog = Catalog(project_ensure(root_path=project_dir))
+
+    view = catalog.view()
+
+    assert "typo" not in [job.name for job in view.jobs]
+    (error,) = view.errors
+    # Every such step is named at once, so one round of fixes is enough.
+    assert (error.dir_name, error.error) == (
+        "typo",
+        "Step 'first' has instructions_file 'steps/first.md', which does not exist in the job "
+        "folder; Step 'second' has instructions_file 'steps/second.md', which is a directory, "
+        "not a file",
+    )
+    assert JobLoadError.objects.get().error == error.error
+
+
+def test_the_error_clears_once_the_missing_file_is_there(project_dir, db):
+    from workflows.services.projects import project_ensure
+
+    job_dir = write_job(project_dir, "late", NESTED_JOB.replace("name: nested", "name: late"), [])
+    catalog = Catalog(project_ensure(root_path=project_dir))
+    assert [error.dir_name for error in catalog.view().errors] == ["late"]
+    assert catalog.view_if_unchanged() is not None  # nothing to look at again yet
+
+    # The files are written; job.yml is left as it was.
+    (job_dir / "steps" / "first.md").write_text("# First\n")
+    (job_dir / "steps" / "second.md").write_text("# Second\n")
+    assert catalog.view_if_unchanged() is None
+    view = catalog.view()
+
+    assert view.errors == ()
+    assert "late" in [job.name for job in view.jobs]
+    assert not JobLoadError.objects.exists()
+    assert catalog.view_if_unchanged() is view

@@ -239,8 +239,15 @@ def test_missing_next_instructions_leaves_no_half_state(project, agent, catalog,
     (demo_project / ".deepwork/jobs/demo/steps/part_b.md").unlink()
     revision_before = WorkflowSession.objects.get(session_id=sid).revision
 
-    with pytest.raises(JobBroken, match=r"^Instructions file not found: steps/part_b.md$"):
+    with pytest.raises(JobBroken) as refused:
         finish(project, agent, {"notes.md": "notes.md"})
+    # The 0.9.1 text first, then what the agent can do about a session that cannot go on.
+    assert refused.value.message == (
+        "Instructions file not found: steps/part_b.md. This session cannot begin that step. "
+        "Put the file back in place and call again, or call abort_workflow, fix the job and "
+        "start the workflow again: this session keeps the job as it was when it started, so "
+        "an edit of job.yml does not reach it."
+    )
 
     session = WorkflowSession.objects.get(session_id=sid)
     assert (session.current_step_id, session.revision) == ("gather", revision_before)
@@ -248,8 +255,9 @@ def test_missing_next_instructions_leaves_no_half_state(project, agent, catalog,
 
 
 def test_missing_first_instructions_creates_no_session(project, agent, catalog, demo_project):
+    catalog.view()  # loaded while the file was there
     (demo_project / ".deepwork/jobs/demo/steps/gather.md").unlink()
-    with pytest.raises(JobBroken, match="Instructions file not found: steps/gather.md"):
+    with pytest.raises(JobBroken, match="^Instructions file not found: steps/gather.md$"):
         start(project, agent, catalog)
     assert not WorkflowSession.objects.exists()
     assert not Event.objects.filter(kind=Event.Kind.SESSION_STARTED).exists()
@@ -258,6 +266,20 @@ def test_missing_first_instructions_creates_no_session(project, agent, catalog, 
 def test_escaping_instructions_file_is_refused(project, agent, catalog, demo_project):
     job_yml = demo_project / ".deepwork/jobs/nested/job.yml"
     job_yml.write_text(job_yml.read_text().replace("steps/first.md", "../../../../etc/hostname"))
+    with pytest.raises(JobBroken) as refused:
+        start(project, agent, catalog, job="nested", workflow="only")
+    assert refused.value.message == (
+        "Failed to parse job 'nested': Step 'first' has instructions_file "
+        "'../../../../etc/hostname', which is outside the job folder"
+    )
+
+
+def test_an_escaping_instructions_file_named_after_loading_is_refused_at_the_start(
+    project, agent, catalog, demo_project
+):
+    catalog.view()
+    (demo_project / ".deepwork/jobs/nested/steps/first.md").unlink()
+    (demo_project / ".deepwork/jobs/nested/steps/first.md").symlink_to("/etc/hostname")
     with pytest.raises(JobBroken, match="is outside the job folder"):
         start(project, agent, catalog, job="nested", workflow="only")
 

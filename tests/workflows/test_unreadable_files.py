@@ -74,6 +74,7 @@ def _start(project, agent, catalog):
 def test_instructions_that_are_a_named_pipe_break_the_job_at_once(
     project, agent, catalog, demo_project
 ):
+    catalog.view()  # loaded while the file was there
     instructions = demo_project / ".deepwork/jobs/demo/steps/gather.md"
     instructions.unlink()
     os.mkfifo(instructions)
@@ -89,6 +90,7 @@ def test_instructions_that_are_a_named_pipe_break_the_job_at_once(
 
 
 def test_instructions_that_are_a_folder_break_the_job(project, agent, catalog, demo_project):
+    catalog.view()  # loaded while the file was there
     instructions = demo_project / ".deepwork/jobs/demo/steps/gather.md"
     instructions.unlink()
     instructions.mkdir()
@@ -103,6 +105,7 @@ def test_instructions_that_are_a_folder_break_the_job(project, agent, catalog, d
 
 
 def test_missing_instructions_keep_the_091_wording(project, agent, catalog, demo_project):
+    catalog.view()  # loaded while the file was there
     (demo_project / ".deepwork/jobs/demo/steps/gather.md").unlink()
     with pytest.raises(JobBroken) as info:
         _start(project, agent, catalog)

@@ -12,6 +12,7 @@ from workflows import rows
 from workflows.errors import InvalidInput, JobBroken, NotFound
 from workflows.files import FileTooLarge, NotRegularFile, read_regular_text
 from workflows.generations.base import Conversation, Value
+from workflows.jobdefs.format_0_9 import instructions_path
 from workflows.models import Agent, Job, Project, Step, Workflow, WorkflowSession
 from workflows.outputs import DeclaredOutput, validate_outputs
 from workflows.results import (
@@ -37,9 +38,8 @@ ABORT_TOLD_NEXT = (
 
 
 def read_step_instructions(job: Job, step: Step) -> str:
-    job_dir = Path(job.job_dir).resolve()
-    path = (job_dir / step.instructions_file).resolve()
-    if not path.is_relative_to(job_dir):
+    path = instructions_path(Path(job.job_dir), step.instructions_file)
+    if path is None:
         raise JobBroken(
             f"Instructions file '{step.instructions_file}' of step '{step.step_id}' is outside "
             "the job folder"

@@ -11,10 +11,13 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
+import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from workflows.files import file_kind
 from workflows.jobdefs.base import (
     DICT_FORMAT,
     MAX_STEPS,
@@ -267,6 +270,62 @@ def _warn_orphans(job: JobDef) -> None:
         logger.warning(
             "Job '%s' has steps in no workflow (unreachable through MCP): %s", job.name, shown
         )
+
+
+# --- the files a job names beside its job.yml -------------------------------------------------
+
+
+class InstructionsFilesMissing(JobParseError):
+    """Steps whose instructions file is not a regular file in the job folder. ``awaited`` are
+    the paths where a file would put that right without any edit of job.yml."""
+
+    def __init__(self, message: str, *, awaited: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.awaited = awaited
+
+
+def instructions_path(job_dir: Path, instructions_file: str) -> Path | None:
+    """Where a step's ``instructions_file`` is (links followed), or None when that is outside
+    ``job_dir``."""
+    root = job_dir.resolve()
+    path = (root / instructions_file).resolve()
+    return path if path.is_relative_to(root) else None
+
+
+def check_files(job: JobDef) -> None:
+    """Every step's instructions file is a regular file inside the job folder.
+
+    Checked when the job is loaded, so a misspelt name is a load error that ``get_workflows``
+    reports, not a surprise at the hand-in before that step. Every such step is named at once.
+    Only looked at (one ``stat`` a step), never read: the step reads it when it begins.
+    """
+    job_dir = Path(job.job_dir)
+    problems: list[str] = []
+    awaited: list[str] = []
+    seen: set[str] = set()
+    for step in job.steps:
+        if step.id in seen:
+            continue  # only the first step of an id is ever run (0.9.1's rule)
+        seen.add(step.id)
+        named = f"Step '{step.id}' has instructions_file '{step.instructions_file}', which"
+        path = instructions_path(job_dir, step.instructions_file)
+        if path is None:
+            problems.append(f"{named} is outside the job folder")
+            continue
+        try:
+            mode = os.stat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            problems.append(f"{named} does not exist in the job folder")
+            awaited.append(str(path))
+            continue
+        except OSError as exc:
+            problems.append(f"{named} cannot be looked at: {exc.strerror or exc}")
+            continue
+        if not stat.S_ISREG(mode):
+            problems.append(f"{named} is {file_kind(mode)}, not a file")
+            awaited.append(str(path))
+    if problems:
+        raise InstructionsFilesMissing("; ".join(problems), awaited=tuple(awaited))
 
 
 def build_job(data: Mapping[str, Any], *, job_dir: Path) -> JobDef:

@@ -23,6 +23,7 @@ from workflows.jobdefs.base import (
     load_yaml,
     too_large_error,
 )
+from workflows.jobdefs.format_0_9 import InstructionsFilesMissing as InstructionsFilesMissing
 
 # Checked newest first: the oldest format is the fallback for everything else.
 FORMATS: tuple[ModuleType, ...] = (format_0_14, format_0_9)
@@ -61,6 +62,15 @@ def parse_job_text(text: str, *, job_dir: Path, yml_path: Path | None) -> JobDef
     job_format = next(f for f in FORMATS if f.is_format(data))
     job: JobDef = job_format.build_job(data, job_dir=job_dir)
     return job
+
+
+def check_job_files(job: JobDef) -> None:
+    """The files ``job`` names beside its job.yml are there, where its format has any (a 0.14
+    step holds its instructions itself); raises ``JobParseError``, with ``awaited`` paths
+    when a missing file is what is wrong (``InstructionsFilesMissing``)."""
+    check = getattr(_format_named(job.format), "check_files", None)
+    if check is not None:
+        check(job)
 
 
 def job_to_dict(job: JobDef) -> dict[str, Any]:

@@ -91,6 +91,9 @@ class CatalogError:
     dir_name: str
     job_dir: str
     error: str
+    # Files whose appearance may put the error right with job.yml unchanged (a step's missing
+    # instructions file): the catalog looks for them on every read while the error stands.
+    awaited: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,8 @@ def job_file_parse(job_file: JobFile) -> jobdef.JobDef:
     result = _parsed(job_file)
     if isinstance(result, Exception):
         raise result
+    # Not remembered with the parse: the files it names can appear while job.yml stays as is.
+    jobdef_parse.check_job_files(result)
     return result
 
 
@@ -269,6 +274,9 @@ def _convert(job_file: JobFile, raw: bytes, *, sent: bool = False) -> _Revision:
     definition = jobdef_parse.parse_job_bytes(
         raw, job_dir=Path(job_file.job_dir), yml_path=None if sent else job_file.yml_path
     )
+    if not sent:
+        # A sent job has no folder of its own on disk to hold files.
+        jobdef_parse.check_job_files(definition)
     # Columns the schema leaves unbounded: an over-long value would fail the insert, and with
     # it the whole sync, on PostgreSQL.
     checks = [
@@ -321,8 +329,9 @@ def _load_failure(job_file: JobFile, exc: BaseException) -> CatalogError:
             f"Failed to load job.yml: {job_file.yml_path} could not be read: "
             f"{type(exc).__name__}: {exc}"
         )
+    awaited = exc.awaited if isinstance(exc, jobdef_parse.InstructionsFilesMissing) else ()
     return CatalogError(
-        _storable(job_file.dir_name), _storable(job_file.job_dir), _error_text(text)
+        _storable(job_file.dir_name), _storable(job_file.job_dir), _error_text(text), awaited
     )
 
 
@@ -634,7 +643,7 @@ class Catalog:
     def view(self) -> CatalogView:
         files = self._scan()
         with self._lock:
-            if files == self._signature and self._view is not None:
+            if self._still(files) and self._view is not None:
                 return self._view
         view = catalog_sync(project=self.project, files=files)
         with self._lock:
@@ -646,7 +655,15 @@ class Catalog:
         Reads only the folders, never the database."""
         files = self._scan()
         with self._lock:
-            return self._view if files == self._signature else None
+            return self._view if self._still(files) else None
+
+    def _still(self, files: tuple[JobFile, ...]) -> bool:
+        """Whether the last view still holds for ``files``: the same job files, and none of
+        the files its load errors wait for has appeared since."""
+        if files != self._signature:
+            return False
+        errors = self._view.errors if self._view is not None else ()
+        return not any(os.path.isfile(path) for error in errors for path in error.awaited)
 
     def _scan(self) -> tuple[JobFile, ...]:
         return catalog_scan(project_root=Path(self.project.root_path), generation=self.generation)

@@ -78,6 +78,24 @@ __all__ = [
 ]
 
 
+# Why a running session cannot begin a step, and what the agent can do: the session keeps
+# the job definition it started with, so a fix of job.yml never reaches it.
+CANNOT_BEGIN = (
+    "This session cannot begin that step. Put the file back in place and call again, or call "
+    "abort_workflow, fix the job and start the workflow again: this session keeps the job as "
+    "it was when it started, so an edit of job.yml does not reach it."
+)
+
+
+def _read_for_session(generation: Generation, job: Job, entries: Sequence[Any], entry: Any) -> Any:
+    """The instructions of ``entry`` for a session already running; a job that cannot give
+    them says what the agent can do about it."""
+    try:
+        return generation.read_entry(job, entries, entry)
+    except JobBroken as exc:
+        raise JobBroken(f"{sentence(exc.message)} {CANNOT_BEGIN}") from None
+
+
 @dataclass(frozen=True)
 class StepCheckpoint:
     """A step hand-in that passed validation, read before any write.
@@ -435,7 +453,7 @@ def step_advance(
     outputs, notes = checkpoint.outputs, checkpoint.notes
     next_index = session.current_entry_index + 1
     next_entry = None if next_index >= len(entries) else entries[next_index]
-    read = None if next_entry is None else generation.read_entry(job, entries, next_entry)
+    read = None if next_entry is None else _read_for_session(generation, job, entries, next_entry)
     now = timezone.now()
     values: dict[str, Value | None] = {}
 
@@ -651,7 +669,7 @@ def session_go_to_step(
             f"{session.current_entry_index}). Use finished_step to advance forward."
         )
     entry = entries[target]
-    read = generation.read_entry(session.job, entries, entry)
+    read = _read_for_session(generation, session.job, entries, entry)
     first_key = generation.entry_keys(entry)[0]
     with transaction.atomic():
         claim_session(session, current_entry_index=target, current_step_id=first_key)
