@@ -11,7 +11,7 @@ from fastmcp import FastMCP
 from deepwork_site.process import server_version
 from mcp_bridge.runner import Server
 from mcp_bridge.state import EXTERNAL_RUNNERS, SERVER_NAME, ServerConfig, ServerState
-from mcp_bridge.toolsets import DEFAULT_TOOLSETS, plan_mounts
+from mcp_bridge.toolsets import DEFAULT_TOOLSETS, check_combination, plan_mounts
 from reviews.gate import REVIEW_TIMEOUT_SECONDS
 
 
@@ -32,7 +32,8 @@ def create_server(
 ) -> FastMCP:
     """Build the MCP server for one project folder, serving ``toolsets`` (default: deepwork).
 
-    Unknown toolset names raise ``UnknownToolset`` naming the valid ones. ``generation``
+    Unknown toolset names raise ``UnknownToolset`` naming the valid ones, toolsets that cannot
+    work together ``ToolsetsRefused`` saying why. ``generation``
     picks the DeepWork tool generation of the deepwork toolset: "0.9", "0.14" or "both".
     """
     root = Path(project_root).resolve()
@@ -43,6 +44,7 @@ def create_server(
             f"Unknown external runner {external_runner!r}; choose one of {EXTERNAL_RUNNERS}"
         )
     plan_mounts(toolsets)  # refuse unknown names before anything is built
+    check_combination(toolsets, generation)
     state = ServerState(
         ServerConfig(
             project_root=root,

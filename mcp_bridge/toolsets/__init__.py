@@ -99,12 +99,16 @@ AGENTS = Toolset(
 
 # What each name on the command line serves, in order. DeepWork 0.9.1's wire carries the review
 # tools, so `deepwork` includes `deepreview`; `deepreview` alone serves only the review tools
-# (for an agent that wants the .deepreview pipeline without workflows).
+# (for an agent that wants the .deepreview pipeline without workflows). A DeepWork workflow's
+# tool answers the workflow's first step and leaves the rest to `finished_step`, so
+# `workflow-tools` brings the deepwork toolset along: alone it would start workflows nothing
+# could finish (every project has the standard jobs' DeepWork workflows, so there is always
+# such a tool).
 TOOLSETS: dict[str, tuple[Toolset, ...]] = {
     "deepwork": (DEEPWORK, DEEPREVIEW),
     "deepreview": (DEEPREVIEW,),
     "tracker": (TRACKER,),
-    "workflow-tools": (WORKFLOW_TOOLS,),
+    "workflow-tools": (DEEPWORK, DEEPREVIEW, WORKFLOW_TOOLS),
     "agents": (AGENTS,),
 }
 DEFAULT_TOOLSETS = ("deepwork",)
@@ -112,6 +116,26 @@ DEFAULT_TOOLSETS = ("deepwork",)
 
 class UnknownToolset(ImproperlyConfigured):
     pass
+
+
+class ToolsetsRefused(ImproperlyConfigured):
+    """Toolsets that cannot work together as asked."""
+
+
+def check_combination(names: Sequence[str], generation: str) -> None:
+    """Refuse toolsets that would serve a tool whose work nothing served could carry on.
+
+    A DeepWork workflow's tool starts the session on the server's agent, the way 0.9.1's
+    ``start_workflow`` does; 0.14's tools act only on a conversation's stack, so under
+    ``--generation 0.14`` no ``finished_step`` could reach it.
+    """
+    if "workflow-tools" in names and generation == "0.14":
+        raise ToolsetsRefused(
+            "The workflow-tools toolset cannot be served with --generation 0.14: a DeepWork "
+            "workflow's tool starts the workflow on this server's agent, and DeepWork 0.14's "
+            "finished_step cannot carry on such a session. Use --generation both (the default) "
+            "or 0.9 with --toolsets workflow-tools."
+        )
 
 
 def parse_toolsets(value: str) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from mcp_bridge.toolsets import (
     DEEPWORK,
     TOOLSETS,
     Toolset,
+    ToolsetsRefused,
     UnknownToolset,
     parse_toolsets,
     plan_mounts,
@@ -153,3 +154,49 @@ def test_a_server_keeps_its_tools_by_name_unless_a_toolset_changes_them(demo_pro
     assert create_server(demo_project, toolsets=["deepwork", "tracker", "agents"]).tools_fixed
     # Published workflows come and go as tools.
     assert not create_server(demo_project, toolsets=["deepwork", "workflow-tools"]).tools_fixed
+
+
+async def test_workflow_tools_alone_serves_what_finishes_the_workflows_it_starts(demo_project):
+    tools, instructions = await listed(create_server(demo_project, toolsets=["workflow-tools"]))
+    assert tools[:13] == WORKFLOW_TOOLS + SESSION_JOB_TOOLS + REVIEW_TOOLS
+    assert {"get_workflow_status", "cancel_workflow_run", "workflow_demo_quick"} <= set(tools)
+    assert instructions is not None and "**Checkpoint**" in instructions
+    # Served as if deepwork had been named first: no tool is served twice or renamed.
+    alone = [(m.toolset.name, m.prefix) for m in plan_mounts(["workflow-tools"])]
+    assert alone == [("deepwork", ""), ("deepreview", ""), ("workflow-tools", "")]
+    assert alone == [
+        (m.toolset.name, m.prefix) for m in plan_mounts(["deepwork", "workflow-tools"])
+    ]
+
+    (demo_project / "notes.md").write_text("notes\n")
+    async with Client(create_server(demo_project, toolsets=["workflow-tools"])) as client:
+        started = await client.call_tool("workflow_demo_quick", {"goal": "g", "topic": "t"})
+        session_id = started.structured_content["begin_step"]["session_id"]
+        finished = await client.call_tool(
+            "finished_step",
+            {
+                "outputs": {"notes.md": "notes.md"},
+                "session_id": session_id,
+                "quality_review_override_reason": "checked by hand",
+            },
+        )
+    assert finished.structured_content["status"] == "workflow_complete"
+
+
+def test_workflow_tools_with_the_014_generation_is_refused_before_serving(demo_project: Path):
+    expected = (
+        r"^--toolsets: The workflow-tools toolset cannot be served with --generation 0\.14: .* "
+        r"Use --generation both \(the default\) or 0\.9 with --toolsets workflow-tools\.$"
+    )
+    with pytest.raises(CommandError, match=expected):
+        call_command(
+            "mcpserve",
+            "--path",
+            str(demo_project),
+            "--toolsets",
+            "workflow-tools",
+            "--generation",
+            "0.14",
+        )
+    with pytest.raises(ToolsetsRefused):
+        create_server(demo_project, toolsets=["deepwork", "workflow-tools"], generation="0.14")

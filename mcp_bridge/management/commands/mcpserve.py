@@ -29,7 +29,14 @@ from mcp_bridge import startup
 from mcp_bridge.dbthread import DatabaseThread
 from mcp_bridge.migrate import migrate_if_needed
 from mcp_bridge.state import ServerState
-from mcp_bridge.toolsets import DEFAULT_TOOLSETS, UnknownToolset, parse_toolsets, plan_mounts
+from mcp_bridge.toolsets import (
+    DEFAULT_TOOLSETS,
+    ToolsetsRefused,
+    UnknownToolset,
+    check_combination,
+    parse_toolsets,
+    plan_mounts,
+)
 from mcp_bridge.toolsets.deepwork import DEFAULT_GENERATION, GENERATIONS
 from reviews.gate import REVIEW_TIMEOUT_SECONDS
 from workflows.errors import InvalidInput, WorkflowError
@@ -167,8 +174,8 @@ class Command(BaseCommand):
             metavar="NAMES",
             help="Comma list of toolsets to serve: deepwork (the workflow tools and the review "
             "tools, as DeepWork 0.9.1 serves them) or deepreview (the review tools only), "
-            "tracker, workflow-tools (one tool per published workflow), agents (multi-agent DAG "
-            "workflows). "
+            "tracker, workflow-tools (one tool per published workflow, with the deepwork tools "
+            "that carry a started workflow on), agents (multi-agent DAG workflows). "
             "Default: deepwork",
         )
         parser.add_argument(
@@ -281,7 +288,8 @@ class Command(BaseCommand):
             )
         try:
             toolsets = parse_toolsets(options["toolsets"])
-        except UnknownToolset as exc:
+            check_combination(toolsets, options["generation"])
+        except (UnknownToolset, ToolsetsRefused) as exc:
             raise CommandError(f"--toolsets: {exc}") from None
         source_urls = options["workflow_source"] or [
             url for url in [os.environ.get(WORKFLOW_SOURCE_ENV, "").strip()] if url

@@ -15,6 +15,7 @@ from mcp.types import ToolAnnotations
 from pydantic import PrivateAttr
 
 from mcp_bridge.toolsets import hints
+from mcp_bridge.toolsets.calls import refusal_error
 from mcp_bridge.toolsets.workflow_tools.settings import SEARCH_HINT_CHARS, SEARCH_HINT_META
 from workflow_tools.dag_source import DAG_SOURCE_KEY
 from workflow_tools.selectors import DEEPWORK_SOURCE_KEY
@@ -48,7 +49,7 @@ class WorkflowTool(Tool):
                 ) from None
         problem = arguments_problem(self.name, self._validator, arguments)
         if problem:
-            raise ToolError(problem)
+            raise refusal_error(problem)
 
     async def run(self, arguments: dict[str, Any]) -> ToolResult:
         self.validate_arguments(arguments)
