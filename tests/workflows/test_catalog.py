@@ -25,9 +25,9 @@ def parse_calls(monkeypatch) -> list[str]:
     calls: list[str] = []
     real = jobdef.parse_job_text
 
-    def counting(text, *, job_dir, yml_path):
+    def counting(text, *, job_dir, yml_path, **options):
         calls.append(Path(job_dir).name)
-        return real(text, job_dir=job_dir, yml_path=yml_path)
+        return real(text, job_dir=job_dir, yml_path=yml_path, **options)
 
     monkeypatch.setattr(jobdef, "parse_job_text", counting)
     return calls
@@ -228,11 +228,11 @@ def test_a_revision_stored_by_another_process_meanwhile_is_reused(project, monke
     entered, release = threading.Event(), threading.Event()
     first_call = threading.Lock()
 
-    def held_once(text, *, job_dir, yml_path):
+    def held_once(text, *, job_dir, yml_path, **options):
         if Path(job_dir).name == "nested" and first_call.acquire(blocking=False):
             entered.set()
             assert release.wait(timeout=60)
-        return real(text, job_dir=job_dir, yml_path=yml_path)
+        return real(text, job_dir=job_dir, yml_path=yml_path, **options)
 
     monkeypatch.setattr(jobdef, "parse_job_text", held_once)
     result: dict[str, object] = {}

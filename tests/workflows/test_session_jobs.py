@@ -66,6 +66,33 @@ def test_an_invalid_definition_is_kept_for_inspection(project):
     assert (stored.job, stored.error != "") == (None, True)
 
 
+@pytest.mark.parametrize(
+    ("text", "missing"),
+    [
+        # Written for neither format: refused in 0.14's terms, as DeepWork 0.14.0 refuses it.
+        ("name: tmpjob\nsummary: s\n", "step_arguments"),
+        (
+            "name: tmpjob\nsummary: s\nworkflows:\n  - {name: a, summary: b, steps: [x]}\n",
+            "step_arguments",
+        ),
+        # Written for 0.9.1's format (which a session job may be): refused in its terms.
+        (
+            "name: tmpjob\nsummary: s\nversion: '1'\nsteps: []\n",
+            "common_job_info_provided_to_all_steps_at_runtime",
+        ),
+    ],
+)
+def test_a_definition_is_refused_in_the_terms_of_the_format_it_was_written_for(
+    project, text, missing
+):
+    with pytest.raises(InvalidInput) as info:
+        register(project, text)
+    assert str(info.value).startswith(
+        "Job definition validation failed: Job definition validation failed: Validation error "
+        f"at root: '{missing}' is a required property\n"
+    )
+
+
 def test_a_014_job_with_an_invalid_json_schema_is_a_load_error(project, catalog, demo_project):
     write_demo14(demo_project)
     path = demo_project / ".deepwork/jobs/demo14/job.yml"

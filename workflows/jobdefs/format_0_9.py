@@ -48,6 +48,16 @@ def is_format(data: Mapping[str, Any]) -> bool:
     return True
 
 
+def has_own_keys(data: Mapping[str, Any]) -> bool:
+    """Whether a document carries a key only this format has (``version``, a ``steps`` list,
+    the common job info): one written for it, whatever else is wrong with it."""
+    return (
+        "version" in data
+        or isinstance(data.get("steps"), list)
+        or "common_job_info_provided_to_all_steps_at_runtime" in data
+    )
+
+
 def is_stored(definition: Mapping[str, Any]) -> bool:
     """Every stored job no later format claims."""
     return True

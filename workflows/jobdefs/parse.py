@@ -33,11 +33,14 @@ def _format_named(name: str) -> ModuleType:
     return next((f for f in FORMATS if name == f.FORMAT), format_0_9)
 
 
-def parse_job_bytes(raw: bytes, *, job_dir: Path, yml_path: Path | None) -> JobDef:
+def parse_job_bytes(
+    raw: bytes, *, job_dir: Path, yml_path: Path | None, unclaimed: str | None = None
+) -> JobDef:
     """Parse the bytes of ``yml_path`` as read from disk: size, then UTF-8, then the text.
 
     ``yml_path`` None: the bytes were sent, not read from a file (a session job); errors then
     name no file, and YAML errors say ``in "<unicode string>"``, as DeepWork 0.14 does.
+    ``unclaimed``: see ``parse_job_text``.
     """
     if len(raw) > MAX_FILE_BYTES:
         raise too_large_error(yml_path)
@@ -49,17 +52,26 @@ def parse_job_bytes(raw: bytes, *, job_dir: Path, yml_path: Path | None) -> JobD
         raise JobParseError(
             f"Failed to load job.yml: {file_named(yml_path)} is not valid UTF-8: {exc}"
         ) from exc
-    return parse_job_text(text, job_dir=job_dir, yml_path=yml_path)
+    return parse_job_text(text, job_dir=job_dir, yml_path=yml_path, unclaimed=unclaimed)
 
 
-def parse_job_text(text: str, *, job_dir: Path, yml_path: Path | None) -> JobDef:
+def parse_job_text(
+    text: str, *, job_dir: Path, yml_path: Path | None, unclaimed: str | None = None
+) -> JobDef:
     """Parse job.yml content already read from ``yml_path`` (None: sent as text, see
-    ``parse_job_bytes``); ``job_dir`` is recorded as given."""
+    ``parse_job_bytes``); ``job_dir`` is recorded as given.
+
+    ``unclaimed`` names the format that checks a document no format claims by its own keys
+    (None: the oldest, the fallback for everything). A session job, a DeepWork 0.14 notion,
+    passes "0.14": a document written for neither format is then refused in 0.14's terms.
+    """
     # Characters never outnumber UTF-8 bytes, so this refuses only files over the byte limit.
     if len(text) > MAX_FILE_BYTES:
         raise too_large_error(yml_path)
     data = load_yaml(text, yml_path)
     job_format = next(f for f in FORMATS if f.is_format(data))
+    if unclaimed is not None and job_format is format_0_9 and not format_0_9.has_own_keys(data):
+        job_format = _format_named(unclaimed)
     job: JobDef = job_format.build_job(data, job_dir=job_dir)
     return job
 

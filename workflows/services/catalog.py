@@ -272,7 +272,11 @@ def _convert(job_file: JobFile, raw: bytes, *, sent: bool = False) -> _Revision:
     job), so errors name no file of the server's.
     """
     definition = jobdef_parse.parse_job_bytes(
-        raw, job_dir=Path(job_file.job_dir), yml_path=None if sent else job_file.yml_path
+        raw,
+        job_dir=Path(job_file.job_dir),
+        yml_path=None if sent else job_file.yml_path,
+        # A sent job is a session job: one written for neither format is refused as 0.14 does.
+        unclaimed="0.14" if sent else None,
     )
     if not sent:
         # A sent job has no folder of its own on disk to hold files.
