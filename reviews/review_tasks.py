@@ -203,8 +203,9 @@ def review_tasks(
                     {"strategy": "matches_together"},
                     _process_text(checkpoint, preamble),
                 ),
+                # In the order the outputs were handed in, each path once, as 0.14 lists them.
                 files_to_review=tuple(
-                    sorted({p for v in file_outputs.values() for p in _paths(v)})
+                    dict.fromkeys(p for v in file_outputs.values() for p in _paths(v))
                 ),
                 source_location=source,
             )

@@ -16,6 +16,7 @@ from fastmcp.client.messages import MessageHandler
 from fastmcp.client.transports import StdioTransport
 from mcp.shared.exceptions import MCPError
 
+from mcp_bridge.toolsets import DEEPREVIEW, DEEPWORK
 from tests.conftest import NESTED_JOB
 from tests.e2e.driver import Driver
 from tests.support.factories import write_job
@@ -25,6 +26,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
 
 FAST = {"DEEPWORK_WORKFLOW_TOOLS_POLL_SECONDS": "0.2"}
 STATIC = {"refresh_workflow_tools", "get_workflow_status", "cancel_workflow_run"}
+# The deepwork toolset's tools, which workflow-tools brings along (listed first): 13.
+CARRY_ON = {*DEEPWORK.tool_names, *DEEPREVIEW.tool_names}
 WORKFLOW_TOOLS = {
     "workflow_demo_main",
     "workflow_demo_quick",
@@ -57,18 +60,23 @@ async def test_pages_follow_the_cursor_and_an_old_cursor_is_refused(demo_project
         env_extra={**FAST, "DEEPWORK_TOOLS_PAGE_SIZE": "3"},
     ) as agent:
         first = await agent.client.list_tools_mcp()
-        # The static tools come first, so a client that reads one page still has them.
-        assert {tool.name for tool in first.tools} == STATIC
+        # The deepwork tools come first, so a client that reads one page can still find, start
+        # and finish a workflow.
+        assert [tool.name for tool in first.tools] == [
+            "get_workflows",
+            "start_workflow",
+            "finished_step",
+        ]
         assert first.next_cursor
         pages, cursor = [first], first.next_cursor
         while cursor:
             page = await agent.client.list_tools_mcp(cursor=cursor)
             pages.append(page)
             cursor = page.next_cursor
-        assert [len(page.tools) for page in pages] == [3, 3, 2]
+        assert [len(page.tools) for page in pages] == [3] * 7
         walked = [tool.name for page in pages for tool in page.tools]
         assert len(walked) == len(set(walked))
-        assert set(walked) == STATIC | WORKFLOW_TOOLS
+        assert set(walked) == CARRY_ON | STATIC | WORKFLOW_TOOLS
         assert {tool.name for tool in await agent.client.list_tools()} == set(walked)
 
         with pytest.raises(MCPError) as bad:
@@ -85,7 +93,7 @@ async def test_pages_follow_the_cursor_and_an_old_cursor_is_refused(demo_project
         assert stale.value.code == INVALID_PARAMS
         assert "tool list has changed since this cursor was given" in stale.value.error.message
         names = {tool.name for tool in await agent.client.list_tools()}
-        assert names == STATIC | WORKFLOW_TOOLS | {"workflow_fresh_only"}
+        assert names == CARRY_ON | STATIC | WORKFLOW_TOOLS | {"workflow_fresh_only"}
 
 
 async def test_a_walk_within_the_watchers_interval_is_one_list(demo_project: Path):
@@ -103,7 +111,9 @@ async def test_a_walk_within_the_watchers_interval_is_one_list(demo_project: Pat
             pages.append(page)
             cursor = page.next_cursor
         # The pages after the first come from the list the first was cut from...
-        assert {tool.name for page in pages for tool in page.tools} == STATIC | WORKFLOW_TOOLS
+        assert {tool.name for page in pages for tool in page.tools} == (
+            CARRY_ON | STATIC | WORKFLOW_TOOLS
+        )
         # ...and a new walk lists the job added meanwhile.
         assert "workflow_fresh_only" in await agent.tool_names()
 
@@ -113,7 +123,7 @@ async def test_unpaged_listing_has_every_tool_with_lean_entries(demo_project: Pa
         listing = await agent.client.list_tools_mcp(cursor="ignored without paging")
     assert listing.next_cursor is None
     tools = {tool.name: tool for tool in listing.tools}
-    assert set(tools) == STATIC | WORKFLOW_TOOLS
+    assert set(tools) == CARRY_ON | STATIC | WORKFLOW_TOOLS
     main = tools["workflow_demo_main"]
     assert main.title == "demo_main"
     assert main.meta == {
@@ -241,9 +251,9 @@ def list_pages(project: Path, page_size: str | None, era: str) -> list[dict]:
 
 @pytest.mark.parametrize("era", ["handshake", "2026-07-28"])
 async def test_next_cursor_is_left_out_on_the_last_page_and_never_empty(demo_project, era):
-    # Eight tools: pages of 3 (3, 3, 2), of 4 (the last page exactly full), of 8 (one page),
-    # and no paging at all.
-    for page_size, sizes in (("3", [3, 3, 2]), ("4", [4, 4]), ("8", [8]), (None, [8])):
+    # Twenty-one tools: pages of 4 (five, then 1), of 3 (the last page exactly full), of 21
+    # (one page), and no paging at all.
+    for page_size, sizes in (("4", [4] * 5 + [1]), ("3", [3] * 7), ("21", [21]), (None, [21])):
         pages = await asyncio.to_thread(list_pages, demo_project, page_size, era)
         assert [len(page["tools"]) for page in pages] == sizes, page_size
         for page in pages[:-1]:
@@ -251,7 +261,7 @@ async def test_next_cursor_is_left_out_on_the_last_page_and_never_empty(demo_pro
             assert page["nextCursor"], page_size
         assert "nextCursor" not in pages[-1], page_size
         names = [tool["name"] for page in pages for tool in page["tools"]]
-        assert set(names) == STATIC | WORKFLOW_TOOLS
+        assert set(names) == CARRY_ON | STATIC | WORKFLOW_TOOLS
 
 
 async def test_a_long_list_is_logged_on_stderr_once_per_change(demo_project, tmp_path):
@@ -268,11 +278,11 @@ async def test_a_long_list_is_logged_on_stderr_once_per_change(demo_project, tmp
     )
     async with Driver(demo_project, transport=transport) as agent:
         for _ in range(3):
-            assert len(await agent.tool_names()) == 3 + 32
+            assert len(await agent.tool_names()) == 13 + 3 + 32
         # The watcher looks every 0.2 s here; a list that stays the same is not told again.
         await asyncio.sleep(1)
         add_job(demo_project, "one_more")
-        assert len(await agent.tool_names()) == 3 + 33
+        assert len(await agent.tool_names()) == 13 + 3 + 33
         await asyncio.sleep(1)
     lines = [
         line for line in stderr.read_text().splitlines() if "workflow tools are listed" in line

@@ -133,9 +133,7 @@ async def test_the_hints_say_what_each_kind_of_call_may_do(demo_project: Path, r
 async def test_a_hand_in_reaches_beyond_the_project_only_with_a_reviewer_to_run(demo_project):
     # 0.9.1's gate runs no review rule's command: only a reviewer the server was told to run.
     alone = await listed(create_server(demo_project, generation="0.9"))
-    reviewed = await listed(
-        create_server(demo_project, generation="0.9", external_runner="claude")
-    )
+    reviewed = await listed(create_server(demo_project, generation="0.9", external_runner="claude"))
     assert alone["finished_step"]["openWorldHint"] is False
     assert reviewed["finished_step"]["openWorldHint"] is True
 

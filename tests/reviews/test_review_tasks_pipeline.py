@@ -115,3 +115,21 @@ def test_people_request_changes_and_override_on_014_steps(project014, catalog, p
     review_override(step_run=run, reason="Good enough for a draft.", by=person, via="dashboard")
     assert isinstance(finish(project014), v0_14.Advanced)
     assert HumanDecision.objects.filter(consumed_at__isnull=True).count() == 0
+
+
+def test_the_process_review_lists_the_outputs_in_the_order_handed_in(
+    project014, catalog, demo_project
+):
+    start(project014, catalog)
+    (demo_project / "notes.md").write_text("notes\n")
+    (demo_project / "data.json").write_text('{"title": "t"}\n')
+    assert list(GATHER) == ["notes.md", "data.json"]  # not sorted: the point of this test
+
+    assert isinstance(finish(project014), NeedsWork)
+
+    (instructions,) = (demo_project / ".deepwork/tmp/review_instructions").glob(
+        "step_gather_process_quality--*.md"
+    )
+    text = instructions.read_text()
+    listed = text.split("## Files to Review\n\n", 1)[1].split("\n\n", 1)[0]
+    assert listed == "- @notes.md\n- @data.json"
