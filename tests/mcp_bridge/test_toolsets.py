@@ -160,7 +160,8 @@ async def test_workflow_tools_alone_serves_what_finishes_the_workflows_it_starts
     tools, instructions = await listed(create_server(demo_project, toolsets=["workflow-tools"]))
     assert tools[:13] == WORKFLOW_TOOLS + SESSION_JOB_TOOLS + REVIEW_TOOLS
     assert {"get_workflow_status", "cancel_workflow_run", "workflow_demo_quick"} <= set(tools)
-    assert instructions is not None and "**Checkpoint**" in instructions
+    assert instructions is not None
+    assert "**Checkpoint**" in instructions
     # Served as if deepwork had been named first: no tool is served twice or renamed.
     alone = [(m.toolset.name, m.prefix) for m in plan_mounts(["workflow-tools"])]
     assert alone == [("deepwork", ""), ("deepreview", ""), ("workflow-tools", "")]
