@@ -174,7 +174,7 @@ async def test_every_hostile_job_at_once_leaves_the_tools_and_rest_working(demo_
         for folder, _, fragment in HOSTILE:
             # The repair hint comes after the bounded text.
             _assert_bounded(
-                errors[folder].split("\nThis project likely needs")[0], folder, fragment
+                errors[folder].split("\nIf this job.yml was edited")[0], folder, fragment
             )
         assert [job["name"] for job in listed["jobs"]] == ["demo", "nested", "deepwork_jobs"]
 

@@ -278,9 +278,6 @@ def _convert(job_file: JobFile, raw: bytes, *, sent: bool = False) -> _Revision:
         # A sent job is a session job: one written for neither format is refused as 0.14 does.
         unclaimed="0.14" if sent else None,
     )
-    if not sent:
-        # A sent job has no folder of its own on disk to hold files.
-        jobdef_parse.check_job_files(definition)
     # Columns the schema leaves unbounded: an over-long value would fail the insert, and with
     # it the whole sync, on PostgreSQL.
     checks = [
@@ -313,6 +310,10 @@ def _convert(job_file: JobFile, raw: bytes, *, sent: bool = False) -> _Revision:
                 f"Job definition validation failed: Validation error at {loc}: "
                 "a NUL character cannot be stored"
             )
+    if not sent:
+        # Last: what is wrong with the document itself is told first. A sent job has no
+        # folder of its own on disk to hold files.
+        jobdef_parse.check_job_files(definition)
     # 0.9.1 accepts a repeated step id and always uses the first step of that id; only that
     # one gets a row (a row per id is what the database enforces).
     first_of_id: dict[str, jobdef.StepDef] = {}
