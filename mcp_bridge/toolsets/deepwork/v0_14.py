@@ -42,6 +42,7 @@ from mcp_bridge.toolsets.deepwork.common import (
     started_here,
 )
 from mcp_bridge.toolsets.deepwork.deepreview import beside_review_tasks
+from workflows.db import db_sync_to_async
 from workflows.dialects import deepwork014 as dialect
 from workflows.errors import InvalidInput, NotFound, WorkflowError
 from workflows.generations import Conversation
@@ -237,7 +238,6 @@ async def schemas_checked_ahead(
     thread: reading, parsing and validating the files is the slow part of a hand-in, and
     every caller shares that thread. Only finding the step takes a short turn on it; the
     finish call then uses the result (``schema_checked_ahead``) if the step is unchanged."""
-    from workflows.db import db_sync_to_async
     from workflows.generations import v0_14 as later
 
     try:
