@@ -196,7 +196,7 @@ async def test_an_abort_reason_is_refused_alike_over_mcp_rest_and_the_dashboard(
         browser = HttpClient()
         browser.force_login(person)
         url = f"/sessions/{sid}/"
-        browser.post(url + "abort/", {"reason": CONTROL})
+        browser.post(url + "abort/", {"reason": CONTROL, "confirm": "on"})
         return flashes(browser, url)
 
     assert await sync_to_async(dashboard_abort)() == [("error", EXPLANATION_REFUSED)]
