@@ -17,8 +17,8 @@ from accounts.identity import DRIVE
 from accounts.selectors import api_token_find, api_token_list
 from accounts.services import api_token_create, api_token_revoke, user_create
 from deepwork_site.process import manage_command
-from workflows.errors import WorkflowError
-from workflows.models import Project
+from workflows.errors import NotFound, WorkflowError
+from workflows.selectors.catalog import project_find
 
 # The group migrate makes (dashboard/apps.py) whose people may drive sessions, which is what
 # /mcp asks of a token's user; --create-user puts a new user there.
@@ -86,14 +86,10 @@ class Command(BaseCommand):
             )
         project = None
         if options["project"]:
-            ref = options["project"]
-            project = (
-                Project.objects.filter(pk=int(ref)).first()
-                if ref.isdigit()
-                else Project.objects.filter(root_path=ref).first()
-            )
-            if project is None:
-                raise CommandError(f"No project {ref!r} (give its id or root path)")
+            try:
+                project = project_find(ref=options["project"])
+            except NotFound as exc:
+                raise CommandError(str(exc)) from None
         roles = [r for r in (options["roles"] or "").split(",") if r.strip()]
         token, secret = api_token_create(
             user=user,

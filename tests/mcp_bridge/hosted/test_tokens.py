@@ -52,6 +52,10 @@ def test_the_command_refuses_a_project_without_mcp_or_unknown(alice, project_dir
         run("create", "--user", "alice", "--name", "x", "--project", str(project.pk))
     with pytest.raises(CommandError, match="No project '999'"):
         run("create", "--user", "alice", "--name", "x", "--mcp", "--project", "999")
+    # Digits of other scripts and ids longer than any id are references to nothing, not crashes.
+    for odd in ("²", "9" * 5000):
+        with pytest.raises(CommandError, match="No project"):
+            run("create", "--user", "alice", "--name", "x", "--mcp", "--project", odd)
     with pytest.raises(InvalidInput):
         api_token_create(user=alice, name="x", mcp_project=project)
     assert not ApiToken.objects.exists()
