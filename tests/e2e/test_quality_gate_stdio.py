@@ -14,6 +14,7 @@ from reviews.rulings import review_override
 from tests.e2e.driver import Driver
 from tests.reviews.test_gate import FAKE, GATE_JOB
 from tests.support.factories import write_job
+from workflows.events import VIA_DASHBOARD
 from workflows.models import StepRun
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.e2e]
@@ -66,6 +67,7 @@ async def test_needs_work_then_fixed_then_next_step_and_a_human_override(gated_p
             step_run=run,
             by=(await get_user_model().objects.aget_or_create(username="reviewer-alice"))[0],
             reason="Page is acceptable as is",
+            via=VIA_DASHBOARD,
         )
         reviews_before = len(list(log.glob("call-*.json")))
         fourth = await agent.call("finished_step", {"outputs": {"pages": ["page0.md"]}})
