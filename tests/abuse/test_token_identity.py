@@ -18,12 +18,7 @@ from django.test import Client
 from accounts.services import api_token_create
 from dag import services as dag
 from tests.api.conftest import (
-    ABORT,
-    DECIDE,
-    DECIDE_HUMAN_STEP,
-    DRIVE,
-    RESOLVE_BLOCKER,
-    VIEW,
+    EVERYTHING,
     Caller,
     assert_error,
 )
@@ -39,7 +34,6 @@ from workflows.services.projects import project_add
 
 pytestmark = pytest.mark.django_db
 
-EVERYTHING = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER, DECIDE_HUMAN_STEP)
 PLAN = [
     {"step_id": "build", "description": "Build", "assigned_role": "swe"},
     {"step_id": "approve", "description": "Approve", "assigned_role": "human"},

@@ -17,6 +17,9 @@ ABORT = "workflows.abort_session"
 DECIDE = "reviews.decide_review"
 RESOLVE_BLOCKER = "tracker.resolve_blocker"
 DECIDE_HUMAN_STEP = "dag.decide_human_step"
+# Every permission over sessions at once: a caller holding them all is still refused what its
+# kind of credential may not do.
+EVERYTHING = (VIEW, DRIVE, ABORT, DECIDE, RESOLVE_BLOCKER, DECIDE_HUMAN_STEP)
 
 
 @dataclass
