@@ -18,9 +18,16 @@ said in a warning. Git runs through ``workflows.git``: with ``-C root`` and an a
 environment, so neither the server's working directory nor a ``GIT_DIR`` it inherited can point
 it at another repository, and nothing the repository's configuration names is run.
 
-Why one long module: snapshot and comparison must read files, git and racy timestamps by
-the same rules, or a change would be counted twice or lost; split into ``git``, ``tree`` and
-``snapshot`` modules when it next grows.
+A watched look (a project ``workflows.watch`` follows) asks git only about the paths touched
+since the snapshot, and judges them with the same ``_judge_git`` as a whole look; whenever the
+watch cannot vouch for the answer the look is a whole one.
+
+Why one module of some 1,100 lines: snapshot, comparison and the watched look must read files,
+git and racy timestamps by the same rules, or a change would be counted twice or lost, and the
+tests hold the watched look to the whole look's answer path by path. It is past the size at
+which it was to be split: the seams are its section headers (values, git, files, snapshot,
+comparison, watched looks), and the next change to it should first move git and the files'
+reading into modules of their own.
 """
 
 from __future__ import annotations
